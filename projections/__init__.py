@@ -1,0 +1,1 @@
+"""The pure side: the job lifecycle (decide, evolve), other folds, storage ports, queries."""

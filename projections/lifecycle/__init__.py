@@ -1,0 +1,8 @@
+"""The job lifecycle as two pure functions: `decide` (the rules) and `evolve` (the fold)."""
+
+from projections.lifecycle.decide import decide
+from projections.lifecycle.evolve import evolve, replay
+from projections.lifecycle.policy import ExecutionProfile, Policy
+from projections.lifecycle.state import Job, Lease
+
+__all__ = ["ExecutionProfile", "Job", "Lease", "Policy", "decide", "evolve", "replay"]

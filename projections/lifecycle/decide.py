@@ -1,0 +1,270 @@
+"""`decide(state, command, now, policy) -> events`: every job lifecycle rule, and only here.
+
+Pure: no I/O, no clock. A command already applied (its id is among the job's recent
+command ids) decides nothing, so a redelivered command can never add events.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import assert_never
+
+from projections.lifecycle.dispatch import dispatch
+from projections.lifecycle.emit import Emitter, command_id_of
+from projections.lifecycle.policy import Policy, ceil_to_millis
+from projections.lifecycle.state import Job, Lease, is_denial
+from projections.lifecycle.submission import decide_submit
+from schemas.commands import (
+    CancelJob,
+    CheckTimers,
+    Command,
+    RenewLease,
+    ReportAttempt,
+    ReportCallback,
+    SubmitJob,
+)
+from schemas.enums import (
+    ActorRole,
+    AttemptOutcome,
+    AuditAction,
+    AuditOutcome,
+    ExpiryReason,
+    FailureDisposition,
+    JobStatus,
+    ReportKind,
+)
+from schemas.events import (
+    AttemptRecorded,
+    AuditRecorded,
+    CallbackAbandoned,
+    CallbackDelivered,
+    Event,
+    JobCancelled,
+    JobDeadLettered,
+    JobSucceeded,
+    LeaseExpired,
+    LeaseRenewed,
+    RetryScheduled,
+    StaleReportIgnored,
+)
+from schemas.records import Attempt, Failure
+from schemas.types import to_utc_millis
+
+SUCCESS_OUTCOMES = frozenset({AttemptOutcome.FETCHED, AttemptOutcome.NOT_MODIFIED, AttemptOutcome.CACHE_HIT})
+MUTATING_OPERATOR_ROLES = frozenset({ActorRole.OPERATOR, ActorRole.ADMIN})
+
+
+def decide(state: Job | None, command: Command, now: datetime, policy: Policy) -> list[Event]:
+    """The events that follow from `command` given the job's current `state`."""
+    command_id = command_id_of(command)
+    if state is not None and command_id in state.recent_command_ids:
+        return []
+    now = to_utc_millis(now)
+    match command:
+        case SubmitJob():
+            return decide_submit(state, command, command_id, now, policy)
+        case CancelJob():
+            emit = Emitter(command_id, command.job_id, _sequence(state), now)
+            _cancel(state, command, emit)
+        case ReportAttempt():
+            emit = Emitter(command_id, command.job_id, _sequence(state), now)
+            _report(state, command.attempt, emit, policy)
+        case RenewLease():
+            emit = Emitter(command_id, command.job_id, _sequence(state), now)
+            _renew(state, command, emit, policy)
+        case CheckTimers():
+            emit = Emitter(command_id, command.job_id, _sequence(state), now)
+            _check_timers(state, emit, policy)
+        case ReportCallback():
+            emit = Emitter(command_id, command.job_id, _sequence(state), now)
+            _callback(state, command, emit)
+        case _:
+            assert_never(command)
+    return emit.events
+
+
+def _sequence(state: Job | None) -> int:
+    return 0 if state is None else state.sequence
+
+
+def _cancel(state: Job | None, command: CancelJob, emit: Emitter) -> None:
+    denial = _cancel_denial(state, command)
+    if denial is None:
+        emit(JobCancelled, actor_id=command.actor_id, actor_role=command.actor_role, reason=command.reason)
+    emit(
+        AuditRecorded,
+        audit_id=emit.derived_id("audit"),
+        actor_id=command.actor_id,
+        actor_role=command.actor_role,
+        action=AuditAction.JOB_CANCEL,
+        outcome=AuditOutcome.ALLOWED if denial is None else AuditOutcome.DENIED,
+        reason=command.reason,
+        detail=denial or "cancelled",
+        request_id=command.request_id,
+    )
+
+
+def _cancel_denial(state: Job | None, command: CancelJob) -> str | None:
+    """Why this actor may not cancel this job now, or None when they may."""
+    if state is None:
+        return "no such job"
+    if command.actor_role is ActorRole.SERVICE and command.actor_id != state.accepted.caller_identity:
+        return "a service may cancel only jobs it submitted"
+    if command.actor_role not in MUTATING_OPERATOR_ROLES | {ActorRole.SERVICE}:
+        return f"role {command.actor_role} does not permit mutations"
+    if state.is_terminal:
+        return f"job is already {state.status}"
+    return None
+
+
+def _holds_current_lease(state: Job | None, attempt_number: int, lease_id: object) -> str | None:
+    """Why a report or renewal is stale (fencing), or None when it carries the current lease."""
+    if state is None:
+        return "no such job"
+    if state.status is not JobStatus.LEASED or state.lease is None:
+        return f"job is {state.status}, not leased"
+    if (attempt_number, lease_id) != (state.lease.attempt_number, state.lease.lease_id):
+        return f"current lease is attempt {state.lease.attempt_number}"
+    return None
+
+
+def _report(state: Job | None, attempt: Attempt, emit: Emitter, policy: Policy) -> None:
+    stale = _holds_current_lease(state, attempt.attempt_number, attempt.lease_id)
+    if stale is not None or state is None:
+        emit(
+            StaleReportIgnored,
+            kind=ReportKind.ATTEMPT,
+            attempt_number=attempt.attempt_number,
+            lease_id=attempt.lease_id,
+            reason=stale,
+        )
+        return
+    emit(AttemptRecorded, attempt=attempt)
+    if attempt.outcome in SUCCESS_OUTCOMES and attempt.failure is None:
+        emit(JobSucceeded, attempt_number=attempt.attempt_number, artifacts=attempt.artifacts)
+        return
+    failure = attempt.failure or Failure(
+        code="UNKNOWN_FAILURE",
+        disposition=FailureDisposition.TERMINAL,
+        safe_message=f"attempt ended {attempt.outcome} without a failure",
+    )
+    spent = state.budget_spent + (0 if is_denial(attempt) else 1)
+    _retry_or_dead_letter(state, failure, spent, emit, policy)
+
+
+def _retry_or_dead_letter(
+    state: Job, failure: Failure, budget_spent: int, emit: Emitter, policy: Policy
+) -> None:
+    """Backoff never earlier than Retry-After, never at or past the deadline, within the budget."""
+    attempt_number = state.dispatch_count
+    if failure.disposition is FailureDisposition.TERMINAL:
+        emit(JobDeadLettered, failure=failure)
+        return
+    backoff_until = emit.now + policy.backoff(attempt_number)
+    next_attempt_at = ceil_to_millis(max(backoff_until, failure.retry_at or backoff_until))
+    if next_attempt_at >= state.accepted.deadline_at:
+        emit(JobDeadLettered, failure=_deadline_failure(failure))
+    elif budget_spent >= state.accepted.attempt_limit:
+        emit(JobDeadLettered, failure=_exhausted(failure, budget_spent))
+    else:
+        emit(RetryScheduled, attempt_number=attempt_number, next_attempt_at=next_attempt_at, failure=failure)
+
+
+def _deadline_failure(cause: Failure) -> Failure:
+    return Failure(
+        code="JOB_DEADLINE_EXCEEDED",
+        disposition=FailureDisposition.TERMINAL,
+        safe_message=f"the job deadline passes before a safe retry (last failure: {cause.code})",
+    )
+
+
+def _exhausted(cause: Failure, budget_spent: int) -> Failure:
+    return cause.model_copy(
+        update={
+            "disposition": FailureDisposition.TERMINAL,
+            "retry_at": None,
+            "safe_message": f"{cause.safe_message} (attempt budget of {budget_spent} spent)",
+        }
+    )
+
+
+def _renew(state: Job | None, command: RenewLease, emit: Emitter, policy: Policy) -> None:
+    stale = _holds_current_lease(state, command.attempt_number, command.lease_id)
+    if stale is not None or state is None:
+        emit(
+            StaleReportIgnored,
+            kind=ReportKind.RENEWAL,
+            attempt_number=command.attempt_number,
+            lease_id=command.lease_id,
+            reason=stale,
+        )
+        return
+    lease = timedelta(milliseconds=policy.lease_ms(state.accepted.max_runtime_ms))
+    emit(
+        LeaseRenewed,
+        attempt_number=command.attempt_number,
+        lease_id=command.lease_id,
+        lease_expires_at=emit.now + lease,
+    )
+
+
+def _check_timers(state: Job | None, emit: Emitter, policy: Policy) -> None:
+    if state is None or state.is_terminal:
+        return
+    if state.status is JobStatus.LEASED and state.lease is not None:
+        _reap(state, state.lease, emit, policy)
+    elif emit.now >= state.accepted.deadline_at:
+        emit(JobDeadLettered, failure=_deadline_failure(state.failure or _never_ran()))
+    elif state.next_attempt_at is None or emit.now >= state.next_attempt_at:
+        dispatch(state, emit, policy)
+
+
+def _never_ran() -> Failure:
+    return Failure(code="NOT_STARTED", disposition=FailureDisposition.TERMINAL, safe_message="no attempt ran")
+
+
+def _reap(state: Job, lease: Lease, emit: Emitter, policy: Policy) -> None:
+    """Expire a lapsed lease, or one further ahead than any registered type could ask for."""
+    expires_at = lease.lease_expires_at
+    if emit.now >= expires_at:
+        reason = ExpiryReason.EXPIRED
+    elif expires_at - emit.now > timedelta(milliseconds=policy.lease_horizon_ms):
+        reason = ExpiryReason.BEYOND_HORIZON
+    else:
+        return
+    failure = Failure(
+        code="LEASE_EXPIRED" if reason is ExpiryReason.EXPIRED else "LEASE_BEYOND_HORIZON",
+        disposition=FailureDisposition.RETRYABLE,
+        safe_message=f"attempt {lease.attempt_number} stopped reporting before its lease ended",
+    )
+    emit(
+        LeaseExpired,
+        attempt_number=lease.attempt_number,
+        lease_id=lease.lease_id,
+        lease_expires_at=expires_at,
+        reason=reason,
+        failure=failure,
+    )
+    _retry_or_dead_letter(state, failure, state.budget_spent + 1, emit, policy)
+
+
+def _callback(state: Job | None, command: ReportCallback, emit: Emitter) -> None:
+    if state is None or not state.is_terminal or state.callback_recorded:
+        return
+    url = state.accepted.callback_url
+    if url is None:
+        return
+    if command.delivered:
+        emit(
+            CallbackDelivered,
+            callback_url=url,
+            delivery_attempts=command.delivery_attempts,
+            http_status=command.http_status or 200,
+        )
+    else:
+        emit(
+            CallbackAbandoned,
+            callback_url=url,
+            delivery_attempts=command.delivery_attempts,
+            last_error=command.last_error or "unknown",
+        )

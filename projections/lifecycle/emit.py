@@ -1,0 +1,51 @@
+"""Stamps the envelope on the events one command causes: ids, sequence and time."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, TypeVar
+from uuid import UUID, uuid5
+
+from projections.lifecycle.identity import JOB_NAMESPACE, event_id_for
+from schemas.commands import Command
+from schemas.events import Event
+
+E = TypeVar("E", bound=Event)
+
+
+def command_id_of(command: Command) -> UUID:
+    """The command's own id, or one derived from its content when a producer sent none."""
+    if command.command_id is not None:
+        return command.command_id
+    digest = hashlib.sha256(command.model_dump_json().encode()).hexdigest()
+    return uuid5(JOB_NAMESPACE, f"{type(command).__name__}:{digest}")
+
+
+@dataclass
+class Emitter:
+    """Collects one command's events; each gets a deterministic id and the next sequence."""
+
+    command_id: UUID
+    job_id: UUID
+    sequence: int
+    now: datetime
+    events: list[Event] = field(default_factory=list)
+
+    def __call__(self, event_type: type[E], **fields: Any) -> E:
+        index = len(self.events)
+        event = event_type(
+            event_id=event_id_for(self.command_id, self.job_id, index),
+            job_id=self.job_id,
+            sequence=self.sequence + index + 1,
+            occurred_at=self.now,
+            command_id=self.command_id,
+            **fields,
+        )
+        self.events.append(event)
+        return event
+
+    def derived_id(self, label: str) -> UUID:
+        """A further deterministic id owned by this command (e.g. an audit record's)."""
+        return uuid5(self.command_id, label)

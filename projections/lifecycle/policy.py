@@ -1,0 +1,101 @@
+"""Execution profiles and the arithmetic derived from them: lease, renewal, horizon, backoff.
+
+A profile declares exactly two numbers, `max_runtime_ms` and `max_attempts`; everything
+else is derived here, so the lease, the renewal interval and the reaper agree.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+MIN_RENEW_INTERVAL_MS = 5_000
+MAX_RENEW_INTERVAL_MS = 60_000
+RENEW_DIVISOR = 3  # two renewals may be missed before the lease lapses
+
+
+@dataclass(frozen=True)
+class ExecutionProfile:
+    max_runtime_ms: int
+    max_attempts: int
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Everything the lifecycle rules read besides state, command and time."""
+
+    profiles: Mapping[str, ExecutionProfile]
+    default_profile: ExecutionProfile = ExecutionProfile(max_runtime_ms=60_000, max_attempts=3)
+    lease_grace_ms: int = 10_000
+    retry_base_ms: int = 1_000
+    retry_max_ms: int = 3_600_000
+    warnings: tuple[str, ...] = field(default=(), compare=False)
+
+    @classmethod
+    def from_declared(
+        cls,
+        declared: Mapping[str, tuple[float, float]],
+        default_profile: ExecutionProfile,
+        *,
+        lease_grace_ms: int = 10_000,
+        retry_base_ms: int = 1_000,
+        retry_max_ms: int = 3_600_000,
+    ) -> Policy:
+        """Register declared profiles; an unusable one falls back whole, with one warning."""
+        profiles: dict[str, ExecutionProfile] = {}
+        warnings: list[str] = []
+        for job_type, (max_runtime_ms, max_attempts) in sorted(declared.items()):
+            if _usable(max_runtime_ms, 0) and _usable(max_attempts, 1):
+                profiles[job_type] = ExecutionProfile(int(max_runtime_ms), int(max_attempts))
+                continue
+            profiles[job_type] = default_profile
+            warnings.append(
+                f"job type {job_type!r} declares an unusable execution profile "
+                f"(max_runtime_ms={max_runtime_ms}, max_attempts={max_attempts}); "
+                f"using the deployment defaults {default_profile}"
+            )
+        return cls(
+            profiles,
+            default_profile,
+            lease_grace_ms=lease_grace_ms,
+            retry_base_ms=retry_base_ms,
+            retry_max_ms=retry_max_ms,
+            warnings=tuple(warnings),
+        )
+
+    def profile(self, job_type: str) -> ExecutionProfile | None:
+        return self.profiles.get(job_type)
+
+    def lease_ms(self, max_runtime_ms: int) -> int:
+        return max_runtime_ms + self.lease_grace_ms
+
+    @property
+    def lease_horizon_ms(self) -> int:
+        """How far ahead a lease may legitimately point: the longest lease any type gets, plus grace."""
+        runtimes = [p.max_runtime_ms for p in self.profiles.values()]
+        return self.lease_ms(max([self.default_profile.max_runtime_ms, *runtimes])) + self.lease_grace_ms
+
+    def backoff(self, attempt_number: int) -> timedelta:
+        exponent = min(max(attempt_number - 1, 0), 62)
+        return timedelta(milliseconds=min(self.retry_base_ms * 2**exponent, self.retry_max_ms))
+
+
+def _usable(value: float, minimum: int) -> bool:
+    return (
+        isinstance(value, int | float) and math.isfinite(value) and value >= minimum and value == int(value)
+    )
+
+
+def renew_interval_ms(lease_ms: int) -> int:
+    """A third of the lease, clamped to 5-60 s; a nonsense lease renews at the floor."""
+    if lease_ms < 1:
+        return MIN_RENEW_INTERVAL_MS
+    return min(MAX_RENEW_INTERVAL_MS, max(MIN_RENEW_INTERVAL_MS, lease_ms // RENEW_DIVISOR))
+
+
+def ceil_to_millis(instant: datetime) -> datetime:
+    """Round up to whole milliseconds, so a stored retry time is never earlier than computed."""
+    remainder = instant.microsecond % 1000
+    return instant if remainder == 0 else instant + timedelta(microseconds=1000 - remainder)

@@ -1,0 +1,1 @@
+"""The public contract: Avro schemas under `avsc/`, typed records and the codec."""

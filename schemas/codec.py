@@ -1,0 +1,115 @@
+"""Records to bytes and back: Avro single-object encoding, or the Confluent registry framing.
+
+Single-object: `C3 01`, the writer schema's 8-byte little-endian CRC-64-AVRO fingerprint,
+then the Avro body. Confluent: `00`, a 4-byte big-endian registry schema id, then the body.
+A reader resolves old writer versions (from `avsc/history/`) to the current record.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+from collections.abc import Mapping
+from typing import Any, cast
+
+import fastavro
+
+from schemas import commands, events, records
+from schemas.errors import CodecError, TruncatedRecordError, UnknownSchemaError
+from schemas.registry import KnownSchema, current_schemas, writer_schemas
+from schemas.types import Record
+
+SINGLE_OBJECT_MARKER = b"\xc3\x01"
+CONFLUENT_MAGIC = b"\x00"
+_SINGLE_OBJECT_HEADER = len(SINGLE_OBJECT_MARKER) + 8
+_CONFLUENT_HEADER = len(CONFLUENT_MAGIC) + 4
+
+
+def _record_classes() -> dict[str, type[Record]]:
+    classes: dict[str, type[Record]] = {}
+    for module in (records, commands, events):
+        for value in vars(module).values():
+            if isinstance(value, type) and issubclass(value, Record) and value.__name__ in current_schemas():
+                classes[value.__name__] = value
+    return classes
+
+
+RECORD_CLASSES = _record_classes()
+
+
+def _body(record: Record) -> tuple[KnownSchema, bytes]:
+    name = type(record).__name__
+    schema = current_schemas().get(name)
+    if schema is None:
+        raise CodecError(f"{name} has no Avro schema in scrapestream.v1")
+    buffer = io.BytesIO()
+    try:
+        fastavro.schemaless_writer(buffer, schema.parsed, record.model_dump(mode="python"))
+    except (ValueError, TypeError) as exc:
+        raise CodecError(f"cannot encode {name}: {exc}") from exc
+    return schema, buffer.getvalue()
+
+
+def _read_body(writer: KnownSchema, body: bytes) -> Record:
+    reader = current_schemas().get(writer.name)
+    cls = RECORD_CLASSES.get(writer.name)
+    if reader is None or cls is None:
+        raise UnknownSchemaError(f"record {writer.name} is no longer known to this reader")
+    buffer = io.BytesIO(body)
+    try:
+        data = cast(dict[str, Any], fastavro.schemaless_reader(buffer, writer.parsed, reader.parsed))
+    except EOFError as exc:
+        raise TruncatedRecordError(f"{writer.name} body ends early ({len(body)} bytes)") from exc
+    except (ValueError, TypeError, IndexError, UnicodeDecodeError) as exc:
+        raise CodecError(f"malformed {writer.name} body: {exc}") from exc
+    if buffer.tell() != len(body):
+        raise CodecError(f"{len(body) - buffer.tell()} trailing bytes after a {writer.name} body")
+    return cls.model_validate(data)
+
+
+def encode(record: Record) -> bytes:
+    """Encode in Avro single-object encoding."""
+    schema, body = _body(record)
+    return SINGLE_OBJECT_MARKER + schema.fingerprint + body
+
+
+def decode(data: bytes) -> Record:
+    """Decode single-object-encoded bytes written with any known version of any record."""
+    if len(data) < _SINGLE_OBJECT_HEADER:
+        if not SINGLE_OBJECT_MARKER.startswith(data[:2]):
+            raise CodecError("not Avro single-object encoding (no C3 01 marker)")
+        raise TruncatedRecordError(f"{len(data)} bytes is shorter than the 10-byte header")
+    if data[:2] != SINGLE_OBJECT_MARKER:
+        raise CodecError(f"not Avro single-object encoding: starts with {data[:2].hex()}")
+    fingerprint = data[2:_SINGLE_OBJECT_HEADER]
+    writer = writer_schemas().get(fingerprint)
+    if writer is None:
+        raise UnknownSchemaError(f"unknown schema fingerprint {fingerprint.hex()}")
+    return _read_body(writer, data[_SINGLE_OBJECT_HEADER:])
+
+
+class ConfluentFraming:
+    """Confluent Schema Registry wire format, given the ids the registry assigned."""
+
+    def __init__(self, schema_ids: Mapping[str, int], writers_by_id: Mapping[int, bytes]) -> None:
+        self._schema_ids = dict(schema_ids)
+        self._writers_by_id = dict(writers_by_id)
+
+    def encode(self, record: Record) -> bytes:
+        schema, body = _body(record)
+        schema_id = self._schema_ids.get(schema.name)
+        if schema_id is None:
+            raise UnknownSchemaError(f"no registry id for {schema.name}")
+        return CONFLUENT_MAGIC + struct.pack(">I", schema_id) + body
+
+    def decode(self, data: bytes) -> Record:
+        if len(data) < _CONFLUENT_HEADER:
+            raise TruncatedRecordError(f"{len(data)} bytes is shorter than the 5-byte header")
+        if data[:1] != CONFLUENT_MAGIC:
+            raise CodecError(f"not Confluent framing: magic byte {data[:1].hex()}")
+        (schema_id,) = struct.unpack(">I", data[1:_CONFLUENT_HEADER])
+        fingerprint = self._writers_by_id.get(schema_id)
+        writer = writer_schemas().get(fingerprint) if fingerprint else None
+        if writer is None:
+            raise UnknownSchemaError(f"unknown registry schema id {schema_id}")
+        return _read_body(writer, data[_CONFLUENT_HEADER:])

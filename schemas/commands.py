@@ -1,0 +1,72 @@
+"""Commands: imperative requests to the lifecycle. SubmitJob and CancelJob are public input."""
+
+from uuid import UUID
+
+from pydantic import Field
+
+from schemas.enums import (
+    ActorRole,
+    CacheMode,
+    CaptureMode,
+    PolicyClass,
+    RetentionClass,
+    TransportPolicy,
+)
+from schemas.records import Attempt, Request
+from schemas.types import Instant, Record
+
+
+class SubmitJob(Record):
+    command_id: UUID | None = None
+    caller_identity: str
+    idempotency_key: str | None = None
+    request: Request
+    job_type: str = "http.fetch"
+    policy_class: PolicyClass = PolicyClass.STANDARD
+    cache_mode: CacheMode = CacheMode.REUSE_VALID
+    capture_mode: CaptureMode = CaptureMode.RAW_BODY
+    retention_class: RetentionClass = RetentionClass.CACHE_7D
+    transport_policy: TransportPolicy = TransportPolicy.DIRECT_ONLY
+    deadline_at: Instant
+    attempt_limit: int | None = None
+    callback_url: str | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+
+
+class CancelJob(Record):
+    command_id: UUID | None = None
+    job_id: UUID
+    actor_id: str
+    actor_role: ActorRole
+    reason: str
+    request_id: str = ""
+
+
+class ReportAttempt(Record):
+    command_id: UUID
+    job_id: UUID
+    attempt: Attempt
+
+
+class RenewLease(Record):
+    command_id: UUID
+    job_id: UUID
+    attempt_number: int
+    lease_id: UUID
+
+
+class CheckTimers(Record):
+    command_id: UUID
+    job_id: UUID
+
+
+class ReportCallback(Record):
+    command_id: UUID
+    job_id: UUID
+    delivered: bool
+    delivery_attempts: int
+    http_status: int | None = None
+    last_error: str | None = None
+
+
+Command = SubmitJob | CancelJob | ReportAttempt | RenewLease | CheckTimers | ReportCallback

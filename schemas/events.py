@@ -1,0 +1,167 @@
+"""Events: immutable past-tense facts on scrapestream.events, plus the public JobCompleted."""
+
+from uuid import UUID
+
+from pydantic import Field
+
+from schemas.enums import (
+    ActorRole,
+    AuditAction,
+    AuditOutcome,
+    CacheMode,
+    CaptureMode,
+    ExpiryReason,
+    JobStatus,
+    PolicyClass,
+    RejectionReason,
+    ReportKind,
+    RetentionClass,
+    TransportPolicy,
+)
+from schemas.records import Artifact, Attempt, Failure, Request
+from schemas.types import Instant, Record
+
+
+class EventEnvelope(Record):
+    event_id: UUID
+    job_id: UUID
+    sequence: int
+    occurred_at: Instant
+    command_id: UUID
+
+
+class JobAccepted(EventEnvelope):
+    caller_identity: str
+    request: Request
+    job_type: str
+    policy_class: PolicyClass
+    cache_mode: CacheMode
+    capture_mode: CaptureMode
+    retention_class: RetentionClass
+    transport_policy: TransportPolicy
+    deadline_at: Instant
+    callback_url: str | None
+    labels: dict[str, str] = Field(default_factory=dict)
+    idempotency_key: str
+    attempt_limit: int
+    request_hash: str
+    max_runtime_ms: int
+
+
+class JobRejected(EventEnvelope):
+    caller_identity: str
+    idempotency_key: str
+    reason: RejectionReason
+    detail: str
+
+
+class SubmissionReused(EventEnvelope):
+    caller_identity: str
+
+
+class JobDispatched(EventEnvelope):
+    attempt_number: int
+    lease_id: UUID
+    lease_expires_at: Instant
+
+
+class LeaseRenewed(EventEnvelope):
+    attempt_number: int
+    lease_id: UUID
+    lease_expires_at: Instant
+
+
+class AttemptRecorded(EventEnvelope):
+    attempt: Attempt
+
+
+class StaleReportIgnored(EventEnvelope):
+    kind: ReportKind
+    attempt_number: int
+    lease_id: UUID
+    reason: str
+
+
+class RetryScheduled(EventEnvelope):
+    attempt_number: int
+    next_attempt_at: Instant
+    failure: Failure
+
+
+class LeaseExpired(EventEnvelope):
+    attempt_number: int
+    lease_id: UUID
+    lease_expires_at: Instant
+    reason: ExpiryReason
+    failure: Failure
+
+
+class JobSucceeded(EventEnvelope):
+    attempt_number: int
+    artifacts: tuple[Artifact, ...] = ()
+
+
+class JobDeadLettered(EventEnvelope):
+    failure: Failure
+
+
+class JobCancelled(EventEnvelope):
+    actor_id: str
+    actor_role: ActorRole
+    reason: str
+
+
+class CallbackDelivered(EventEnvelope):
+    callback_url: str
+    delivery_attempts: int
+    http_status: int
+
+
+class CallbackAbandoned(EventEnvelope):
+    callback_url: str
+    delivery_attempts: int
+    last_error: str
+
+
+class AuditRecorded(EventEnvelope):
+    audit_id: UUID
+    actor_id: str
+    actor_role: ActorRole
+    action: AuditAction
+    outcome: AuditOutcome
+    reason: str
+    detail: str
+    request_id: str
+
+
+Event = (
+    JobAccepted
+    | JobRejected
+    | SubmissionReused
+    | JobDispatched
+    | LeaseRenewed
+    | AttemptRecorded
+    | StaleReportIgnored
+    | RetryScheduled
+    | LeaseExpired
+    | JobSucceeded
+    | JobDeadLettered
+    | JobCancelled
+    | CallbackDelivered
+    | CallbackAbandoned
+    | AuditRecorded
+)
+
+
+class JobCompleted(Record):
+    job_id: UUID
+    caller_identity: str
+    idempotency_key: str
+    job_type: str
+    url: str
+    status: JobStatus
+    attempt_count: int
+    artifacts: tuple[Artifact, ...] = ()
+    failure: Failure | None = None
+    completed_at: Instant
+    labels: dict[str, str] = Field(default_factory=dict)

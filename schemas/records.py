@@ -1,0 +1,62 @@
+"""Typed records of `scrapestream.v1`: each class name and field equals its Avro schema."""
+
+from decimal import Decimal
+from uuid import UUID
+
+from pydantic import Field
+
+from schemas.enums import (
+    ArtifactTrust,
+    AttemptOutcome,
+    FailureDisposition,
+    HttpMethod,
+    TransportRoute,
+)
+from schemas.types import Instant, Money, Record
+
+
+class Request(Record):
+    url: str
+    method: HttpMethod = HttpMethod.GET
+    headers: dict[str, str] = Field(default_factory=dict)
+
+
+class Failure(Record):
+    code: str
+    disposition: FailureDisposition
+    retry_at: Instant | None = None
+    safe_message: str
+
+
+class Cost(Record):
+    estimated: Money = Decimal(0)
+    actual: Money = Decimal(0)
+    bytes: int = 0
+    browser_seconds: Money = Decimal(0)
+
+
+class Artifact(Record):
+    artifact_id: UUID
+    key: str
+    content_type: str
+    size_bytes: int
+    sha256: str
+    expires_at: Instant | None = None
+
+
+class Attempt(Record):
+    attempt_number: int
+    lease_id: UUID
+    route: TransportRoute
+    outcome: AttemptOutcome
+    trust: ArtifactTrust
+    http_status: int | None = None
+    final_url: str | None = None
+    bytes: int = 0
+    elapsed_ms: int = 0
+    failure: Failure | None = None
+    cost: Cost = Cost()
+    artifacts: tuple[Artifact, ...] = ()
+    etag: str | None = None
+    last_modified: str | None = None
+    finished_at: Instant

@@ -1,0 +1,1 @@
+"""The shell: everything that does I/O (Kafka, HTTP, storage, browser, clock, CLI)."""

@@ -1,0 +1,1 @@
+"""The embedded Kafka-protocol broker and the compatibility layer it needs."""

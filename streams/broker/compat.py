@@ -1,0 +1,102 @@
+"""What scrapestream does differently when it talks to the embedded tansu broker, and only then.
+
+Each setting answers one measured defect of tansu 0.6.0 (docs/BROKER.md):
+1. ListOffsets(LATEST) answers the last batch's base offset + 1: end offsets are re-read
+   from the high watermark of a Fetch at the reported offset.
+2. InitProducerId fails: the idempotent producer is off (scrapestream is at-least-once anyway).
+3. The first JoinGroup is held for half the session timeout: short group timeouts.
+4. A waiting Fetch is not cut short when data arrives: a short fetch wait.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+
+@dataclass(frozen=True)
+class BrokerProfile:
+    """Client tuning that depends on which broker is on the other end."""
+
+    name: str
+    enable_idempotence: bool
+    session_timeout_ms: int
+    heartbeat_interval_ms: int
+    rebalance_timeout_ms: int
+    fetch_max_wait_ms: int
+    end_offsets_from_fetch: bool
+
+    def producer_options(self) -> dict[str, Any]:
+        return {"enable_idempotence": self.enable_idempotence, "acks": "all"}
+
+    def consumer_options(self) -> dict[str, Any]:
+        return {
+            "session_timeout_ms": self.session_timeout_ms,
+            "heartbeat_interval_ms": self.heartbeat_interval_ms,
+            "fetch_max_wait_ms": self.fetch_max_wait_ms,
+        }
+
+
+KAFKA = BrokerProfile(
+    name="kafka",
+    enable_idempotence=True,
+    session_timeout_ms=45_000,
+    heartbeat_interval_ms=3_000,
+    rebalance_timeout_ms=60_000,
+    fetch_max_wait_ms=500,
+    end_offsets_from_fetch=False,
+)
+
+EMBEDDED_TANSU = BrokerProfile(
+    name="embedded-tansu",
+    enable_idempotence=False,
+    session_timeout_ms=6_000,
+    heartbeat_interval_ms=1_000,
+    rebalance_timeout_ms=3_000,
+    fetch_max_wait_ms=10,
+    end_offsets_from_fetch=True,
+)
+
+
+async def end_offsets(
+    bootstrap: str, partitions: Iterable[TopicPartition], profile: BrokerProfile
+) -> dict[TopicPartition, int]:
+    """The offset after the last record of each partition (defect 1 corrected when needed)."""
+    wanted = list(partitions)
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap,
+        enable_auto_commit=False,
+        fetch_max_wait_ms=10,
+        max_partition_fetch_bytes=1024,
+    )
+    await consumer.start()
+    try:
+        reported: dict[TopicPartition, int] = await consumer.end_offsets(wanted)
+        if not profile.end_offsets_from_fetch:
+            return reported
+        return await _high_watermarks(consumer, reported)
+    finally:
+        await consumer.stop()
+
+
+async def _high_watermarks(
+    consumer: AIOKafkaConsumer, reported: dict[TopicPartition, int]
+) -> dict[TopicPartition, int]:
+    consumer.assign(list(reported))
+    for partition, offset in reported.items():
+        consumer.seek(partition, max(offset - 1, 0))
+    corrected = dict(reported)
+    pending = set(reported)
+    for _ in range(50):
+        await consumer.getmany(*pending, timeout_ms=100)
+        for partition in list(pending):
+            highwater = consumer.highwater(partition)
+            if highwater is not None:
+                corrected[partition] = max(highwater, reported[partition])
+                pending.discard(partition)
+        if not pending:
+            break
+    return corrected

@@ -1,0 +1,99 @@
+"""Builders for lifecycle tests: a policy, commands, and a tiny driver around decide/evolve."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from uuid import UUID, uuid4
+
+from projections.lifecycle import Job, Policy, decide, evolve
+from projections.lifecycle.policy import ExecutionProfile
+from schemas.commands import CheckTimers, Command, RenewLease, ReportAttempt, SubmitJob
+from schemas.enums import ArtifactTrust, AttemptOutcome, FailureDisposition, TransportRoute
+from schemas.events import Event
+from schemas.records import Artifact, Attempt, Failure, Request
+
+T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+POLICY = Policy.from_declared(
+    {"http.fetch": (30_000, 3), "browser.render": (60_000, 2)},
+    ExecutionProfile(max_runtime_ms=20_000, max_attempts=3),
+    lease_grace_ms=10_000,
+    retry_base_ms=1_000,
+)
+
+
+def submit(**overrides: Any) -> SubmitJob:
+    fields: dict[str, Any] = {
+        "command_id": uuid4(),
+        "caller_identity": "svc-a",
+        "request": Request(url="https://example.com/page"),
+        "deadline_at": T0 + timedelta(hours=1),
+    }
+    return SubmitJob(**(fields | overrides))
+
+
+def failure(code: str = "HTTP_503", retryable: bool = True, retry_at: datetime | None = None) -> Failure:
+    disposition = FailureDisposition.RETRYABLE if retryable else FailureDisposition.TERMINAL
+    return Failure(code=code, disposition=disposition, retry_at=retry_at, safe_message=code)
+
+
+def attempt_under(job: Job, outcome: AttemptOutcome = AttemptOutcome.FETCHED, **overrides: Any) -> Attempt:
+    assert job.lease is not None
+    fields: dict[str, Any] = {
+        "attempt_number": job.lease.attempt_number,
+        "lease_id": job.lease.lease_id,
+        "route": TransportRoute.DIRECT,
+        "outcome": outcome,
+        "trust": ArtifactTrust.VERIFIED,
+        "finished_at": T0,
+    }
+    return Attempt(**(fields | overrides))
+
+
+def report(job: Job, attempt: Attempt) -> ReportAttempt:
+    return ReportAttempt(command_id=uuid4(), job_id=job.job_id, attempt=attempt)
+
+
+def renew(job: Job) -> RenewLease:
+    assert job.lease is not None
+    return RenewLease(
+        command_id=uuid4(),
+        job_id=job.job_id,
+        attempt_number=job.lease.attempt_number,
+        lease_id=job.lease.lease_id,
+    )
+
+
+def tick(job_id: UUID) -> CheckTimers:
+    return CheckTimers(command_id=uuid4(), job_id=job_id)
+
+
+ARTIFACT = Artifact(
+    artifact_id=UUID(int=1), key="sha256/ab/abcd", content_type="text/html", size_bytes=4, sha256="ab" * 32
+)
+
+
+@dataclass
+class Lifecycle:
+    """Feeds commands through decide and evolve, keeping every event, as the lifecycle agent does."""
+
+    policy: Policy = POLICY
+    state: Job | None = None
+    events: list[Event] = field(default_factory=list)
+
+    def __call__(self, command: Command, now: datetime = T0) -> list[Event]:
+        decided = decide(self.state, command, now, self.policy)
+        for event in decided:
+            self.state = evolve(self.state, event)
+        self.events.extend(decided)
+        return decided
+
+    @property
+    def job(self) -> Job:
+        assert self.state is not None
+        return self.state
+
+
+def kinds(events: list[Event]) -> list[str]:
+    return [type(event).__name__ for event in events]

@@ -1,0 +1,112 @@
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from schemas.codec import RECORD_CLASSES, ConfluentFraming, decode, encode
+from schemas.errors import CodecError, TruncatedRecordError, UnknownSchemaError
+from schemas.registry import current_schemas
+from tests.strategies import records
+
+GOLDEN = Path(__file__).parent.parent / "golden" / "records-v1.jsonl"
+ALL_RECORDS = st.sampled_from(sorted(RECORD_CLASSES)).flatmap(lambda name: records(RECORD_CLASSES[name]))
+
+
+@settings(max_examples=400)
+@given(ALL_RECORDS)
+def test_every_record_round_trips_in_single_object_encoding(record):
+    data = encode(record)
+    assert data[:2] == b"\xc3\x01"
+    assert decode(data) == record
+
+
+@given(ALL_RECORDS)
+def test_every_record_round_trips_in_confluent_framing(record):
+    names = sorted(current_schemas())
+    ids = {name: index + 1 for index, name in enumerate(names)}
+    framing = ConfluentFraming(ids, {ids[name]: current_schemas()[name].fingerprint for name in names})
+    data = framing.encode(record)
+    assert data[0] == 0
+    assert framing.decode(data) == record
+
+
+def test_every_record_class_has_exactly_its_schema_fields():
+    for name, cls in RECORD_CLASSES.items():
+        avro_fields = [field["name"] for field in current_schemas()[name].standalone["fields"]]
+        assert sorted(avro_fields) == sorted(cls.model_fields), name
+
+
+def test_golden_records_encoded_by_earlier_releases_still_decode():
+    lines = GOLDEN.read_text().splitlines()
+    assert len(lines) >= len([n for n in RECORD_CLASSES if n[0].isupper()]) // 2
+    for line in lines:
+        golden = json.loads(line)
+        decoded = decode(bytes.fromhex(golden["hex"]))
+        assert type(decoded).__name__ == golden["record"]
+        assert json.loads(decoded.model_dump_json()) == golden["json"]
+
+
+def test_unknown_fingerprint_is_a_clear_error():
+    with pytest.raises(UnknownSchemaError, match="unknown schema fingerprint 0102030405060708"):
+        decode(b"\xc3\x01" + bytes(range(1, 9)) + b"\x00")
+
+
+@given(ALL_RECORDS, st.data())
+def test_truncated_bytes_are_a_clear_error(record, data):
+    encoded = encode(record)
+    cut = data.draw(st.integers(min_value=0, max_value=len(encoded) - 1))
+    with pytest.raises(CodecError):
+        decode(encoded[:cut])
+
+
+def test_truncated_header_is_reported_as_truncation():
+    with pytest.raises(TruncatedRecordError, match="shorter than the 10-byte header"):
+        decode(b"\xc3\x01\x00")
+
+
+def test_bytes_without_the_marker_are_refused():
+    with pytest.raises(CodecError, match="not Avro single-object encoding"):
+        decode(b'{"caller_identity": "json is not avro"}')
+
+
+def test_trailing_bytes_are_refused():
+    record = next(iter(_golden_records()))
+    with pytest.raises(CodecError, match="trailing bytes"):
+        decode(encode(record) + b"\x00")
+
+
+def test_unknown_confluent_id_is_a_clear_error():
+    with pytest.raises(UnknownSchemaError, match="unknown registry schema id 7"):
+        ConfluentFraming({}, {}).decode(b"\x00\x00\x00\x00\x07\x00")
+
+
+def _golden_records():
+    for line in GOLDEN.read_text().splitlines():
+        yield decode(bytes.fromhex(json.loads(line)["hex"]))
+
+
+def test_every_current_schema_is_frozen_in_history():
+    from schemas.registry import frozen_fingerprints
+
+    missing = [s.name for s in current_schemas().values() if s.fingerprint not in frozen_fingerprints()]
+    assert not missing, f"run `python -m schemas.registry --freeze` and commit: {missing}"
+
+
+def test_a_reader_resolves_an_older_writer_that_lacked_a_defaulted_field():
+    from schemas.codec import _read_body
+    from schemas.registry import _known
+
+    current = current_schemas()["JobCompleted"]
+    older = dict(current.standalone)
+    older["fields"] = [f for f in older["fields"] if f["name"] != "labels"]
+    writer = _known("JobCompleted", older)
+    completed = next(r for r in _golden_records() if type(r).__name__ == "JobCompleted")
+    import io
+
+    import fastavro
+
+    body = io.BytesIO()
+    fastavro.schemaless_writer(body, writer.parsed, completed.model_dump(exclude={"labels"}))
+    assert _read_body(writer, body.getvalue()) == completed.model_copy(update={"labels": {}})

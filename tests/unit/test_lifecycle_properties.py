@@ -1,0 +1,125 @@
+"""Properties of decide/evolve over random command sequences for one job."""
+
+from dataclasses import replace
+from datetime import timedelta
+from uuid import uuid4
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from projections.lifecycle import replay
+from projections.lifecycle.state import TERMINAL_STATUSES, Job, Lease
+from schemas.commands import CancelJob, ReportCallback
+from schemas.enums import ActorRole, AttemptOutcome, JobStatus
+from schemas.events import JobAccepted, JobCancelled, JobDeadLettered, JobSucceeded, RetryScheduled
+from schemas.records import Request
+from tests.lifecycle import T0, Lifecycle, attempt_under, failure, renew, report, submit, tick
+
+TERMINAL_EVENTS = (JobSucceeded, JobDeadLettered, JobCancelled)
+OUTCOMES = st.sampled_from(list(AttemptOutcome))
+FAILURES = st.one_of(
+    st.none(),
+    st.builds(
+        failure,
+        code=st.sampled_from(["HTTP_503", "HTTP_429", "HTTP_404", "TIMEOUT", "BUDGET_EXHAUSTED"]),
+        retryable=st.booleans(),
+        retry_at=st.one_of(st.none(), st.integers(0, 7200).map(lambda s: T0 + timedelta(seconds=s))),
+    ),
+)
+
+
+def lifecycle_view(job: Job) -> Job:
+    """A job without its bookkeeping (sequence, recent command ids)."""
+    return replace(job, sequence=0, recent_command_ids=())
+
+
+def next_command(draw, lifecycle, first_submit):
+    job = lifecycle.state
+    choice = draw(st.sampled_from(["submit", "report", "stale", "renew", "tick", "cancel", "callback"]))
+    if job is None or choice == "submit":
+        # The same command redelivered, or the same submission published again.
+        return (
+            first_submit if draw(st.booleans()) else first_submit.model_copy(update={"command_id": uuid4()})
+        )
+    if choice == "report" and job.lease is not None:
+        attempt = attempt_under(job, draw(OUTCOMES), failure=draw(FAILURES))
+        return report(job, attempt)
+    if choice == "stale" or (choice in ("report", "renew") and job.lease is None):
+        other_lease = Lease(draw(st.integers(0, 5)), uuid4(), T0)
+        return report(job, attempt_under(replace(job, lease=other_lease)))
+    if choice == "renew":
+        return renew(job)
+    if choice == "cancel":
+        role = draw(st.sampled_from(list(ActorRole)))
+        actor = draw(st.sampled_from(["svc-a", "svc-b"]))
+        return CancelJob(job_id=job.job_id, actor_id=actor, actor_role=role, reason="r", command_id=uuid4())
+    if choice == "callback":
+        return ReportCallback(
+            command_id=uuid4(), job_id=job.job_id, delivered=draw(st.booleans()), delivery_attempts=1
+        )
+    return tick(job.job_id)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_random_command_sequences_keep_every_lifecycle_invariant(data):
+    draw = data.draw
+    deadline = T0 + timedelta(seconds=draw(st.integers(1, 600)))
+    first_submit = submit(
+        deadline_at=deadline,
+        callback_url="https://hooks.example/x",
+        attempt_limit=draw(st.one_of(st.none(), st.integers(1, 3))),
+        request=Request(url="https://example.com/p"),
+    )
+    lifecycle = Lifecycle()
+    now = T0
+    terminal_seen = None
+    for _ in range(draw(st.integers(1, 25))):
+        now += timedelta(milliseconds=draw(st.integers(0, 120_000)))
+        command = next_command(draw, lifecycle, first_submit)
+        before = lifecycle.state
+        events = lifecycle(command, now)
+        after = lifecycle.state
+
+        # Replaying the log through evolve rebuilds the same state.
+        assert replay(lifecycle.events) == after
+        # Sequences are contiguous and event ids unique per job.
+        job_events = [e for e in lifecycle.events if after is not None and e.job_id == after.job_id]
+        if after is not None:
+            assert [e.sequence for e in job_events] == list(range(1, len(job_events) + 1))
+            assert len({e.event_id for e in job_events}) == len(job_events)
+            # At most one JobAccepted and one terminal event per job.
+            assert sum(isinstance(e, JobAccepted) for e in job_events) == 1
+            assert sum(isinstance(e, TERMINAL_EVENTS) for e in job_events) <= 1
+            # Attempts never exceed the budget.
+            assert after.budget_spent <= after.accepted.attempt_limit
+        # Terminal states absorb everything.
+        if terminal_seen is not None:
+            assert lifecycle_view(after).status is terminal_seen.status
+            assert after.attempts == terminal_seen.attempts
+            assert after.failure == terminal_seen.failure
+            assert after.artifacts == terminal_seen.artifacts
+        elif after is not None and after.status in TERMINAL_STATUSES:
+            terminal_seen = after
+        # A stale report never changes state.
+        if [type(e).__name__ for e in events] == ["StaleReportIgnored"]:
+            assert lifecycle_view(after) == lifecycle_view(before)
+        for event in events:
+            if isinstance(event, RetryScheduled):
+                # Never before Retry-After, never at or past the deadline.
+                if event.failure.retry_at is not None:
+                    assert event.next_attempt_at >= event.failure.retry_at
+                assert event.next_attempt_at < deadline
+                assert event.next_attempt_at >= now
+        if after is not None and after.status is JobStatus.LEASED:
+            assert after.lease is not None
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(2, 6))
+def test_a_duplicate_submission_never_yields_a_second_job_accepted(repeats):
+    lifecycle = Lifecycle()
+    for index in range(repeats):
+        lifecycle(submit(command_id=uuid4()), T0 + timedelta(seconds=index))
+    assert sum(isinstance(e, JobAccepted) for e in lifecycle.events) == 1
+    assert lifecycle.job.reuse_count == repeats - 1

@@ -1,0 +1,389 @@
+"""One example per lifecycle rule, named after the rule."""
+
+from dataclasses import replace
+from datetime import timedelta
+from uuid import uuid4
+
+import pytest
+
+from projections.lifecycle.completion import completion_of
+from projections.lifecycle.state import Lease
+from projections.lifecycle.submission import submission_identity
+from schemas.commands import CancelJob, ReportCallback
+from schemas.enums import (
+    ActorRole,
+    AttemptOutcome,
+    AuditOutcome,
+    ExpiryReason,
+    JobStatus,
+    RejectionReason,
+)
+from schemas.records import Request
+from tests.lifecycle import (
+    ARTIFACT,
+    POLICY,
+    T0,
+    Lifecycle,
+    attempt_under,
+    failure,
+    kinds,
+    renew,
+    report,
+    submit,
+    tick,
+)
+
+
+def accepted(**overrides):
+    lifecycle = Lifecycle()
+    lifecycle(submit(**overrides))
+    return lifecycle
+
+
+def fail_once(lifecycle, now, **attempt_fields):
+    attempt = attempt_under(lifecycle.job, AttemptOutcome.HTTP_ERROR, **attempt_fields)
+    return lifecycle(report(lifecycle.job, attempt), now)
+
+
+def test_valid_submission_is_accepted_and_dispatched_under_a_lease():
+    lifecycle = Lifecycle()
+    events = lifecycle(submit())
+    assert kinds(events) == ["JobAccepted", "JobDispatched"]
+    assert lifecycle.job.status is JobStatus.LEASED
+    assert lifecycle.job.lease.attempt_number == 1
+    assert lifecycle.job.lease.lease_expires_at == T0 + timedelta(milliseconds=30_000 + 10_000)
+    assert [e.sequence for e in events] == [1, 2]
+
+
+def test_job_id_is_deterministic_from_caller_and_idempotency_key():
+    first, _ = submission_identity(submit(idempotency_key="k1"))
+    again, _ = submission_identity(
+        submit(idempotency_key="k1", request=Request(url="https://other.example/"))
+    )
+    other_caller, _ = submission_identity(submit(idempotency_key="k1", caller_identity="svc-b"))
+    assert first == again
+    assert first != other_caller
+
+
+def test_idempotency_key_defaults_to_the_canonical_request_hash():
+    plain, key = submission_identity(submit(request=Request(url="https://example.com/page")))
+    spelled, _ = submission_identity(submit(request=Request(url="HTTPS://Example.COM:443/page#frag")))
+    assert plain == spelled
+    assert len(key) == 64
+
+
+def test_repeat_submission_is_reused_and_dispatches_nothing():
+    lifecycle = accepted()
+    events = lifecycle(submit())
+    assert kinds(events) == ["SubmissionReused"]
+    assert lifecycle.job.reuse_count == 1
+    assert lifecycle.job.dispatch_count == 1
+
+
+def test_redelivered_command_decides_nothing():
+    lifecycle = Lifecycle()
+    command = submit()
+    lifecycle(command)
+    assert lifecycle(command, T0 + timedelta(seconds=5)) == []
+
+
+@pytest.mark.parametrize(
+    ("overrides", "reason"),
+    [
+        ({"request": Request(url="ftp://example.com/file")}, RejectionReason.UNSUPPORTED_SCHEME),
+        ({"request": Request(url="file:///etc/passwd")}, RejectionReason.UNSUPPORTED_SCHEME),
+        ({"request": Request(url="https:///nohost")}, RejectionReason.INVALID_URL),
+        ({"request": Request(url="http://example.com:99999/")}, RejectionReason.INVALID_URL),
+        (
+            {"request": Request(url="https://e.com/", headers={"Cookie": "x"})},
+            RejectionReason.DISALLOWED_HEADER,
+        ),
+        ({"caller_identity": "  "}, RejectionReason.INVALID_CALLER),
+        ({"deadline_at": T0}, RejectionReason.DEADLINE_IN_PAST),
+        ({"deadline_at": T0 - timedelta(days=1)}, RejectionReason.DEADLINE_IN_PAST),
+        ({"job_type": "ftp.mirror"}, RejectionReason.UNKNOWN_JOB_TYPE),
+        ({"attempt_limit": 0}, RejectionReason.ATTEMPT_LIMIT_OUT_OF_RANGE),
+        ({"attempt_limit": 4}, RejectionReason.ATTEMPT_LIMIT_OUT_OF_RANGE),
+        ({"callback_url": "not a url"}, RejectionReason.INVALID_CALLBACK_URL),
+        ({"callback_url": "mailto:ops@example.com"}, RejectionReason.INVALID_CALLBACK_URL),
+    ],
+)
+def test_invalid_submission_is_rejected_with_a_specific_reason(overrides, reason):
+    lifecycle = Lifecycle()
+    events = lifecycle(submit(**overrides))
+    assert kinds(events) == ["JobRejected"]
+    assert events[0].reason is reason
+    assert events[0].detail
+    assert lifecycle.state is None
+
+
+def test_attempt_limit_defaults_to_the_profile_and_may_be_lowered():
+    assert accepted().job.accepted.attempt_limit == 3
+    assert accepted(attempt_limit=2).job.accepted.attempt_limit == 2
+    assert accepted(job_type="browser.render").job.accepted.attempt_limit == 2
+
+
+def test_success_report_completes_the_job_with_its_artifacts():
+    lifecycle = accepted()
+    events = lifecycle(report(lifecycle.job, attempt_under(lifecycle.job, artifacts=(ARTIFACT,))))
+    assert kinds(events) == ["AttemptRecorded", "JobSucceeded"]
+    assert lifecycle.job.status is JobStatus.SUCCEEDED
+    assert lifecycle.job.artifacts == (ARTIFACT,)
+    completion = completion_of(lifecycle.job)
+    assert completion is not None
+    assert completion.status is JobStatus.SUCCEEDED
+    assert completion.attempt_count == 1
+
+
+def test_report_for_stale_lease_changes_nothing():
+    lifecycle = accepted()
+    before = lifecycle.job
+    stale = attempt_under(before, lease_id=uuid4())
+    events = lifecycle(report(before, stale))
+    assert kinds(events) == ["StaleReportIgnored"]
+    assert lifecycle.job.status is before.status
+    assert lifecycle.job.attempts == ()
+
+
+def test_report_for_an_earlier_attempt_is_stale_after_redispatch():
+    lifecycle = accepted()
+    first = lifecycle.job
+    lifecycle(tick(first.job_id), first.lease.lease_expires_at)
+    lifecycle(tick(first.job_id), lifecycle.job.next_attempt_at)
+    assert lifecycle.job.lease.attempt_number == 2
+    events = lifecycle(report(first, attempt_under(first)))
+    assert kinds(events) == ["StaleReportIgnored"]
+    assert lifecycle.job.status is JobStatus.LEASED
+
+
+def test_renewal_for_stale_lease_changes_nothing():
+    lifecycle = accepted()
+    before = lifecycle.job
+    command = renew(before).model_copy(update={"attempt_number": 7})
+    assert kinds(lifecycle(command)) == ["StaleReportIgnored"]
+    assert lifecycle.job.lease == before.lease
+
+
+def test_renewal_extends_the_lease_from_now_by_the_derived_lease():
+    lifecycle = accepted()
+    later = T0 + timedelta(seconds=20)
+    assert kinds(lifecycle(renew(lifecycle.job), later)) == ["LeaseRenewed"]
+    assert lifecycle.job.lease.lease_expires_at == later + timedelta(seconds=40)
+
+
+def test_retryable_failure_backs_off_exponentially():
+    lifecycle = accepted()
+    events = fail_once(lifecycle, T0, failure=failure())
+    assert kinds(events) == ["AttemptRecorded", "RetryScheduled"]
+    assert lifecycle.job.next_attempt_at == T0 + timedelta(seconds=1)
+    lifecycle(tick(lifecycle.job.job_id), T0 + timedelta(seconds=1))
+    fail_once(lifecycle, T0 + timedelta(seconds=2), failure=failure())
+    assert lifecycle.job.next_attempt_at == T0 + timedelta(seconds=2 + 2)
+
+
+def test_retry_is_never_earlier_than_retry_after():
+    lifecycle = accepted()
+    retry_after = T0 + timedelta(seconds=30)
+    fail_once(lifecycle, T0, failure=failure("HTTP_429", retry_at=retry_after))
+    assert lifecycle.job.next_attempt_at == retry_after
+
+
+def test_retry_timer_before_it_is_due_dispatches_nothing():
+    lifecycle = accepted()
+    fail_once(lifecycle, T0, failure=failure())
+    assert lifecycle(tick(lifecycle.job.job_id), T0 + timedelta(milliseconds=999)) == []
+    events = lifecycle(tick(lifecycle.job.job_id), T0 + timedelta(seconds=1))
+    assert kinds(events) == ["JobDispatched"]
+    assert events[0].attempt_number == 2
+    assert events[0].lease_id != lifecycle.events[1].lease_id
+
+
+def test_retry_that_would_cross_the_deadline_dead_letters_with_job_deadline_exceeded():
+    lifecycle = accepted(deadline_at=T0 + timedelta(milliseconds=500))
+    events = fail_once(lifecycle, T0, failure=failure())
+    assert kinds(events) == ["AttemptRecorded", "JobDeadLettered"]
+    assert lifecycle.job.failure.code == "JOB_DEADLINE_EXCEEDED"
+
+
+def test_retry_exactly_at_the_deadline_is_not_scheduled():
+    lifecycle = accepted(deadline_at=T0 + timedelta(seconds=1))
+    fail_once(lifecycle, T0, failure=failure())
+    assert lifecycle.job.status is JobStatus.DEAD_LETTER
+    assert lifecycle.job.failure.code == "JOB_DEADLINE_EXCEEDED"
+
+
+def test_retry_after_beyond_the_deadline_dead_letters():
+    lifecycle = accepted(deadline_at=T0 + timedelta(seconds=10))
+    fail_once(lifecycle, T0, failure=failure("HTTP_429", retry_at=T0 + timedelta(seconds=60)))
+    assert lifecycle.job.failure.code == "JOB_DEADLINE_EXCEEDED"
+
+
+def test_non_retryable_failure_dead_letters_after_one_attempt():
+    lifecycle = accepted()
+    events = fail_once(lifecycle, T0, failure=failure("HTTP_404", retryable=False))
+    assert kinds(events) == ["AttemptRecorded", "JobDeadLettered"]
+    assert lifecycle.job.failure.code == "HTTP_404"
+    assert len(lifecycle.job.attempts) == 1
+
+
+def test_exhausted_attempt_budget_dead_letters():
+    lifecycle = accepted(attempt_limit=2)
+    now = T0
+    fail_once(lifecycle, now, failure=failure())
+    now = lifecycle.job.next_attempt_at
+    lifecycle(tick(lifecycle.job.job_id), now)
+    events = fail_once(lifecycle, now, failure=failure())
+    assert kinds(events) == ["AttemptRecorded", "JobDeadLettered"]
+    assert lifecycle.job.failure.code == "HTTP_503"
+    assert lifecycle.job.failure.disposition.value == "TERMINAL"
+
+
+def test_local_capacity_denial_retries_and_costs_no_budget():
+    lifecycle = accepted(attempt_limit=1)
+    denied = attempt_under(lifecycle.job, AttemptOutcome.DENIED, failure=failure("BUDGET_EXHAUSTED"))
+    events = lifecycle(report(lifecycle.job, denied))
+    assert kinds(events) == ["AttemptRecorded", "RetryScheduled"]
+    assert lifecycle.job.budget_spent == 0
+    assert lifecycle.job.attempts == (denied,)
+
+
+def test_other_policy_denial_is_terminal():
+    lifecycle = accepted()
+    denied = attempt_under(
+        lifecycle.job, AttemptOutcome.DENIED, failure=failure("ROUTE_FORBIDDEN", retryable=False)
+    )
+    assert kinds(lifecycle(report(lifecycle.job, denied))) == ["AttemptRecorded", "JobDeadLettered"]
+
+
+def test_failure_report_without_failure_detail_dead_letters_as_unknown():
+    lifecycle = accepted()
+    fail_once(lifecycle, T0)
+    assert lifecycle.job.failure.code == "UNKNOWN_FAILURE"
+
+
+def test_reaper_expires_a_lapsed_lease_and_retries():
+    lifecycle = accepted()
+    lease = lifecycle.job.lease
+    assert lifecycle(tick(lifecycle.job.job_id), lease.lease_expires_at - timedelta(milliseconds=1)) == []
+    events = lifecycle(tick(lifecycle.job.job_id), lease.lease_expires_at)
+    assert kinds(events) == ["LeaseExpired", "RetryScheduled"]
+    assert events[0].reason is ExpiryReason.EXPIRED
+    assert lifecycle.job.budget_spent == 1
+
+
+def test_reaper_expires_a_lease_beyond_the_horizon():
+    lifecycle = accepted()
+    # A lease pushed further than any registered type could ask for is corrupt.
+    corrupt_at = T0 + timedelta(milliseconds=POLICY.lease_horizon_ms + 1)
+    job = lifecycle.job
+    lifecycle.state = replace(job, lease=Lease(1, job.lease.lease_id, corrupt_at))
+    events = lifecycle(tick(job.job_id), T0)
+    assert kinds(events) == ["LeaseExpired", "RetryScheduled"]
+    assert events[0].reason is ExpiryReason.BEYOND_HORIZON
+
+
+def test_lease_expiry_and_failed_reports_share_one_attempt_budget():
+    lifecycle = accepted(attempt_limit=2)
+    fail_once(lifecycle, T0, failure=failure())
+    now = lifecycle.job.next_attempt_at
+    lifecycle(tick(lifecycle.job.job_id), now)
+    events = lifecycle(tick(lifecycle.job.job_id), lifecycle.job.lease.lease_expires_at)
+    assert kinds(events) == ["LeaseExpired", "JobDeadLettered"]
+    assert lifecycle.job.failure.code == "LEASE_EXPIRED"
+
+
+def test_owner_may_cancel_and_the_cancellation_is_audited():
+    lifecycle = accepted()
+    cancel = CancelJob(
+        job_id=lifecycle.job.job_id, actor_id="svc-a", actor_role=ActorRole.SERVICE, reason="no longer needed"
+    )
+    events = lifecycle(cancel)
+    assert kinds(events) == ["JobCancelled", "AuditRecorded"]
+    assert events[1].outcome is AuditOutcome.ALLOWED
+    assert lifecycle.job.status is JobStatus.CANCELLED
+
+
+def test_another_caller_may_not_cancel_and_the_refusal_is_audited():
+    lifecycle = accepted()
+    cancel = CancelJob(
+        job_id=lifecycle.job.job_id, actor_id="svc-b", actor_role=ActorRole.SERVICE, reason="x"
+    )
+    events = lifecycle(cancel)
+    assert kinds(events) == ["AuditRecorded"]
+    assert events[0].outcome is AuditOutcome.DENIED
+    assert events[0].actor_id == "svc-b"
+    assert lifecycle.job.status is JobStatus.LEASED
+
+
+@pytest.mark.parametrize(
+    ("role", "allowed"), [(ActorRole.VIEWER, False), (ActorRole.OPERATOR, True), (ActorRole.ADMIN, True)]
+)
+def test_operator_may_cancel_only_with_a_role_that_permits_mutation(role, allowed):
+    lifecycle = accepted()
+    events = lifecycle(CancelJob(job_id=lifecycle.job.job_id, actor_id="op-1", actor_role=role, reason="ops"))
+    assert (lifecycle.job.status is JobStatus.CANCELLED) is allowed
+    assert events[-1].outcome is (AuditOutcome.ALLOWED if allowed else AuditOutcome.DENIED)
+
+
+def test_cancel_of_a_finished_job_is_refused_and_audited():
+    lifecycle = accepted()
+    lifecycle(report(lifecycle.job, attempt_under(lifecycle.job)))
+    events = lifecycle(
+        CancelJob(job_id=lifecycle.job.job_id, actor_id="svc-a", actor_role=ActorRole.SERVICE, reason="x")
+    )
+    assert kinds(events) == ["AuditRecorded"]
+    assert events[0].detail == "job is already SUCCEEDED"
+
+
+def test_terminal_job_ignores_timers_and_reports():
+    lifecycle = accepted()
+    lifecycle(report(lifecycle.job, attempt_under(lifecycle.job)))
+    done = lifecycle.job
+    assert lifecycle(tick(done.job_id), T0 + timedelta(days=1)) == []
+    late = attempt_under(_with_first_lease(lifecycle), AttemptOutcome.HTTP_ERROR)
+    assert kinds(lifecycle(report(done, late))) == ["StaleReportIgnored"]
+    assert lifecycle.job.status is JobStatus.SUCCEEDED
+    assert lifecycle.job.attempts == done.attempts
+
+
+def _with_first_lease(lifecycle):
+    """The job as the executor of attempt 1 saw it, holding that attempt's lease."""
+    dispatched = lifecycle.events[1]
+    lease = Lease(dispatched.attempt_number, dispatched.lease_id, dispatched.lease_expires_at)
+    return replace(lifecycle.job, lease=lease)
+
+
+def test_callback_outcome_is_recorded_once_after_the_terminal_outcome():
+    lifecycle = accepted(callback_url="https://hooks.example/done")
+    before = ReportCallback(
+        command_id=uuid4(), job_id=lifecycle.job.job_id, delivered=True, delivery_attempts=1
+    )
+    assert lifecycle(before) == []
+    lifecycle(report(lifecycle.job, attempt_under(lifecycle.job)))
+    delivered = lifecycle(before.model_copy(update={"command_id": uuid4(), "http_status": 204}))
+    assert kinds(delivered) == ["CallbackDelivered"]
+    abandoned = ReportCallback(
+        command_id=uuid4(), job_id=lifecycle.job.job_id, delivered=False, delivery_attempts=9
+    )
+    assert lifecycle(abandoned) == []
+
+
+def test_abandoned_callback_is_recorded_with_the_last_error():
+    lifecycle = accepted(callback_url="https://hooks.example/done")
+    lifecycle(report(lifecycle.job, attempt_under(lifecycle.job)))
+    command = ReportCallback(
+        command_id=uuid4(),
+        job_id=lifecycle.job.job_id,
+        delivered=False,
+        delivery_attempts=6,
+        last_error="HTTP 500",
+    )
+    events = lifecycle(command)
+    assert kinds(events) == ["CallbackAbandoned"]
+    assert events[0].last_error == "HTTP 500"
+
+
+def test_now_is_truncated_to_milliseconds_so_events_survive_the_wire():
+    lifecycle = Lifecycle()
+    events = lifecycle(submit(), T0 + timedelta(microseconds=1999))
+    assert events[0].occurred_at == T0 + timedelta(milliseconds=1)
