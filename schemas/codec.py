@@ -14,7 +14,7 @@ from typing import Any, cast
 
 import fastavro
 
-from schemas import commands, events, records
+from schemas import commands, events, records, work
 from schemas.errors import CodecError, TruncatedRecordError, UnknownSchemaError
 from schemas.registry import KnownSchema, current_schemas, writer_schemas
 from schemas.types import Record
@@ -27,7 +27,7 @@ _CONFLUENT_HEADER = len(CONFLUENT_MAGIC) + 4
 
 def _record_classes() -> dict[str, type[Record]]:
     classes: dict[str, type[Record]] = {}
-    for module in (records, commands, events):
+    for module in (records, commands, events, work):
         for value in vars(module).values():
             if isinstance(value, type) and issubclass(value, Record) and value.__name__ in current_schemas():
                 classes[value.__name__] = value

@@ -33,4 +33,4 @@ Money = Annotated[Decimal, AfterValidator(to_cost_scale)]
 class Record(BaseModel):
     """Base of every contract record: immutable, no unknown fields."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", ser_json_bytes="base64", val_json_bytes="base64")

@@ -22,7 +22,15 @@ INSTANTS = st.datetimes(
 )
 MONEY = st.decimals(min_value=Decimal(0), max_value=Decimal("999999999"), places=6)
 TEXT = st.text(max_size=20)
-LONG_FIELDS = {"sequence", "bytes", "elapsed_ms", "size_bytes", "max_runtime_ms"}
+LONG_FIELDS = {
+    "sequence",
+    "bytes",
+    "elapsed_ms",
+    "size_bytes",
+    "max_runtime_ms",
+    "offset",
+    "renew_interval_ms",
+}
 
 
 def _for_hint(hint: Any, name: str) -> st.SearchStrategy[Any]:
@@ -44,6 +52,7 @@ def _for_hint(hint: Any, name: str) -> st.SearchStrategy[Any]:
         return st.sampled_from(list(hint))
     simple: dict[Any, st.SearchStrategy[Any]] = {
         str: TEXT,
+        bytes: st.binary(max_size=20),
         bool: st.booleans(),
         UUID: st.uuids(),
         datetime: INSTANTS,

@@ -9,8 +9,11 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import ctypes
+import signal
 import socket
 import subprocess
+import sys
 from pathlib import Path
 from types import TracebackType
 
@@ -20,6 +23,7 @@ from aiokafka.errors import KafkaError
 from streams.errors import BrokerError
 
 READY_TIMEOUT_S = 20.0
+PR_SET_PDEATHSIG = 1
 STOP_TIMEOUT_S = 5.0
 
 
@@ -29,6 +33,12 @@ def free_loopback_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def _die_with_parent() -> None:
+    if sys.platform == "linux":
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
 def _require_free(port: int) -> None:
     # tansu binds with address reuse, so a second broker on a taken port would not fail by itself.
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
@@ -36,6 +46,13 @@ def _require_free(port: int) -> None:
             probe.bind(("127.0.0.1", port))
         except OSError as exc:
             raise BrokerError(f"port {port} is already in use on 127.0.0.1") from exc
+
+
+async def _accepts_connections(port: int) -> None:
+    """Raises OSError until the port accepts TCP, so the Kafka client logs no refused connects."""
+    _, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.close()
+    await writer.wait_closed()
 
 
 def broker_binary() -> str:
@@ -85,8 +102,15 @@ class EmbeddedBroker:
         ]
         with contextlib.ExitStack() as files:
             log = files.enter_context(self._log_path.open("ab")) if self._log_path else subprocess.DEVNULL
+            # Its own session keeps a terminal's Ctrl-C from killing the broker before the worker
+            # has stopped; the parent-death signal keeps it from outliving a killed parent.
             self._process = subprocess.Popen(  # noqa: S603 - a fixed argv, no shell
-                command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+                command,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                preexec_fn=_die_with_parent,
             )
 
     async def _wait_until_serving(self) -> None:
@@ -97,9 +121,10 @@ class EmbeddedBroker:
                 raise BrokerError(f"tansu exited with code {self._process.returncode} before serving")
             client = AIOKafkaClient(bootstrap_servers=self.bootstrap, request_timeout_ms=2000)
             try:
+                await _accepts_connections(self.port)
                 await client.bootstrap()
                 return
-            except KafkaError as exc:
+            except (KafkaError, OSError) as exc:
                 if loop.time() > give_up_at:
                     raise BrokerError(f"tansu did not serve metadata on {self.bootstrap}") from exc
                 await asyncio.sleep(0.05)

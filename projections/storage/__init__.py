@@ -1,0 +1,1 @@
+"""Ordered key-value storage behind one Protocol, with in-memory and RocksDB implementations."""

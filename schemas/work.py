@@ -1,0 +1,42 @@
+"""Records the lifecycle hands to the shell: due work, callbacks to deliver, dead input."""
+
+from uuid import UUID
+
+from schemas.enums import CacheMode, CaptureMode, PolicyClass, RetentionClass, TransportPolicy
+from schemas.events import JobCompleted
+from schemas.records import Request
+from schemas.types import Instant, Record
+
+
+class DueWork(Record):
+    job_id: UUID
+    attempt_number: int
+    lease_id: UUID
+    lease_expires_at: Instant
+    renew_interval_ms: int
+    max_runtime_ms: int
+    job_type: str
+    request: Request
+    policy_class: PolicyClass
+    cache_mode: CacheMode
+    capture_mode: CaptureMode
+    retention_class: RetentionClass
+    transport_policy: TransportPolicy
+    deadline_at: Instant
+
+
+class CallbackDue(Record):
+    job_id: UUID
+    callback_url: str
+    webhook_id: str
+    completion: JobCompleted
+
+
+class DeadInput(Record):
+    source_topic: str
+    partition: int
+    offset: int
+    key: bytes | None = None
+    value: bytes
+    reason: str
+    received_at: Instant

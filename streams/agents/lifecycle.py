@@ -1,0 +1,117 @@
+"""The lifecycle agent: the only writer of the events topic.
+
+Each command is handled in four ordered steps, so a crash at any point loses nothing and
+a redelivered command adds nothing (its id is in the job's state once its events are):
+1. `decide` on the job's state;
+2. publish what follows (due work, completion, callback) and wait for acks;
+3. append the events to the job's partition of the events topic and wait for acks;
+4. fold the events into the local store with the events offset reached, atomically.
+A crash after 2 republishes the consequences on redelivery (duplicates, never loss).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import datetime
+from uuid import UUID
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from projections.jobstore import JobStore, decode_event
+from projections.lifecycle import Policy, decide, replay
+from projections.lifecycle.consequences import consequences_of
+from projections.lifecycle.identity import host_of
+from projections.lifecycle.state import Job
+from projections.lifecycle.submission import submission_identity
+from schemas.commands import Command, SubmitJob
+from schemas.events import Event
+from streams.broker.compat import BrokerProfile, end_offsets
+from streams.publisher import Outgoing, Publisher, outgoing
+from streams.settings import Settings
+
+log = logging.getLogger(__name__)
+CATCH_UP_BATCH = 500
+
+
+def target_job(command: Command) -> UUID:
+    return submission_identity(command)[0] if isinstance(command, SubmitJob) else command.job_id
+
+
+class Lifecycle:
+    def __init__(
+        self,
+        settings: Settings,
+        profile: BrokerProfile,
+        store: JobStore,
+        publisher: Publisher,
+        policy: Policy,
+        clock: Callable[[], datetime],
+    ) -> None:
+        self._settings = settings
+        self._profile = profile
+        self._store = store
+        self._publisher = publisher
+        self._policy = policy
+        self._clock = clock
+
+    async def handle(self, partition: int, command: Command) -> list[Event]:
+        job_id = target_job(command)
+        state = self._store.load(job_id)
+        # Step 1
+        events = decide(state, command, self._clock(), self._policy)
+        if not events:
+            return events
+        # Step 2
+        await self._publisher.send_all(self._consequences(replay(events, state), events))
+        # Step 3
+        topic = self._settings.topic("events")
+        written = await self._publisher.send_all(
+            [outgoing(topic, str(job_id), event, partition=partition) for event in events]
+        )
+        # Step 4
+        self._store.commit(partition, events, next_offset=written[-1].offset + 1)
+        return events
+
+    def _consequences(self, state: Job | None, events: list[Event]) -> list[Outgoing]:
+        if state is None:
+            return []
+        result = consequences_of(state, events, self._policy)
+        topic = self._settings.topic
+        return [
+            *(outgoing(topic("due"), host_of(work.request.url), work) for work in result.due),
+            *(outgoing(topic("completions"), str(c.job_id), c) for c in result.completions),
+            *(outgoing(topic("outbox"), str(c.job_id), c) for c in result.callbacks),
+        ]
+
+    async def catch_up(self, partition: int) -> int:
+        """Fold events of `partition` this store has not seen (written before a crash or elsewhere)."""
+        events_partition = TopicPartition(self._settings.topic("events"), partition)
+        start = self._store.events_offset(partition)
+        end = (await end_offsets(self._settings.kafka_bootstrap, [events_partition], self._profile))[
+            events_partition
+        ]
+        if start >= end:
+            return 0
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=self._settings.kafka_bootstrap, enable_auto_commit=False, fetch_max_wait_ms=50
+        )
+        await consumer.start()
+        folded = 0
+        try:
+            consumer.assign([events_partition])
+            consumer.seek(events_partition, start)
+            position = start
+            while position < end:
+                batch = await consumer.getmany(events_partition, timeout_ms=500, max_records=CATCH_UP_BATCH)
+                records = batch.get(events_partition, [])
+                if not records:
+                    continue
+                events = [decode_event(record.value) for record in records]
+                position = records[-1].offset + 1
+                self._store.commit(partition, events, next_offset=position)
+                folded += len(records)
+        finally:
+            await consumer.stop()
+        log.info("partition %d: folded %d events written before this worker took it", partition, folded)
+        return folded

@@ -1,0 +1,83 @@
+"""Timers: due retries and lapsed or corrupt leases become `CheckTimers` commands, per owned partition.
+
+Reads the ordered due index; never scans every job. `decide` judges what is really due.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from uuid import UUID, uuid5
+
+from projections.jobstore import JobStore
+from projections.lifecycle import Policy
+from schemas.commands import CheckTimers
+from streams.agents.ownership import Ownership
+from streams.publisher import Publisher, outgoing
+from streams.settings import Settings
+
+log = logging.getLogger(__name__)
+RESEND_AFTER_S = 5.0
+HORIZON_SWEEP_EVERY_S = 10.0
+
+
+class Timers:
+    def __init__(
+        self,
+        settings: Settings,
+        store: JobStore,
+        ownership: Ownership,
+        publisher: Publisher,
+        policy: Policy,
+        clock: Callable[[], datetime],
+    ) -> None:
+        self._settings = settings
+        self._store = store
+        self._ownership = ownership
+        self._publisher = publisher
+        self._policy = policy
+        self._clock = clock
+        self._sent: dict[tuple[UUID, int], float] = {}
+        self._last_sweep = 0.0
+
+    async def run(self) -> None:
+        interval = self._settings.timer_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.tick()
+            except Exception:
+                log.exception("timer pass failed; the next pass retries")
+
+    async def tick(self) -> int:
+        now = self._clock()
+        due: list[tuple[UUID, str]] = []
+        for partition in self._ownership.owned:
+            due += [(job_id, f"timer:{due_ms}") for due_ms, job_id in self._store.due(partition, now)]
+        if time.monotonic() - self._last_sweep > HORIZON_SWEEP_EVERY_S:
+            self._last_sweep = time.monotonic()
+            horizon = now + timedelta(milliseconds=self._policy.lease_horizon_ms)
+            for partition in self._ownership.owned:
+                due += [
+                    (job_id, f"horizon:{due_ms}")
+                    for due_ms, job_id in self._store.due_after(partition, horizon)
+                ]
+        return await self._send(due)
+
+    async def _send(self, due: list[tuple[UUID, str]]) -> int:
+        now = time.monotonic()
+        self._sent = {key: at for key, at in self._sent.items() if now - at < RESEND_AFTER_S}
+        fresh = [(job_id, label) for job_id, label in due if (job_id, hash(label)) not in self._sent]
+        topic = self._settings.topic("commands")
+        await self._publisher.send_all(
+            [
+                outgoing(topic, str(job_id), CheckTimers(command_id=uuid5(job_id, label), job_id=job_id))
+                for job_id, label in fresh
+            ]
+        )
+        for job_id, label in fresh:
+            self._sent[(job_id, hash(label))] = now
+        return len(fresh)

@@ -1,0 +1,1 @@
+"""Where fetched bytes are stored."""

@@ -1,0 +1,1 @@
+"""Signed delivery of terminal outcomes to callers' callback URLs."""

@@ -1,0 +1,67 @@
+"""A Python client: publish submissions and cancellations, follow completions."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from types import TracebackType
+from uuid import UUID
+
+from aiokafka import AIOKafkaConsumer
+
+from projections.lifecycle.submission import submission_identity
+from schemas.codec import decode
+from schemas.commands import CancelJob, SubmitJob
+from schemas.events import JobCompleted
+from streams.broker.compat import BrokerProfile
+from streams.publisher import Publisher, outgoing
+
+
+class Client:
+    def __init__(self, bootstrap: str, profile: BrokerProfile, topic_prefix: str = "scrapestream") -> None:
+        self._bootstrap = bootstrap
+        self._profile = profile
+        self._prefix = topic_prefix
+        self._publisher = Publisher(bootstrap, profile)
+
+    async def __aenter__(self) -> Client:
+        await self._publisher.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        await self._publisher.stop()
+
+    async def submit(self, command: SubmitJob) -> UUID:
+        """Publish a submission; returns the job id it resolves to."""
+        job_id, _ = submission_identity(command)
+        await self._publisher.send(outgoing(f"{self._prefix}.submit", str(job_id), command))
+        return job_id
+
+    async def cancel(self, command: CancelJob) -> None:
+        await self._publisher.send(outgoing(f"{self._prefix}.submit", str(command.job_id), command))
+
+    async def completions(self, from_beginning: bool = True) -> AsyncIterator[JobCompleted]:
+        """Every completion on the topic, from its start or from now, until the caller stops."""
+        consumer = AIOKafkaConsumer(
+            f"{self._prefix}.completions",
+            bootstrap_servers=self._bootstrap,
+            auto_offset_reset="earliest" if from_beginning else "latest",
+            enable_auto_commit=False,
+            fetch_max_wait_ms=self._profile.fetch_max_wait_ms,
+        )
+        await consumer.start()
+        try:
+            async for record in consumer:
+                completion = decode(record.value)
+                if isinstance(completion, JobCompleted):
+                    yield completion
+        finally:
+            await consumer.stop()
+
+    async def wait_for(self, job_id: UUID) -> JobCompleted:
+        """The completion of `job_id`, including one published before this call."""
+        async for completion in self.completions(from_beginning=True):
+            if completion.job_id == job_id:
+                return completion
+        raise AssertionError("unreachable: completions never ends")

@@ -1,0 +1,80 @@
+"""`scrapestream dev`: the embedded broker, one worker with every agent, the HTTP API, local artifacts.
+
+The broker keeps its log in memory, so every run starts from a clean state directory; other
+commands run in the same directory find the run through `STATE_FILE`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from streams.broker.embedded import EmbeddedBroker
+from streams.settings import Settings
+from streams.worker import Worker
+
+DEV_DIR = Path(".scrapestream")
+STATE_FILE = DEV_DIR / "dev.json"
+
+
+def read_dev_state(directory: Path = DEV_DIR) -> dict[str, Any] | None:
+    """The running dev instance's addresses, or None when none runs from this directory."""
+    path = directory / STATE_FILE.name
+    try:
+        state: dict[str, Any] = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    try:
+        os.kill(int(state["pid"]), 0)
+    except (OSError, KeyError, ValueError):
+        return None  # left behind by a run that did not stop cleanly
+    return state
+
+
+async def run_dev(settings: Settings, stopped: Any) -> None:
+    """Serve until `stopped` (an awaitable) completes; always removes the state file and broker."""
+    if read_dev_state() is not None:
+        raise SystemExit("scrapestream dev already runs from this directory (.scrapestream/dev.json)")
+    data_dir = _fresh_data_dir()
+    async with EmbeddedBroker(log_path=DEV_DIR / "broker.log") as broker:
+        worker_settings = settings.model_copy(
+            update={"kafka_bootstrap": broker.bootstrap, "broker_profile": "embedded", "data_dir": data_dir}
+        )
+        worker = Worker(worker_settings)
+        await worker.start()
+        try:
+            state = {
+                "pid": os.getpid(),
+                "kafka_bootstrap": broker.bootstrap,
+                "web_url": f"http://{worker_settings.web_host}:{worker.web_port}",
+                "artifacts": str((data_dir / "artifacts").resolve()),
+            }
+            STATE_FILE.write_text(json.dumps(state, indent=2) + "\n")
+            _announce(state)
+            await stopped
+        finally:
+            STATE_FILE.unlink(missing_ok=True)
+            await worker.stop()
+
+
+def _fresh_data_dir() -> Path:
+    data_dir = DEV_DIR / "data"
+    shutil.rmtree(data_dir, ignore_errors=True)
+    DEV_DIR.mkdir(exist_ok=True)
+    return data_dir
+
+
+def _announce(state: dict[str, Any]) -> None:
+    lines = [
+        "scrapestream dev: started from a clean state (the embedded broker keeps its log in memory)",
+        f"  kafka bootstrap  {state['kafka_bootstrap']}",
+        f"  http api         {state['web_url']}   (GET /healthz, GET /jobs/<job_id>)",
+        f"  artifacts        {state['artifacts']}",
+        "  try: scrapestream submit https://example.com/ --wait      Ctrl-C stops everything",
+    ]
+    sys.stdout.write("\n".join(lines) + "\n")
+    sys.stdout.flush()

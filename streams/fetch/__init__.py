@@ -1,0 +1,1 @@
+"""Fetching pages: the address guard and the bounded HTTP fetcher."""

@@ -1,0 +1,50 @@
+"""Writes encoded records to Kafka and waits until the broker has them (acks=all)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from aiokafka import AIOKafkaProducer
+
+from schemas.codec import encode
+from schemas.types import Record
+from streams.broker.compat import BrokerProfile
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    topic: str
+    key: bytes
+    value: bytes
+    partition: int | None = None
+
+
+def outgoing(topic: str, key: str | bytes, record: Record, partition: int | None = None) -> Outgoing:
+    raw_key = key.encode() if isinstance(key, str) else key
+    return Outgoing(topic, raw_key, encode(record), partition)
+
+
+class Publisher:
+    def __init__(self, bootstrap: str, profile: BrokerProfile) -> None:
+        self._producer = AIOKafkaProducer(
+            bootstrap_servers=bootstrap, linger_ms=1, max_batch_size=512 * 1024, **profile.producer_options()
+        )
+
+    async def start(self) -> None:
+        await self._producer.start()
+
+    async def stop(self) -> None:
+        await self._producer.stop()
+
+    async def send_all(self, messages: Sequence[Outgoing]) -> list[Any]:
+        """Send in order; returns each message's record metadata once acknowledged."""
+        pending = [
+            await self._producer.send(m.topic, m.value, key=m.key, partition=m.partition) for m in messages
+        ]
+        return list(await asyncio.gather(*pending))
+
+    async def send(self, message: Outgoing) -> Any:
+        return (await self.send_all([message]))[0]

@@ -1,0 +1,91 @@
+"""Deployment settings from `SCRAPESTREAM_*` environment variables, validated once at start."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from projections.lifecycle.policy import ExecutionProfile, Policy
+from schemas.errors import ScrapestreamError
+
+TOPIC_NAMES = ("submit", "commands", "events", "due", "completions", "outbox", "dead-input")
+
+
+class SettingsError(ScrapestreamError):
+    """Settings that cannot run; the message lists each bad variable."""
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="SCRAPESTREAM_", frozen=True, extra="ignore")
+
+    kafka_bootstrap: str = "127.0.0.1:9092"
+    broker_profile: Literal["kafka", "embedded"] = "kafka"
+    data_dir: Path = Path(".scrapestream/data")
+    web_host: str = "127.0.0.1"
+    web_port: int = Field(default=8080, ge=0, le=65535)
+    partitions: int = Field(default=4, ge=1, le=1024)
+    replication_factor: int = Field(default=1, ge=1, le=16)
+    group_id: str = "scrapestream"
+    topic_prefix: str = "scrapestream"
+
+    allow_private_networks: bool = False
+    executor_concurrency: int = Field(default=8, ge=0, le=512)
+    outbox_concurrency: int = Field(default=8, ge=1, le=512)
+    profiles: dict[str, tuple[float, float]] = {"http.fetch": (30_000, 3)}
+    default_max_runtime_ms: int = Field(default=30_000, ge=0)
+    default_max_attempts: int = Field(default=3, ge=1)
+    lease_grace_ms: int = Field(default=10_000, ge=0)
+    retry_base_ms: int = Field(default=1_000, ge=1)
+    retry_max_ms: int = Field(default=3_600_000, ge=1)
+    timer_interval_ms: int = Field(default=100, ge=10)
+
+    max_body_bytes: int = Field(default=10 * 1024 * 1024, ge=1)
+    max_decoded_bytes: int = Field(default=20 * 1024 * 1024, ge=1)
+    max_redirects: int = Field(default=5, ge=0, le=20)
+
+    callback_secret: SecretStr | None = None
+    callback_max_elapsed_s: float = Field(default=300.0, gt=0)
+    callback_retry_base_s: float = Field(default=1.0, gt=0)
+    callback_timeout_s: float = Field(default=10.0, gt=0)
+
+    @field_validator("callback_secret")
+    @classmethod
+    def _standard_webhooks_secret(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is None:
+            return None
+        raw = value.get_secret_value()
+        if not raw.startswith("whsec_"):
+            raise ValueError("must start with whsec_ (a Standard Webhooks secret)")
+        try:
+            base64.b64decode(raw.removeprefix("whsec_"), validate=True)
+        except ValueError as exc:
+            raise ValueError("the part after whsec_ must be base64") from exc
+        return value
+
+    def topic(self, name: str) -> str:
+        return f"{self.topic_prefix}.{name}"
+
+    def policy(self) -> Policy:
+        return Policy.from_declared(
+            self.profiles,
+            ExecutionProfile(self.default_max_runtime_ms, self.default_max_attempts),
+            lease_grace_ms=self.lease_grace_ms,
+            retry_base_ms=self.retry_base_ms,
+            retry_max_ms=self.retry_max_ms,
+        )
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Settings from the environment plus `overrides`; a clear `SettingsError` when invalid."""
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        problems = [
+            f"SCRAPESTREAM_{'_'.join(str(part) for part in error['loc']).upper()}: {error['msg']}"
+            for error in exc.errors()
+        ]
+        raise SettingsError("invalid settings:\n  " + "\n  ".join(problems)) from exc

@@ -1,0 +1,37 @@
+"""Creates scrapestream's topics if missing, and refuses to run on mismatched partition counts."""
+
+from __future__ import annotations
+
+import contextlib
+
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import TopicAlreadyExistsError
+
+from schemas.errors import ScrapestreamError
+from streams.settings import TOPIC_NAMES, Settings
+
+# The lifecycle reads events partition p for commands partition p: the two must match.
+CO_PARTITIONED = ("commands", "events")
+
+
+class TopicLayoutError(ScrapestreamError):
+    """Existing topics whose layout scrapestream cannot run on."""
+
+
+async def ensure_topics(settings: Settings) -> None:
+    admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap)
+    await admin.start()
+    try:
+        existing = set(await admin.list_topics())
+        missing = [settings.topic(name) for name in TOPIC_NAMES if settings.topic(name) not in existing]
+        if missing:
+            with contextlib.suppress(TopicAlreadyExistsError):  # another worker created them first
+                await admin.create_topics(
+                    [NewTopic(name, settings.partitions, settings.replication_factor) for name in missing]
+                )
+        described = await admin.describe_topics([settings.topic(name) for name in CO_PARTITIONED])
+    finally:
+        await admin.close()
+    counts = {topic["topic"]: len(topic["partitions"]) for topic in described}
+    if len(set(counts.values())) > 1:
+        raise TopicLayoutError(f"commands and events topics must have equal partition counts, found {counts}")

@@ -1,0 +1,191 @@
+"""The whole system in-process: the embedded broker, one worker, loopback origins and receivers."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gzip
+from collections import Counter, defaultdict
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+from uuid import UUID, uuid4
+
+import pytest_asyncio
+from aiohttp import web
+from aiokafka import AIOKafkaConsumer
+
+from schemas.codec import decode
+from schemas.commands import SubmitJob
+from schemas.records import Request
+from streams.broker.compat import EMBEDDED_TANSU
+from streams.client import Client
+from streams.clock import utc_now
+from streams.settings import Settings, load_settings
+from streams.worker import Worker
+
+CALLBACK_SECRET = "whsec_" + "c2NyYXBlc3RyZWFtLXRlc3Qtc2VjcmV0LWtleQ=="
+
+
+@dataclass
+class Origin:
+    """A loopback HTTP server whose paths misbehave on purpose; it counts every request."""
+
+    port: int = 0
+    hits: Counter[str] = field(default_factory=Counter)
+    callbacks: dict[str, list[tuple[dict[str, str], bytes]]] = field(
+        default_factory=lambda: defaultdict(list)
+    )
+    release: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        path = request.path
+        self.hits[path] += 1
+        count = self.hits[path]
+        kind = path.split("/")[1]
+        if kind == "page":
+            return web.Response(body=f"page {path}".encode(), content_type="text/html")
+        if kind == "flaky":
+            return web.Response(status=503) if count == 1 else web.Response(text="recovered")
+        if kind == "limited":
+            if count == 1:
+                return web.Response(status=429, headers={"Retry-After": "2"})
+            return web.Response(text="allowed")
+        if kind == "unavailable":
+            return web.Response(status=503, headers={"Retry-After": "30"})
+        if kind == "slow":
+            await self.release.wait()
+            return web.Response(text="slow")
+        if kind == "bomb":
+            return web.Response(body=gzip.compress(b"\0" * 5_000_000), headers={"Content-Encoding": "gzip"})
+        if kind == "hook":
+            self.callbacks[path].append((dict(request.headers), await request.read()))
+            failures = int(path.split("/")[2]) if path.split("/")[2].isdigit() else 0
+            return web.Response(status=500 if count <= failures else 204)
+        return web.Response(status=404, text="missing")
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def origin() -> AsyncIterator[Origin]:
+    server = Origin()
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", server.handle)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    server.port = site._server.sockets[0].getsockname()[1]
+    try:
+        yield server
+    finally:
+        server.release.set()
+        await runner.cleanup()
+
+
+def worker_settings(bootstrap: str, data_dir: Path, **overrides: Any) -> Settings:
+    prefix = f"t{uuid4().hex[:8]}"
+    values: dict[str, Any] = {
+        "kafka_bootstrap": bootstrap,
+        "broker_profile": "embedded",
+        "data_dir": data_dir,
+        "web_port": 0,
+        "partitions": 2,
+        "topic_prefix": prefix,
+        "group_id": prefix,
+        "allow_private_networks": True,
+        "retry_base_ms": 300,
+        "profiles": {"http.fetch": (5_000, 3)},
+        "callback_secret": CALLBACK_SECRET,
+        "callback_max_elapsed_s": 3.0,
+        "callback_retry_base_s": 0.2,
+    }
+    return load_settings(**(values | overrides))
+
+
+class Observer:
+    """Reads a topic from its start in the background and keeps every decoded record."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.records: list[Any] = []
+        self.raw: list[Any] = []
+        self._changed = asyncio.Condition()
+        self._consumer = AIOKafkaConsumer(
+            topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest", fetch_max_wait_ms=10
+        )
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> Observer:
+        await self._consumer.start()
+        self._task = asyncio.create_task(self._run())
+        return self
+
+    async def _run(self) -> None:
+        async for message in self._consumer:
+            self.raw.append(message)
+            self.records.append(decode(message.value))
+            async with self._changed:
+                self._changed.notify_all()
+
+    async def wait_for(self, predicate: Callable[[list[Any]], bool], timeout_s: float = 60) -> list[Any]:
+        async def satisfied() -> None:
+            async with self._changed:
+                await self._changed.wait_for(lambda: predicate(self.records))
+
+        await asyncio.wait_for(satisfied(), timeout_s)
+        return self.records
+
+    def of_job(self, job_id: UUID) -> list[Any]:
+        return [record for record in self.records if getattr(record, "job_id", None) == job_id]
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        await self._consumer.stop()
+
+
+@dataclass
+class System:
+    settings: Settings
+    worker: Worker
+    client: Client
+    events: Observer
+    completions: Observer
+    dead_input: Observer
+
+    async def submit(self, url: str, **fields: Any) -> UUID:
+        fields.setdefault("deadline_at", utc_now() + timedelta(minutes=5))
+        fields.setdefault("caller_identity", "svc-a")
+        return await self.client.submit(SubmitJob(request=Request(url=url), **fields))
+
+    async def completion(self, job_id: UUID, timeout_s: float = 60) -> Any:
+        await self.completions.wait_for(lambda _: bool(self.completions.of_job(job_id)), timeout_s)
+        return self.completions.of_job(job_id)[0]
+
+    def event_kinds(self, job_id: UUID) -> list[str]:
+        return [type(event).__name__ for event in self.events.of_job(job_id)]
+
+
+@contextlib.asynccontextmanager
+async def running_system(settings: Settings) -> AsyncIterator[System]:
+    worker = Worker(settings)
+    await worker.start()
+    observers = [
+        await Observer(settings.kafka_bootstrap, settings.topic(name)).start()
+        for name in ("events", "completions", "dead-input")
+    ]
+    client = Client(settings.kafka_bootstrap, EMBEDDED_TANSU, settings.topic_prefix)
+    await client.__aenter__()
+    try:
+        yield System(settings, worker, client, *observers)
+    finally:
+        await client.__aexit__(None, None, None)
+        for observer in observers:
+            await observer.stop()
+        await worker.stop()

@@ -1,0 +1,190 @@
+"""Submit → lease → fetch → completion → callback, on a real broker with loopback origins."""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import timedelta
+from uuid import uuid4
+
+import pytest
+import pytest_asyncio
+from standardwebhooks import Webhook
+
+from schemas.codec import encode
+from schemas.commands import SubmitJob
+from schemas.records import Request
+from schemas.commands import CancelJob
+from schemas.enums import ActorRole, AuditOutcome, JobStatus
+from schemas.events import AuditRecorded, JobCompleted, JobDispatched, RetryScheduled
+from streams.clock import utc_now
+from tests.e2e.conftest import CALLBACK_SECRET, running_system, worker_settings
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def system(broker, tmp_path_factory):
+    settings = worker_settings(broker.bootstrap, tmp_path_factory.mktemp("worker"))
+    async with running_system(settings) as running:
+        yield running
+
+
+async def test_a_200_page_succeeds_in_one_attempt_and_stores_the_page(system, origin):
+    job_id = await system.submit(origin.url("/page/one"))
+    completion = await system.completion(job_id)
+    assert completion.status is JobStatus.SUCCEEDED
+    assert completion.attempt_count == 1
+    (artifact,) = completion.artifacts
+    stored = (system.settings.data_dir / "artifacts" / artifact.key).read_bytes()
+    assert stored == b"page /page/one"
+    assert artifact.sha256 == hashlib.sha256(stored).hexdigest()
+
+
+async def test_503_then_200_succeeds_on_the_second_attempt_after_the_backoff(system, origin):
+    job_id = await system.submit(origin.url("/flaky/a"))
+    completion = await system.completion(job_id)
+    assert completion.status is JobStatus.SUCCEEDED
+    assert completion.attempt_count == 2
+    retry = next(e for e in system.events.of_job(job_id) if isinstance(e, RetryScheduled))
+    second = [e for e in system.events.of_job(job_id) if isinstance(e, JobDispatched)][1]
+    assert retry.next_attempt_at >= retry.occurred_at + timedelta(milliseconds=300)
+    assert second.occurred_at >= retry.next_attempt_at
+
+
+async def test_429_with_retry_after_is_not_redispatched_before_two_seconds(system, origin):
+    job_id = await system.submit(origin.url("/limited/a"))
+    completion = await system.completion(job_id)
+    assert completion.status is JobStatus.SUCCEEDED
+    retry = next(e for e in system.events.of_job(job_id) if isinstance(e, RetryScheduled))
+    second = [e for e in system.events.of_job(job_id) if isinstance(e, JobDispatched)][1]
+    assert retry.failure.code == "HTTP_429"
+    assert second.occurred_at - retry.occurred_at >= timedelta(seconds=2)
+
+
+async def test_404_dead_letters_after_one_attempt_with_the_status_as_code(system, origin):
+    job_id = await system.submit(origin.url("/nothing-here"))
+    completion = await system.completion(job_id)
+    assert completion.status is JobStatus.DEAD_LETTER
+    assert completion.attempt_count == 1
+    assert completion.failure.code == "HTTP_404"
+
+
+async def test_a_deadline_shorter_than_the_backoff_dead_letters_as_deadline_exceeded(system, origin):
+    job_id = await system.submit(origin.url("/unavailable/a"), deadline_at=utc_now() + timedelta(seconds=10))
+    completion = await system.completion(job_id)
+    assert completion.status is JobStatus.DEAD_LETTER
+    assert completion.failure.code == "JOB_DEADLINE_EXCEEDED"
+
+
+async def test_the_same_submission_three_times_is_one_job_and_one_completion(system, origin):
+    url = origin.url("/page/repeated")
+    job_ids = {await system.submit(url, idempotency_key="same") for _ in range(3)}
+    (job_id,) = job_ids
+    await system.completion(job_id)
+    await system.events.wait_for(lambda _: system.event_kinds(job_id).count("SubmissionReused") == 2)
+    assert system.event_kinds(job_id).count("JobAccepted") == 1
+    assert len(system.completions.of_job(job_id)) == 1
+    assert origin.hits["/page/repeated"] == 1
+
+
+async def test_owner_cancels_a_running_job_and_another_caller_is_refused_and_audited(system, origin):
+    job_id = await system.submit(origin.url("/slow/cancel"))
+    await system.events.wait_for(lambda _: "JobDispatched" in system.event_kinds(job_id))
+    stranger = CancelJob(job_id=job_id, actor_id="svc-b", actor_role=ActorRole.SERVICE, reason="not mine")
+    await system.client.cancel(stranger)
+    owner = CancelJob(job_id=job_id, actor_id="svc-a", actor_role=ActorRole.SERVICE, reason="changed my mind")
+    await system.client.cancel(owner)
+    completion = await system.completion(job_id)
+    assert completion.status is JobStatus.CANCELLED
+    await system.events.wait_for(lambda _: system.event_kinds(job_id).count("AuditRecorded") == 2)
+    audits = [e for e in system.events.of_job(job_id) if isinstance(e, AuditRecorded)]
+    assert [(a.actor_id, a.outcome) for a in audits] == [
+        ("svc-b", AuditOutcome.DENIED),
+        ("svc-a", AuditOutcome.ALLOWED),
+    ]
+    origin.release.set()
+    await system.events.wait_for(lambda _: "StaleReportIgnored" in system.event_kinds(job_id))
+    assert len(system.completions.of_job(job_id)) == 1
+
+
+async def test_a_callback_is_delivered_after_two_failures_and_its_signature_verifies(system, origin):
+    hook = f"/hook/2/{uuid4().hex}"
+    job_id = await system.submit(origin.url("/page/called-back"), callback_url=origin.url(hook))
+    completion = await system.completion(job_id)
+    await system.events.wait_for(lambda _: "CallbackDelivered" in system.event_kinds(job_id))
+    deliveries = origin.callbacks[hook]
+    assert len(deliveries) == 3
+    assert len({headers["webhook-id"] for headers, _ in deliveries}) == 1
+    headers, body = deliveries[-1]
+    payload = Webhook(CALLBACK_SECRET).verify(body, headers)
+    assert payload["job_id"] == str(job_id)
+    assert payload["status"] == completion.status.value
+
+
+async def test_a_callback_receiver_that_is_always_down_is_abandoned(system, origin):
+    from streams.broker.embedded import free_loopback_port
+
+    down = f"http://127.0.0.1:{free_loopback_port()}/hook"
+    job_id = await system.submit(origin.url("/page/unheard"), callback_url=down)
+    await system.completion(job_id)
+    events = await system.events.wait_for(lambda _: "CallbackAbandoned" in system.event_kinds(job_id))
+    abandoned = next(e for e in events if type(e).__name__ == "CallbackAbandoned" and e.job_id == job_id)
+    assert abandoned.delivery_attempts >= 2
+    assert "ConnectError" in abandoned.last_error
+
+
+async def test_garbage_and_invalid_input_go_to_dead_input_and_the_next_job_completes(system, origin):
+    from aiokafka import AIOKafkaProducer
+
+    producer = AIOKafkaProducer(bootstrap_servers=system.settings.kafka_bootstrap, enable_idempotence=False)
+    await producer.start()
+    try:
+        await producer.send_and_wait(system.settings.topic("submit"), b"\x00garbage", key=b"g")
+        submission = encode(
+            SubmitJob(caller_identity="x", request=Request(url="https://e.com/"), deadline_at=utc_now())
+        )
+        invalid = submission[:10] + b"\xff" * 40  # SubmitJob's fingerprint, a body that is not a SubmitJob
+        await producer.send_and_wait(system.settings.topic("submit"), invalid, key=b"i")
+        completed = encode(JobCompleted.model_validate(_a_completion()))
+        await producer.send_and_wait(system.settings.topic("submit"), completed, key=b"c")
+    finally:
+        await producer.stop()
+    dead = await system.dead_input.wait_for(lambda records: len(records) >= 3)
+    reasons = {record.value: record.reason for record in dead}
+    assert "not Avro single-object encoding" in reasons[b"\x00garbage"]
+    assert "malformed SubmitJob body" in reasons[invalid]
+    assert "JobCompleted is not a SubmitJob or CancelJob" in reasons[completed]
+    job_id = await system.submit(origin.url("/page/after-garbage"))
+    assert (await system.completion(job_id)).status is JobStatus.SUCCEEDED
+
+
+def _a_completion() -> dict[str, object]:
+    return {
+        "job_id": str(uuid4()),
+        "caller_identity": "x",
+        "idempotency_key": "k",
+        "job_type": "http.fetch",
+        "url": "https://e.com/",
+        "status": "SUCCEEDED",
+        "attempt_count": 1,
+        "completed_at": utc_now(),
+    }
+
+
+async def test_the_http_api_serves_the_job_projection(system, origin):
+    import httpx
+
+    job_id = await system.submit(origin.url("/page/api"))
+    completion = await system.completion(job_id)
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{system.worker.web_port}") as http:
+        job = (await http.get(f"/jobs/{job_id}")).json()
+        missing = await http.get(f"/jobs/{uuid4()}")
+        malformed = await http.get("/jobs/not-a-uuid")
+        health = (await http.get("/healthz")).json()
+    assert job["state"] == "SUCCEEDED"
+    assert job["artifacts"][0]["sha256"] == completion.artifacts[0].sha256
+    assert len(job["attempts"]) == 1
+    assert missing.status_code == 404
+    assert malformed.status_code == 400
+    assert health["status"] == "ok"
+    assert health["owned_partitions"] == [0, 1]
