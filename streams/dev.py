@@ -49,6 +49,7 @@ async def run_dev(settings: Settings, stopped: Any) -> None:
         try:
             state = {
                 "pid": os.getpid(),
+                "broker_pid": broker.pid,
                 "kafka_bootstrap": broker.bootstrap,
                 "web_url": f"http://{worker_settings.web_host}:{worker.web_port}",
                 "artifacts": str((data_dir / "artifacts").resolve()),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+from ipaddress import IPv4Network, IPv6Network
 from pathlib import Path
 from typing import Literal
 
@@ -33,6 +34,7 @@ class Settings(BaseSettings):
     topic_prefix: str = "scrapestream"
 
     allow_private_networks: bool = False
+    allowed_networks: tuple[IPv4Network | IPv6Network, ...] = ()
     executor_concurrency: int = Field(default=8, ge=0, le=512)
     outbox_concurrency: int = Field(default=8, ge=1, le=512)
     profiles: dict[str, tuple[float, float]] = {"http.fetch": (30_000, 3)}

@@ -41,6 +41,8 @@ class Worker:
         self.counters: Counter[str] = Counter()
         self.web_port: int | None = None
         self._stack = contextlib.AsyncExitStack()
+        self._draining = asyncio.Event()
+        self._in_flight: set[asyncio.Future[Any]] = set()
 
     async def start(self) -> None:
         try:
@@ -74,6 +76,7 @@ class Worker:
         app = build_app(settings, self.profile, handlers, dead)
         await app.start()
         stack.push_async_callback(app.stop)
+        stack.push_async_callback(self._drain)
         runner, self.web_port = await serve(
             build_web(store, ownership, self.counters), settings.web_host, settings.web_port
         )
@@ -84,16 +87,28 @@ class Worker:
     def _lifecycle_handler(self, lifecycle: Lifecycle, ownership: Ownership) -> Any:
         async def handle(partition: int, command: Any) -> None:
             await ownership.wait_ready(partition)
-            await lifecycle.handle(partition, command)
+            if self._draining.is_set():
+                await asyncio.Future()  # stopping: take nothing new; the offset stays uncommitted
+            handling = asyncio.ensure_future(lifecycle.handle(partition, command))
+            self._in_flight.add(handling)
+            handling.add_done_callback(self._in_flight.discard)
+            # A command half handled when the worker stops would republish its consequences.
+            await asyncio.shield(handling)
 
         return handle
+
+    async def _drain(self) -> None:
+        """Let commands being handled finish before the app and the producer stop."""
+        self._draining.set()
+        if self._in_flight:
+            await asyncio.gather(*self._in_flight, return_exceptions=True)
 
     async def _executor(self, publisher: Publisher) -> Any:
         settings = self.settings
         if settings.executor_concurrency == 0:
             return None
         limits = FetchLimits(settings.max_body_bytes, settings.max_decoded_bytes, settings.max_redirects)
-        fetcher = HttpFetcher(limits, settings.allow_private_networks)
+        fetcher = HttpFetcher(limits, settings.allow_private_networks, settings.allowed_networks)
         self._stack.push_async_callback(fetcher.close)
         artifacts = LocalArtifactStore(settings.data_dir / "artifacts")
         return HttpExecutor(settings, fetcher, artifacts, publisher, utc_now).run
@@ -104,6 +119,7 @@ class Worker:
         sender = CallbackSender(
             secret,
             settings.allow_private_networks,
+            settings.allowed_networks,
             settings.callback_max_elapsed_s,
             settings.callback_retry_base_s,
             settings.callback_timeout_s,

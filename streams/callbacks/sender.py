@@ -13,7 +13,7 @@ import httpx
 
 from schemas.work import CallbackDue
 from streams.callbacks.signing import signature_headers
-from streams.fetch.guard import AddressRefusedError, ResolutionError
+from streams.fetch.guard import AddressRefusedError, IPNetwork, ResolutionError
 from streams.fetch.http import GuardedTransport
 
 log = logging.getLogger(__name__)
@@ -33,6 +33,7 @@ class CallbackSender:
         self,
         secret: str | None,
         allow_private: bool,
+        allowed_networks: tuple[IPNetwork, ...],
         max_elapsed_s: float,
         retry_base_s: float,
         timeout_s: float,

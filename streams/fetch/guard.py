@@ -15,6 +15,7 @@ import httpcore
 from schemas.errors import ScrapestreamError
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
 class AddressRefusedError(ScrapestreamError):
@@ -34,7 +35,9 @@ def is_public(address: IPAddress) -> bool:
     return address.is_global and not address.is_multicast
 
 
-async def resolve_checked(host: str, port: int, allow_private: bool) -> str:
+async def resolve_checked(
+    host: str, port: int, allow_private: bool, allowed_networks: tuple[IPNetwork, ...] = ()
+) -> str:
     """The first resolved address of `host`, if every resolved address may be contacted."""
     loop = asyncio.get_running_loop()
     try:
@@ -44,7 +47,11 @@ async def resolve_checked(host: str, port: int, allow_private: bool) -> str:
     addresses = [ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos]
     if not addresses:
         raise ResolutionError(f"{host} resolved to no address")
-    refused = [str(address) for address in addresses if not is_public(address)]
+    refused = [
+        str(address)
+        for address in addresses
+        if not is_public(address) and not any(address in network for network in allowed_networks)
+    ]
     if refused and not allow_private:
         raise AddressRefusedError(f"{host} resolves to {', '.join(refused)}")
     return str(addresses[0])
@@ -53,8 +60,9 @@ async def resolve_checked(host: str, port: int, allow_private: bool) -> str:
 class GuardedBackend(httpcore.AsyncNetworkBackend):
     """An httpcore network backend that connects only to addresses `resolve_checked` allowed."""
 
-    def __init__(self, allow_private: bool) -> None:
+    def __init__(self, allow_private: bool, allowed_networks: tuple[IPNetwork, ...] = ()) -> None:
         self._allow_private = allow_private
+        self._allowed_networks = allowed_networks
         self._inner = httpcore.AnyIOBackend()
 
     async def connect_tcp(
@@ -65,7 +73,7 @@ class GuardedBackend(httpcore.AsyncNetworkBackend):
         local_address: str | None = None,
         socket_options: object = None,
     ) -> httpcore.AsyncNetworkStream:
-        address = await resolve_checked(host, port, self._allow_private)
+        address = await resolve_checked(host, port, self._allow_private, self._allowed_networks)
         return await self._inner.connect_tcp(address, port, timeout, local_address, socket_options)  # type: ignore[arg-type]
 
     async def connect_unix_socket(

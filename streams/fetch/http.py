@@ -19,7 +19,7 @@ from projections.lifecycle.outcomes import local_failure, status_failure
 from schemas.enums import AttemptOutcome
 from schemas.records import Failure, Request
 from streams.clock import utc_now
-from streams.fetch.guard import AddressRefusedError, GuardedBackend, ResolutionError
+from streams.fetch.guard import AddressRefusedError, GuardedBackend, IPNetwork, ResolutionError
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 ERROR_CODES: list[tuple[type[BaseException], str]] = [
@@ -70,7 +70,9 @@ class FetchResult:
 class GuardedTransport(httpx.AsyncHTTPTransport):
     """httpx's transport over a connection pool whose network backend is the address guard."""
 
-    def __init__(self, allow_private: bool, max_connections: int = 100) -> None:
+    def __init__(
+        self, allow_private: bool, allowed_networks: tuple[IPNetwork, ...] = (), max_connections: int = 100
+    ) -> None:
         super().__init__()
         # httpx takes no network backend, so its pool is replaced once, here.
         self._pool = httpcore.AsyncConnectionPool(
@@ -78,17 +80,21 @@ class GuardedTransport(httpx.AsyncHTTPTransport):
             max_connections=max_connections,
             max_keepalive_connections=max_connections // 2,
             keepalive_expiry=5.0,
-            network_backend=GuardedBackend(allow_private),
+            network_backend=GuardedBackend(allow_private, allowed_networks),
         )
 
 
 class HttpFetcher:
     def __init__(
-        self, limits: FetchLimits, allow_private: bool, user_agent: str = "scrapestream/0.1"
+        self,
+        limits: FetchLimits,
+        allow_private: bool,
+        allowed_networks: tuple[IPNetwork, ...] = (),
+        user_agent: str = "scrapestream/0.1",
     ) -> None:
         self._limits = limits
         self._client = httpx.AsyncClient(
-            transport=GuardedTransport(allow_private),
+            transport=GuardedTransport(allow_private, allowed_networks),
             follow_redirects=False,
             timeout=httpx.Timeout(30.0),
             headers={"user-agent": user_agent},

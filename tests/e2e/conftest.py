@@ -182,10 +182,11 @@ async def running_system(settings: Settings) -> AsyncIterator[System]:
     ]
     client = Client(settings.kafka_bootstrap, EMBEDDED_TANSU, settings.topic_prefix)
     await client.__aenter__()
+    system = System(settings, worker, client, *observers)
     try:
-        yield System(settings, worker, client, *observers)
+        yield system
     finally:
         await client.__aexit__(None, None, None)
         for observer in observers:
             await observer.stop()
-        await worker.stop()
+        await system.worker.stop()  # the test may have replaced the worker

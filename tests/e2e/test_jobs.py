@@ -11,11 +11,10 @@ import pytest_asyncio
 from standardwebhooks import Webhook
 
 from schemas.codec import encode
-from schemas.commands import SubmitJob
-from schemas.records import Request
-from schemas.commands import CancelJob
+from schemas.commands import CancelJob, SubmitJob
 from schemas.enums import ActorRole, AuditOutcome, JobStatus
 from schemas.events import AuditRecorded, JobCompleted, JobDispatched, RetryScheduled
+from schemas.records import Request
 from streams.clock import utc_now
 from tests.e2e.conftest import CALLBACK_SECRET, running_system, worker_settings
 

@@ -1,0 +1,89 @@
+"""`scrapestream dev` as a user runs it: a subprocess, `submit --wait` from another, Ctrl-C to stop."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+SCRAPESTREAM = str(Path(sys.executable).with_name("scrapestream"))
+
+
+async def run(*arguments: str, cwd: Path) -> tuple[int, str]:
+    process = await asyncio.create_subprocess_exec(
+        SCRAPESTREAM, *arguments, cwd=cwd, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+    )
+    output, _ = await asyncio.wait_for(process.communicate(), 90)
+    return process.returncode or 0, output.decode()
+
+
+def read_json(path: Path) -> dict[str, object] | None:
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+async def wait_for_file(path: Path) -> dict[str, object]:
+    for _ in range(600):
+        state = read_json(path)
+        if state is not None:
+            return state
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"{path} never appeared")
+
+
+async def test_dev_serves_a_submission_end_to_end_and_stops_cleanly(origin, tmp_path):
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("SCRAPESTREAM_")}
+    dev = await asyncio.create_subprocess_exec(
+        SCRAPESTREAM, "dev", "--allow-private", cwd=tmp_path, env=environment,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+        state = await wait_for_file(tmp_path / ".scrapestream" / "dev.json")
+        code, output = await run("submit", origin.url("/page/dev"), "--wait", "--json", cwd=tmp_path)
+        assert code == 0, output
+        completion = json.loads(output)
+        assert completion["status"] == "SUCCEEDED"
+        async with httpx.AsyncClient(base_url=str(state["web_url"])) as http:
+            job = (await http.get(f"/jobs/{completion['job_id']}")).json()
+        assert job["state"] == "SUCCEEDED"
+        assert job["artifacts"][0]["sha256"] == completion["artifacts"][0]["sha256"]
+        code, output = await run("submit", origin.url("/page/dev-plain"), "--wait", cwd=tmp_path)
+        assert code == 0
+        assert "SUCCEEDED" in output
+    finally:
+        if dev.returncode is None:
+            dev.send_signal(signal.SIGINT)
+        printed, _ = await asyncio.wait_for(dev.communicate(), 60)
+    assert dev.returncode == 0, printed.decode()
+    assert "started from a clean state" in printed.decode()
+    assert not (tmp_path / ".scrapestream" / "dev.json").exists()
+    with pytest.raises(ProcessLookupError):
+        os.kill(int(state["broker_pid"]), 0)
+
+
+async def test_submit_without_a_broker_says_how_to_get_one(tmp_path):
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("SCRAPESTREAM_")}
+    process = await asyncio.create_subprocess_exec(
+        SCRAPESTREAM, "submit", "https://example.com/", cwd=tmp_path, env=environment,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )  # fmt: skip
+    output, _ = await asyncio.wait_for(process.communicate(), 30)
+    assert process.returncode == 1
+    assert "scrapestream dev" in output.decode()
+
+
+async def test_invalid_settings_are_reported_before_anything_starts(tmp_path):
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("SCRAPESTREAM_")}
+    process = await asyncio.create_subprocess_exec(
+        SCRAPESTREAM, "worker", cwd=tmp_path, env=environment | {"SCRAPESTREAM_PARTITIONS": "zero"},
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )  # fmt: skip
+    output, _ = await asyncio.wait_for(process.communicate(), 30)
+    assert process.returncode == 2
+    assert "SCRAPESTREAM_PARTITIONS" in output.decode()

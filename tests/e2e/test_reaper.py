@@ -1,0 +1,74 @@
+"""An executor that takes a lease and never reports: the reaper expires it, the job is retried."""
+
+from uuid import uuid5
+
+import pytest
+import pytest_asyncio
+
+from schemas.commands import ReportAttempt
+from schemas.enums import ArtifactTrust, AttemptOutcome, ExpiryReason, JobStatus, TransportRoute
+from schemas.events import LeaseExpired, StaleReportIgnored
+from schemas.records import Attempt
+from schemas.work import DueWork
+from streams.broker.compat import EMBEDDED_TANSU
+from streams.clock import utc_now
+from streams.publisher import Publisher, outgoing
+from tests.e2e.conftest import Observer, running_system, worker_settings
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def system(broker, tmp_path_factory):
+    settings = worker_settings(
+        broker.bootstrap,
+        tmp_path_factory.mktemp("no-executor"),
+        executor_concurrency=0,
+        profiles={"http.fetch": (200, 3)},
+        lease_grace_ms=1_500,
+    )
+    async with running_system(settings) as running:
+        yield running
+
+
+def report_for(work: DueWork) -> ReportAttempt:
+    attempt = Attempt(
+        attempt_number=work.attempt_number,
+        lease_id=work.lease_id,
+        route=TransportRoute.DIRECT,
+        outcome=AttemptOutcome.FETCHED,
+        trust=ArtifactTrust.VERIFIED,
+        http_status=200,
+        finished_at=utc_now(),
+    )
+    return ReportAttempt(command_id=uuid5(work.lease_id, "report"), job_id=work.job_id, attempt=attempt)
+
+
+async def test_a_lease_whose_executor_died_is_expired_retried_and_a_late_report_is_stale(system, origin):
+    due = await Observer(system.settings.kafka_bootstrap, system.settings.topic("due")).start()
+    publisher = Publisher(system.settings.kafka_bootstrap, EMBEDDED_TANSU)
+    await publisher.start()
+    try:
+        job_id = await system.submit(origin.url("/page/reaped"))
+        # The first lease is taken by an executor that dies: it never reports or renews.
+        await due.wait_for(lambda works: len([w for w in works if w.job_id == job_id]) >= 2)
+        first, second = [w for w in due.records if w.job_id == job_id][:2]
+        assert (first.attempt_number, second.attempt_number) == (1, 2)
+        assert first.lease_id != second.lease_id
+        commands = system.settings.topic("commands")
+        await publisher.send(outgoing(commands, str(job_id), report_for(second)))
+        completion = await system.completion(job_id)
+        await publisher.send(outgoing(commands, str(job_id), report_for(first)))
+        await system.events.wait_for(lambda _: "StaleReportIgnored" in system.event_kinds(job_id))
+    finally:
+        await publisher.stop()
+        await due.stop()
+    assert completion.status is JobStatus.SUCCEEDED
+    events = system.events.of_job(job_id)
+    expired = [e for e in events if isinstance(e, LeaseExpired)]
+    assert expired[0].attempt_number == 1
+    assert expired[0].reason is ExpiryReason.EXPIRED
+    stale = next(e for e in events if isinstance(e, StaleReportIgnored))
+    assert stale.lease_id == first.lease_id
+    assert system.event_kinds(job_id).count("JobSucceeded") == 1
+    assert len(system.completions.of_job(job_id)) == 1
