@@ -5,6 +5,7 @@ routes what it cannot decode to dead input; Faust commits an offset only after i
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -24,12 +25,14 @@ from streams.settings import Settings
 log = logging.getLogger(__name__)
 COMMAND_TYPES = (SubmitJob, CancelJob, ReportAttempt, RenewLease, CheckTimers, ReportCallback)
 RETRY_DELAY_S = 1.0
+BATCH_MAX = 500
+BATCH_WITHIN_S = 0.005
 
 
 @dataclass(frozen=True)
 class Handlers:
-    intake: Callable[[int, int, bytes | None, bytes | None], Awaitable[None]]
-    lifecycle: Callable[[int, Any], Awaitable[object]]
+    intake: Callable[[list[tuple[int, int, bytes | None, bytes | None]]], Awaitable[None]]
+    lifecycle: Callable[[list[tuple[int, Any]]], Awaitable[object]]
     executor: Callable[[DueWork], Awaitable[None]] | None
     outbox: Callable[[CallbackDue], Awaitable[None]]
     partitions_assigned: Callable[[set[int]], None]
@@ -77,16 +80,17 @@ def _register_agents(app: faust.App, settings: Settings, handlers: Handlers, dea
 
     @app.agent(topic("submit"), name="intake")
     async def intake(stream: Any) -> None:
-        await _consume(stream, lambda m: handlers.intake(m.partition, m.offset, m.key, m.value))
+        async for events in stream.take_events(BATCH_MAX, within=BATCH_WITHIN_S):
+            messages = [
+                (e.message.partition, e.message.offset, e.message.key, e.message.value) for e in events
+            ]
+            await _until_done(events[-1].message, functools.partial(handlers.intake, messages))
 
     @app.agent(topic("commands"), name="lifecycle")
     async def lifecycle(stream: Any) -> None:
-        await _consume(
-            stream,
-            lambda m: _decoded(
-                m, COMMAND_TYPES, dead, lambda command: handlers.lifecycle(m.partition, command)
-            ),
-        )
+        async for events in stream.take_events(BATCH_MAX, within=BATCH_WITHIN_S):
+            messages = [event.message for event in events]
+            await _until_done(messages[-1], functools.partial(_lifecycle_batch, messages, dead, handlers))
 
     executor = handlers.executor
     if executor is not None and settings.executor_concurrency > 0:
@@ -111,9 +115,20 @@ def _register_rebalance(app: faust.App, commands_topic: str, handlers: Handlers)
     app.on_partitions_revoked.connect(on_revoked)  # type: ignore[arg-type]
 
 
+async def _lifecycle_batch(messages: list[Any], dead: DeadLetters, handlers: Handlers) -> None:
+    commands: list[tuple[int, Any]] = []
+    for message in messages:
+        command = await _decode_or_dead(message, COMMAND_TYPES, dead)
+        if command is not None:
+            commands.append((message.partition, command))
+    if commands:
+        await handlers.lifecycle(commands)
+
+
 async def _consume(stream: Any, handle: Callable[[Any], Awaitable[None]]) -> None:
     async for event in stream.events():
-        await _handle_until_done(event.message, handle)
+        message = event.message
+        await _until_done(message, functools.partial(handle, message))
 
 
 async def _decoded(
@@ -122,23 +137,29 @@ async def _decoded(
     dead: DeadLetters,
     handle: Callable[[Any], Awaitable[object]],
 ) -> None:
+    record = await _decode_or_dead(message, wanted, dead)
+    if record is not None:
+        await handle(record)
+
+
+async def _decode_or_dead(message: Any, wanted: tuple[type[Record], ...], dead: DeadLetters) -> Record | None:
     try:
         record = decode(message.value or b"")
     except CodecError as exc:
-        record, reason = None, f"undecodable: {exc}"
+        reason = f"undecodable: {exc}"
     else:
+        if isinstance(record, wanted):
+            return record
         reason = f"unexpected {type(record).__name__}"
-    if not isinstance(record, wanted):
-        await dead.send(message.topic, message.partition, message.offset, message.key, message.value, reason)
-        return
-    await handle(record)
+    await dead.send(message.topic, message.partition, message.offset, message.key, message.value, reason)
+    return None
 
 
-async def _handle_until_done(message: Any, handle: Callable[[Any], Awaitable[None]]) -> None:
+async def _until_done(message: Any, action: Callable[[], Awaitable[object]]) -> None:
     """Infrastructure failures are retried, never skipped: the offset must not pass an unhandled record."""
     while True:
         try:
-            await handle(message)
+            await action()
             return
         except asyncio.CancelledError:
             raise

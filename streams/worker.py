@@ -55,6 +55,8 @@ class Worker:
         settings, stack = self.settings, self._stack
         for warning in self.policy.warnings:
             log.warning(warning)
+        if settings.callback_secret is None:
+            log.warning("SCRAPESTREAM_CALLBACK_SECRET is not set: callbacks are sent unsigned")
         await ensure_topics(settings)
         store = JobStore(RocksStore(settings.data_dir / "lifecycle"))
         stack.callback(store.close)
@@ -66,7 +68,7 @@ class Worker:
         ownership = Ownership(lifecycle.catch_up)
         stack.push_async_callback(ownership.close)
         handlers = Handlers(
-            intake=Intake(settings, publisher, dead, self.counters).handle,
+            intake=Intake(settings, publisher, dead, self.counters).handle_batch,
             lifecycle=self._lifecycle_handler(lifecycle, ownership),
             executor=await self._executor(publisher),
             outbox=Outbox(settings, self._callback_sender(), publisher).run,
@@ -85,11 +87,12 @@ class Worker:
         stack.push_async_callback(_cancelled, asyncio.create_task(timers.run()))
 
     def _lifecycle_handler(self, lifecycle: Lifecycle, ownership: Ownership) -> Any:
-        async def handle(partition: int, command: Any) -> None:
-            await ownership.wait_ready(partition)
+        async def handle(commands: list[tuple[int, Any]]) -> None:
+            for partition in sorted({partition for partition, _ in commands}):
+                await ownership.wait_ready(partition)
             if self._draining.is_set():
                 await asyncio.Future()  # stopping: take nothing new; the offset stays uncommitted
-            handling = asyncio.ensure_future(lifecycle.handle(partition, command))
+            handling = asyncio.ensure_future(lifecycle.handle_batch(commands))
             self._in_flight.add(handling)
             handling.add_done_callback(self._in_flight.discard)
             # A command half handled when the worker stops would republish its consequences.

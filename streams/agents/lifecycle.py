@@ -1,6 +1,6 @@
 """The lifecycle agent: the only writer of the events topic.
 
-Each command is handled in four ordered steps, so a crash at any point loses nothing and
+Each batch of commands is handled in four ordered steps, so a crash at any point loses nothing and
 a redelivered command adds nothing (its id is in the job's state once its events are):
 1. `decide` on the job's state;
 2. publish what follows (due work, completion, callback) and wait for acks;
@@ -12,7 +12,8 @@ A crash after 2 republishes the consequences on redelivery (duplicates, never lo
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections import defaultdict
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from uuid import UUID
 
@@ -56,22 +57,42 @@ class Lifecycle:
         self._clock = clock
 
     async def handle(self, partition: int, command: Command) -> list[Event]:
-        job_id = target_job(command)
-        state = self._store.load(job_id)
+        return await self.handle_batch([(partition, command)])
+
+    async def handle_batch(self, commands: Sequence[tuple[int, Command]]) -> list[Event]:
+        """Handle commands in order; one publish round per step for the whole batch."""
+        decided: dict[int, list[Event]] = defaultdict(list)
+        consequences: list[Outgoing] = []
+        states: dict[UUID, Job | None] = {}
+        now = self._clock()
         # Step 1
-        events = decide(state, command, self._clock(), self._policy)
-        if not events:
-            return events
+        for partition, command in commands:
+            job_id = target_job(command)
+            state = states[job_id] if job_id in states else self._store.load(job_id)
+            events = decide(state, command, now, self._policy)
+            states[job_id] = replay(events, state)
+            decided[partition] += events
+            consequences += self._consequences(states[job_id], events)
+        if not decided:
+            return []
         # Step 2
-        await self._publisher.send_all(self._consequences(replay(events, state), events))
+        await self._publisher.send_all(consequences)
         # Step 3
         topic = self._settings.topic("events")
-        written = await self._publisher.send_all(
-            [outgoing(topic, str(job_id), event, partition=partition) for event in events]
-        )
+        appended = [
+            (partition, outgoing(topic, str(event.job_id), event, partition=partition))
+            for partition, events in decided.items()
+            for event in events
+        ]
+        written = await self._publisher.send_all([message for _, message in appended])
         # Step 4
-        self._store.commit(partition, events, next_offset=written[-1].offset + 1)
-        return events
+        next_offsets = {
+            partition: meta.offset + 1 for (partition, _), meta in zip(appended, written, strict=True)
+        }
+        for partition, events in decided.items():
+            if events:
+                self._store.commit(partition, events, next_offset=next_offsets[partition])
+        return [event for events in decided.values() for event in events]
 
     def _consequences(self, state: Job | None, events: list[Event]) -> list[Outgoing]:
         if state is None:

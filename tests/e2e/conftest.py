@@ -61,6 +61,9 @@ class Origin:
         if kind == "slow":
             await self.release.wait()
             return web.Response(text="slow")
+        if kind == "sleep":
+            await asyncio.sleep(int(path.split("/")[2]) / 1000)
+            return web.Response(text="slept")
         if kind == "bomb":
             return web.Response(body=gzip.compress(b"\0" * 5_000_000), headers={"Content-Encoding": "gzip"})
         if kind == "hook":
@@ -99,7 +102,7 @@ def worker_settings(bootstrap: str, data_dir: Path, **overrides: Any) -> Setting
         "group_id": prefix,
         "allow_private_networks": True,
         "retry_base_ms": 300,
-        "profiles": {"http.fetch": (5_000, 3)},
+        "profiles": {"http.fetch": (8_000, 3)},
         "callback_secret": CALLBACK_SECRET,
         "callback_max_elapsed_s": 3.0,
         "callback_retry_base_s": 0.2,

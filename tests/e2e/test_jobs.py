@@ -60,6 +60,23 @@ async def test_429_with_retry_after_is_not_redispatched_before_two_seconds(syste
     assert second.occurred_at - retry.occurred_at >= timedelta(seconds=2)
 
 
+async def test_a_long_fetch_renews_its_lease_on_the_derived_interval(system, origin):
+    # Lease 8 s + 10 s grace = 18 s, so the executor renews every 6 s.
+    job_id = await system.submit(origin.url("/sleep/6500"))
+    completion = await system.completion(job_id)
+    assert completion.status is JobStatus.SUCCEEDED
+    await system.events.wait_for(lambda _: "JobSucceeded" in system.event_kinds(job_id))
+    kinds = system.event_kinds(job_id)
+    assert kinds.count("LeaseRenewed") == 1
+    assert kinds.index("LeaseRenewed") < kinds.index("AttemptRecorded")
+    dispatched, renewed = (
+        e for e in system.events.of_job(job_id) if type(e).__name__ in ("JobDispatched", "LeaseRenewed")
+    )
+    assert renewed.lease_id == dispatched.lease_id
+    assert renewed.occurred_at - dispatched.occurred_at >= timedelta(seconds=6)
+    assert renewed.lease_expires_at > dispatched.lease_expires_at
+
+
 async def test_404_dead_letters_after_one_attempt_with_the_status_as_code(system, origin):
     job_id = await system.submit(origin.url("/nothing-here"))
     completion = await system.completion(job_id)
@@ -104,6 +121,20 @@ async def test_owner_cancels_a_running_job_and_another_caller_is_refused_and_aud
     origin.release.set()
     await system.events.wait_for(lambda _: "StaleReportIgnored" in system.event_kinds(job_id))
     assert len(system.completions.of_job(job_id)) == 1
+
+
+async def test_owner_cancels_a_job_waiting_for_its_retry_before_it_is_dispatched_again(system, origin):
+    job_id = await system.submit(origin.url("/unavailable/cancel"))
+    await system.events.wait_for(lambda _: "RetryScheduled" in system.event_kinds(job_id))
+    owner = CancelJob(
+        job_id=job_id, actor_id="svc-a", actor_role=ActorRole.SERVICE, reason="no longer needed"
+    )
+    await system.client.cancel(owner)
+    completion = await system.completion(job_id)
+    assert completion.status is JobStatus.CANCELLED
+    assert completion.attempt_count == 1
+    assert system.event_kinds(job_id).count("JobDispatched") == 1
+    assert origin.hits["/unavailable/cancel"] == 1
 
 
 async def test_a_callback_is_delivered_after_two_failures_and_its_signature_verifies(system, origin):
