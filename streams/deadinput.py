@@ -7,14 +7,14 @@ from collections import Counter
 
 from schemas.work import DeadInput
 from streams.clock import utc_now
-from streams.publisher import Publisher, outgoing
+from streams.publisher import Sink, outgoing
 from streams.settings import Settings
 
 log = logging.getLogger(__name__)
 
 
 class DeadLetters:
-    def __init__(self, settings: Settings, publisher: Publisher, counters: Counter[str]) -> None:
+    def __init__(self, settings: Settings, publisher: Sink, counters: Counter[str]) -> None:
         self._settings = settings
         self._publisher = publisher
         self._counters = counters

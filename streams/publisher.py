@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from aiokafka import AIOKafkaProducer
 
@@ -25,6 +25,14 @@ class Outgoing:
 def outgoing(topic: str, key: str | bytes, record: Record, partition: int | None = None) -> Outgoing:
     raw_key = key.encode() if isinstance(key, str) else key
     return Outgoing(topic, raw_key, encode(record), partition)
+
+
+class Sink(Protocol):
+    """Where agents send records; `Publisher` is the Kafka implementation."""
+
+    async def send_all(self, messages: Sequence[Outgoing]) -> list[Any]: ...
+
+    async def send(self, message: Outgoing) -> Any: ...
 
 
 class Publisher:

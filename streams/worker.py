@@ -41,7 +41,6 @@ class Worker:
         self.counters: Counter[str] = Counter()
         self.web_port: int | None = None
         self._stack = contextlib.AsyncExitStack()
-        self._draining = asyncio.Event()
         self._in_flight: set[asyncio.Future[Any]] = set()
 
     async def start(self) -> None:
@@ -76,9 +75,9 @@ class Worker:
             partitions_revoked=ownership.revoked,
         )
         app = build_app(settings, self.profile, handlers, dead)
+        stack.push_async_callback(self._drain)
         await app.start()
         stack.push_async_callback(app.stop)
-        stack.push_async_callback(self._drain)
         runner, self.web_port = await serve(
             build_web(store, ownership, self.counters), settings.web_host, settings.web_port
         )
@@ -90,8 +89,6 @@ class Worker:
         async def handle(commands: list[tuple[int, Any]]) -> None:
             for partition in sorted({partition for partition, _ in commands}):
                 await ownership.wait_ready(partition)
-            if self._draining.is_set():
-                await asyncio.Future()  # stopping: take nothing new; the offset stays uncommitted
             handling = asyncio.ensure_future(lifecycle.handle_batch(commands))
             self._in_flight.add(handling)
             handling.add_done_callback(self._in_flight.discard)
@@ -101,8 +98,7 @@ class Worker:
         return handle
 
     async def _drain(self) -> None:
-        """Let commands being handled finish before the app and the producer stop."""
-        self._draining.set()
+        """Once the app has stopped, let commands still being handled finish before the producer stops."""
         if self._in_flight:
             await asyncio.gather(*self._in_flight, return_exceptions=True)
 

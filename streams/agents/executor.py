@@ -19,7 +19,7 @@ from schemas.records import Artifact, Attempt, Cost
 from schemas.work import DueWork
 from streams.artifacts.local import LocalArtifactStore
 from streams.fetch.http import FetchResult, HttpFetcher
-from streams.publisher import Publisher, outgoing
+from streams.publisher import Sink, outgoing
 from streams.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -33,7 +33,7 @@ class HttpExecutor:
         settings: Settings,
         fetcher: HttpFetcher,
         artifacts: LocalArtifactStore,
-        publisher: Publisher,
+        publisher: Sink,
         clock: Callable[[], datetime],
     ) -> None:
         self._settings = settings

@@ -11,7 +11,7 @@ from schemas.codec import decode
 from schemas.commands import CancelJob, SubmitJob
 from schemas.errors import CodecError
 from streams.deadinput import DeadLetters
-from streams.publisher import Outgoing, Publisher, outgoing
+from streams.publisher import Outgoing, Sink, outgoing
 from streams.settings import Settings
 
 INTAKE_NAMESPACE = UUID("3a0c5a51-96e4-5b8e-8f0e-2f4a3d1f7c90")
@@ -20,7 +20,7 @@ Message = tuple[int, int, bytes | None, bytes | None]  # partition, offset, key,
 
 class Intake:
     def __init__(
-        self, settings: Settings, publisher: Publisher, dead_letters: DeadLetters, counters: Counter[str]
+        self, settings: Settings, publisher: Sink, dead_letters: DeadLetters, counters: Counter[str]
     ) -> None:
         self._settings = settings
         self._publisher = publisher

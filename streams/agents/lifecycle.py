@@ -28,7 +28,7 @@ from projections.lifecycle.submission import submission_identity
 from schemas.commands import Command, SubmitJob
 from schemas.events import Event
 from streams.broker.compat import BrokerProfile, end_offsets
-from streams.publisher import Outgoing, Publisher, outgoing
+from streams.publisher import Outgoing, Sink, outgoing
 from streams.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -45,7 +45,7 @@ class Lifecycle:
         settings: Settings,
         profile: BrokerProfile,
         store: JobStore,
-        publisher: Publisher,
+        publisher: Sink,
         policy: Policy,
         clock: Callable[[], datetime],
     ) -> None:
@@ -71,8 +71,9 @@ class Lifecycle:
             state = states[job_id] if job_id in states else self._store.load(job_id)
             events = decide(state, command, now, self._policy)
             states[job_id] = replay(events, state)
-            decided[partition] += events
-            consequences += self._consequences(states[job_id], events)
+            if events:
+                decided[partition] += events
+                consequences += self._consequences(states[job_id], events)
         if not decided:
             return []
         # Step 2
@@ -90,8 +91,7 @@ class Lifecycle:
             partition: meta.offset + 1 for (partition, _), meta in zip(appended, written, strict=True)
         }
         for partition, events in decided.items():
-            if events:
-                self._store.commit(partition, events, next_offset=next_offsets[partition])
+            self._store.commit(partition, events, next_offset=next_offsets[partition])
         return [event for events in decided.values() for event in events]
 
     def _consequences(self, state: Job | None, events: list[Event]) -> list[Outgoing]:

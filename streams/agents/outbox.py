@@ -7,12 +7,12 @@ from uuid import uuid5
 from schemas.commands import ReportCallback
 from schemas.work import CallbackDue
 from streams.callbacks.sender import CallbackSender
-from streams.publisher import Publisher, outgoing
+from streams.publisher import Sink, outgoing
 from streams.settings import Settings
 
 
 class Outbox:
-    def __init__(self, settings: Settings, sender: CallbackSender, publisher: Publisher) -> None:
+    def __init__(self, settings: Settings, sender: CallbackSender, publisher: Sink) -> None:
         self._settings = settings
         self._sender = sender
         self._publisher = publisher

@@ -16,7 +16,7 @@ from projections.jobstore import JobStore
 from projections.lifecycle import Policy
 from schemas.commands import CheckTimers
 from streams.agents.ownership import Ownership
-from streams.publisher import Publisher, outgoing
+from streams.publisher import Sink, outgoing
 from streams.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -30,7 +30,7 @@ class Timers:
         settings: Settings,
         store: JobStore,
         ownership: Ownership,
-        publisher: Publisher,
+        publisher: Sink,
         policy: Policy,
         clock: Callable[[], datetime],
     ) -> None:
@@ -40,7 +40,7 @@ class Timers:
         self._publisher = publisher
         self._policy = policy
         self._clock = clock
-        self._sent: dict[tuple[UUID, int], float] = {}
+        self._sent: dict[tuple[UUID, str], float] = {}
         self._last_sweep = 0.0
 
     async def run(self) -> None:
@@ -70,7 +70,7 @@ class Timers:
     async def _send(self, due: list[tuple[UUID, str]]) -> int:
         now = time.monotonic()
         self._sent = {key: at for key, at in self._sent.items() if now - at < RESEND_AFTER_S}
-        fresh = [(job_id, label) for job_id, label in due if (job_id, hash(label)) not in self._sent]
+        fresh = [(job_id, label) for job_id, label in due if (job_id, label) not in self._sent]
         topic = self._settings.topic("commands")
         await self._publisher.send_all(
             [
@@ -79,5 +79,5 @@ class Timers:
             ]
         )
         for job_id, label in fresh:
-            self._sent[(job_id, hash(label))] = now
+            self._sent[(job_id, label)] = now
         return len(fresh)
