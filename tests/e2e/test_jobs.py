@@ -6,6 +6,7 @@ import hashlib
 from datetime import timedelta
 from uuid import uuid4
 
+import httpx
 import pytest
 import pytest_asyncio
 from standardwebhooks import Webhook
@@ -184,6 +185,9 @@ async def test_garbage_and_invalid_input_go_to_dead_input_and_the_next_job_compl
     assert "not Avro single-object encoding" in reasons[b"\x00garbage"]
     assert "malformed SubmitJob body" in reasons[invalid]
     assert "JobCompleted is not a SubmitJob or CancelJob" in reasons[completed]
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{system.worker.web_port}") as http:
+        counters = (await http.get("/healthz")).json()["counters"]
+    assert counters[f"dead_input.{system.settings.topic('submit')}"] >= 3
     job_id = await system.submit(origin.url("/page/after-garbage"))
     assert (await system.completion(job_id)).status is JobStatus.SUCCEEDED
 
@@ -202,8 +206,6 @@ def _a_completion() -> dict[str, object]:
 
 
 async def test_the_http_api_serves_the_job_projection(system, origin):
-    import httpx
-
     job_id = await system.submit(origin.url("/page/api"))
     completion = await system.completion(job_id)
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{system.worker.web_port}") as http:
