@@ -41,7 +41,9 @@ def test_the_next_timer_is_the_lease_expiry_then_the_retry_then_none():
     lifecycle = Lifecycle()
     lifecycle(submit())
     assert next_due_at(lifecycle.job) == lifecycle.job.lease.lease_expires_at
-    lifecycle(report(lifecycle.job, attempt_under(lifecycle.job, AttemptOutcome.HTTP_ERROR, failure=failure())))
+    lifecycle(
+        report(lifecycle.job, attempt_under(lifecycle.job, AttemptOutcome.HTTP_ERROR, failure=failure()))
+    )
     assert next_due_at(lifecycle.job) == T0 + timedelta(seconds=1)
     lifecycle(tick(lifecycle.job.job_id), T0 + timedelta(seconds=1))
     lifecycle(report(lifecycle.job, attempt_under(lifecycle.job)))
