@@ -25,6 +25,7 @@ from streams.client import Client
 from streams.clock import utc_now
 from streams.settings import Settings, load_settings
 from streams.worker import Worker
+from tests.servers import loopback
 
 CALLBACK_SECRET = "whsec_" + "c2NyYXBlc3RyZWFtLXRlc3Qtc2VjcmV0LWtleQ=="
 
@@ -76,18 +77,11 @@ class Origin:
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
 async def origin() -> AsyncIterator[Origin]:
     server = Origin()
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", server.handle)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    server.port = site._server.sockets[0].getsockname()[1]
-    try:
-        yield server
-    finally:
-        server.release.set()
-        await runner.cleanup()
+    async with loopback(server.handle) as server.port:
+        try:
+            yield server
+        finally:
+            server.release.set()
 
 
 def worker_settings(bootstrap: str, data_dir: Path, **overrides: Any) -> Settings:

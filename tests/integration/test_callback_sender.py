@@ -13,6 +13,7 @@ from schemas.events import JobCompleted
 from schemas.work import CallbackDue
 from streams.callbacks.sender import CallbackSender
 from streams.clock import utc_now
+from tests.servers import loopback
 
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
@@ -39,17 +40,8 @@ class Receiver:
 @pytest_asyncio.fixture
 async def receiver():
     server = Receiver()
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", server.handle)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    server.port = site._server.sockets[0].getsockname()[1]
-    try:
+    async with loopback(server.handle) as server.port:
         yield server
-    finally:
-        await runner.cleanup()
 
 
 def sender(allow_private: bool = True) -> CallbackSender:

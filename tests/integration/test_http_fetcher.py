@@ -14,6 +14,7 @@ from aiohttp import web
 from schemas.enums import AttemptOutcome, FailureDisposition
 from schemas.records import Request
 from streams.fetch.http import FetchLimits, HttpFetcher
+from tests.servers import loopback
 
 LIMITS = FetchLimits(max_body_bytes=100_000, max_decoded_bytes=200_000, max_redirects=3)
 
@@ -52,25 +53,16 @@ class Origins:
         if name == "to-file":
             raise web.HTTPFound("file:///etc/passwd")
         if name == "stall":
-            await asyncio.sleep(30)
+            await asyncio.sleep(2)
         return web.Response(status=404)
 
 
 @pytest_asyncio.fixture
 async def origins():
     servers = Origins()
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", servers.handle)
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.1)
-    await runner.setup()
-    for host in ("127.0.0.1", "127.0.0.2"):
-        site = web.TCPSite(runner, host, 0)
-        await site.start()
-        servers.ports[host] = site._server.sockets[0].getsockname()[1]
-    try:
+    async with loopback(servers.handle) as first, loopback(servers.handle, "127.0.0.2") as second:
+        servers.ports = {"127.0.0.1": first, "127.0.0.2": second}
         yield servers
-    finally:
-        await runner.cleanup()
 
 
 @pytest_asyncio.fixture
