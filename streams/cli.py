@@ -15,6 +15,7 @@ from typing import Any
 
 from schemas.commands import SubmitJob
 from schemas.errors import ScrapestreamError
+from schemas.events import JobRejected
 from schemas.records import Request
 from streams.broker.compat import EMBEDDED_TANSU, KAFKA
 from streams.client import Client
@@ -124,6 +125,10 @@ async def _submit(arguments: argparse.Namespace) -> int:
         except TimeoutError:
             sys.stderr.write(f"scrapestream: job {job_id} did not complete within {arguments.timeout_s} s\n")
             return EXIT_FAILED
+    if isinstance(completion, JobRejected):
+        rejection = f"job {job_id} REJECTED {completion.reason.value}: {completion.detail}"
+        _print(json.loads(completion.model_dump_json()) if arguments.json else rejection, arguments.json)
+        return EXIT_FAILED
     if arguments.json:
         _print(json.loads(completion.model_dump_json()), True)
     else:

@@ -6,12 +6,14 @@ from collections.abc import AsyncIterator
 from types import TracebackType
 from uuid import UUID
 
-from aiokafka import AIOKafkaConsumer
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.partitioner import DefaultPartitioner
 
 from projections.lifecycle.submission import submission_identity
 from schemas.codec import decode
 from schemas.commands import CancelJob, SubmitJob
-from schemas.events import JobCompleted
+from schemas.errors import ScrapestreamError
+from schemas.events import JobCompleted, JobRejected
 from streams.broker.compat import BrokerProfile
 from streams.publisher import Publisher, outgoing
 
@@ -59,9 +61,42 @@ class Client:
         finally:
             await consumer.stop()
 
-    async def wait_for(self, job_id: UUID) -> JobCompleted:
-        """The completion of `job_id`, including one published before this call."""
-        async for completion in self.completions(from_beginning=True):
-            if completion.job_id == job_id:
-                return completion
-        raise AssertionError("unreachable: completions never ends")
+    async def wait_for(self, job_id: UUID) -> JobCompleted | JobRejected:
+        """How `job_id` ended: its completion, or the rejection of its submission (which has none).
+
+        Reads only the job's partition of the completions and events topics, from their start,
+        so an outcome published before this call is found too.
+        """
+        key = str(job_id).encode()
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=self._bootstrap,
+            enable_auto_commit=False,
+            fetch_max_wait_ms=self._profile.fetch_max_wait_ms,
+        )
+        await consumer.start()
+        try:
+            await consumer.topics()
+            partitions = [
+                self._partition_of(consumer, f"{self._prefix}.{name}", key)
+                for name in ("completions", "events")
+            ]
+            consumer.assign(partitions)
+            for partition in partitions:
+                consumer.seek(partition, 0)
+            async for record in consumer:
+                if record.key != key:
+                    continue
+                outcome = decode(record.value)
+                if isinstance(outcome, JobCompleted | JobRejected):
+                    return outcome
+        finally:
+            await consumer.stop()
+        raise AssertionError("unreachable: a consumer never ends")
+
+    @staticmethod
+    def _partition_of(consumer: AIOKafkaConsumer, topic: str, key: bytes) -> TopicPartition:
+        """The partition Kafka's default partitioner gives `key`, as every scrapestream producer uses."""
+        partitions = sorted(consumer.partitions_for_topic(topic) or ())
+        if not partitions:
+            raise ScrapestreamError(f"topic {topic} does not exist: is a worker running?")
+        return TopicPartition(topic, DefaultPartitioner()(key, partitions, partitions))

@@ -56,6 +56,9 @@ async def test_dev_serves_a_submission_end_to_end_and_stops_cleanly(origin, tmp_
         code, output = await run("submit", origin.url("/page/dev-plain"), "--wait", cwd=tmp_path)
         assert code == 0
         assert "SUCCEEDED" in output
+        code, output = await run("submit", "ftp://example.com/file", "--wait", cwd=tmp_path)
+        assert code == 1
+        assert "REJECTED UNSUPPORTED_SCHEME" in output
     finally:
         if dev.returncode is None:
             dev.send_signal(signal.SIGINT)
