@@ -8,10 +8,12 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from aiokafka import AIOKafkaProducer
+from aiokafka.errors import KafkaError
 
 from schemas.codec import encode
 from schemas.types import Record
 from streams.broker.compat import BrokerProfile
+from streams.errors import BrokerError
 
 
 @dataclass(frozen=True)
@@ -37,12 +39,17 @@ class Sink(Protocol):
 
 class Publisher:
     def __init__(self, bootstrap: str, profile: BrokerProfile) -> None:
+        self._bootstrap = bootstrap
         self._producer = AIOKafkaProducer(
             bootstrap_servers=bootstrap, linger_ms=1, max_batch_size=512 * 1024, **profile.producer_options()
         )
 
     async def start(self) -> None:
-        await self._producer.start()
+        try:
+            await self._producer.start()
+        except KafkaError as exc:
+            await self._producer.stop()
+            raise BrokerError(f"cannot reach Kafka at {self._bootstrap}: {exc}") from exc
 
     async def stop(self) -> None:
         await self._producer.stop()

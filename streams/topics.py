@@ -5,9 +5,10 @@ from __future__ import annotations
 import contextlib
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import TopicAlreadyExistsError
+from aiokafka.errors import KafkaError, TopicAlreadyExistsError
 
 from schemas.errors import ScrapestreamError
+from streams.errors import BrokerError
 from streams.settings import TOPIC_NAMES, Settings
 
 # The lifecycle reads events partition p for commands partition p: the two must match.
@@ -20,7 +21,10 @@ class TopicLayoutError(ScrapestreamError):
 
 async def ensure_topics(settings: Settings) -> None:
     admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap)
-    await admin.start()
+    try:
+        await admin.start()
+    except KafkaError as exc:
+        raise BrokerError(f"cannot reach Kafka at {settings.kafka_bootstrap}: {exc}") from exc
     try:
         existing = set(await admin.list_topics())
         missing = [settings.topic(name) for name in TOPIC_NAMES if settings.topic(name) not in existing]

@@ -90,3 +90,20 @@ async def test_invalid_settings_are_reported_before_anything_starts(tmp_path):
     output, _ = await asyncio.wait_for(process.communicate(), 30)
     assert process.returncode == 2
     assert "SCRAPESTREAM_PARTITIONS" in output.decode()
+
+
+async def test_an_unreachable_kafka_is_a_clear_error(tmp_path):
+    from streams.broker.embedded import free_loopback_port
+
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("SCRAPESTREAM_")}
+    for command in ("worker", "submit"):
+        arguments = [command] if command == "worker" else [command, "https://example.com/"]
+        process = await asyncio.create_subprocess_exec(
+            SCRAPESTREAM, *arguments, cwd=tmp_path,
+            env=environment | {"SCRAPESTREAM_KAFKA_BOOTSTRAP": f"127.0.0.1:{free_loopback_port()}"},
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        )  # fmt: skip
+        output, _ = await asyncio.wait_for(process.communicate(), 60)
+        assert process.returncode == 1, output.decode()
+        assert "cannot reach Kafka at 127.0.0.1:" in output.decode()
+        assert "Traceback" not in output.decode()
