@@ -115,23 +115,24 @@ class Lifecycle:
         if start >= end:
             return 0
         consumer = AIOKafkaConsumer(
-            bootstrap_servers=self._settings.kafka_bootstrap, enable_auto_commit=False, fetch_max_wait_ms=50
+            bootstrap_servers=self._settings.kafka_bootstrap,
+            enable_auto_commit=False,
+            fetch_max_wait_ms=50,
+            auto_offset_reset="earliest",
         )
         await consumer.start()
         folded = 0
         try:
             consumer.assign([events_partition])
             consumer.seek(events_partition, start)
-            position = start
-            while position < end:
+            # The consumer's position, not the last offset seen, so a gap left by retention cannot stall this.
+            while await consumer.position(events_partition) < end:
                 batch = await consumer.getmany(events_partition, timeout_ms=500, max_records=CATCH_UP_BATCH)
                 records = batch.get(events_partition, [])
-                if not records:
-                    continue
-                events = [decode_event(record.value) for record in records]
-                position = records[-1].offset + 1
-                self._store.commit(partition, events, next_offset=position)
-                folded += len(records)
+                if records:
+                    events = [decode_event(record.value) for record in records]
+                    self._store.commit(partition, events, next_offset=records[-1].offset + 1)
+                    folded += len(records)
         finally:
             await consumer.stop()
         log.info("partition %d: folded %d events written before this worker took it", partition, folded)
