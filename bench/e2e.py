@@ -22,8 +22,6 @@ from datetime import timedelta
 from pathlib import Path
 from uuid import UUID
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 from schemas.commands import SubmitJob
 from schemas.records import Request
 from streams.broker.compat import EMBEDDED_TANSU

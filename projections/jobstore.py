@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import typing
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import cast
 from uuid import UUID
@@ -124,14 +124,6 @@ class JobStore:
         self._cache.move_to_end(job_id)
         while len(self._cache) > CACHE_SIZE:
             self._cache.popitem(last=False)
-
-    def forget_cached(self, job_ids: Iterable[UUID] | None = None) -> None:
-        """Drop cached states, e.g. after another worker may have written a partition."""
-        if job_ids is None:
-            self._cache.clear()
-        else:
-            for job_id in job_ids:
-                self._cache.pop(job_id, None)
 
     def close(self) -> None:
         self._store.close()

@@ -21,7 +21,7 @@ from streams.broker.compat import EMBEDDED_TANSU, KAFKA
 from streams.client import Client
 from streams.clock import utc_now
 from streams.dev import read_dev_state, run_dev
-from streams.settings import Settings, load_settings
+from streams.settings import Settings, SettingsError, load_settings
 from streams.worker import Worker
 
 EXIT_FAILED = 1
@@ -67,7 +67,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         asyncio.run(_serve(arguments.command, settings))
     except ScrapestreamError as exc:
         sys.stderr.write(f"scrapestream: {exc}\n")
-        return EXIT_USAGE if "settings" in str(exc) else EXIT_FAILED
+        return EXIT_USAGE if isinstance(exc, SettingsError) else EXIT_FAILED
     return 0
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 from typing import assert_never
+from uuid import UUID
 
 from projections.lifecycle.dispatch import dispatch
 from projections.lifecycle.emit import Emitter, command_id_of
@@ -117,7 +118,7 @@ def _cancel_denial(state: Job | None, command: CancelJob) -> str | None:
     return None
 
 
-def _holds_current_lease(state: Job | None, attempt_number: int, lease_id: object) -> str | None:
+def _holds_current_lease(state: Job | None, attempt_number: int, lease_id: UUID) -> str | None:
     """Why a report or renewal is stale (fencing), or None when it carries the current lease."""
     if state is None:
         return "no such job"

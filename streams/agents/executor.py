@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 from collections.abc import Callable
 from datetime import datetime
@@ -61,7 +62,7 @@ class HttpExecutor:
         await self._publisher.send(outgoing(self._settings.topic("commands"), str(work.job_id), report))
 
     async def _renew(self, work: DueWork) -> None:
-        for renewal in range(1, 1_000_000):
+        for renewal in itertools.count(1):
             await asyncio.sleep(work.renew_interval_ms / 1000)
             command = RenewLease(
                 command_id=uuid5(work.lease_id, f"renew:{renewal}"),

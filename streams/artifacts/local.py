@@ -34,9 +34,6 @@ class LocalArtifactStore:
             expires_at=retention_expiry(retention, now),
         )
 
-    async def get(self, key: str) -> bytes:
-        return await asyncio.to_thread(self.path_of(key).read_bytes)
-
     @staticmethod
     def _write(path: Path, body: bytes) -> None:
         if path.exists():

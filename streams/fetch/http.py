@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from urllib.parse import urljoin, urlsplit
 
@@ -118,7 +118,7 @@ class HttpFetcher:
                 raise
             result = _local(code, str(exc) or type(exc).__name__)
         elapsed_ms = int((time.monotonic() - started) * 1000)
-        return FetchResult(**{**result.__dict__, "elapsed_ms": elapsed_ms})
+        return replace(result, elapsed_ms=elapsed_ms)
 
     async def _follow(self, request: Request) -> FetchResult:
         url = request.url

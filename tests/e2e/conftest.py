@@ -150,7 +150,7 @@ class Observer:
 @dataclass
 class System:
     settings: Settings
-    worker: Worker
+    worker: Worker | None
     client: Client
     events: Observer
     completions: Observer
@@ -170,20 +170,30 @@ class System:
 
 
 @contextlib.asynccontextmanager
-async def running_system(settings: Settings) -> AsyncIterator[System]:
-    worker = Worker(settings)
-    await worker.start()
+async def observed_system(settings: Settings, worker: Worker | None = None) -> AsyncIterator[System]:
+    """A client and observers of events, completions and dead input; the worker may run elsewhere."""
     observers = [
         await Observer(settings.kafka_bootstrap, settings.topic(name)).start()
         for name in ("events", "completions", "dead-input")
     ]
     client = Client(settings.kafka_bootstrap, EMBEDDED_TANSU, settings.topic_prefix)
     await client.__aenter__()
-    system = System(settings, worker, client, *observers)
     try:
-        yield system
+        yield System(settings, worker, client, *observers)
     finally:
         await client.__aexit__(None, None, None)
         for observer in observers:
             await observer.stop()
-        await system.worker.stop()  # the test may have replaced the worker
+
+
+@contextlib.asynccontextmanager
+async def running_system(settings: Settings) -> AsyncIterator[System]:
+    """`observed_system` around an in-process worker, stopped at the end (even one a test replaced)."""
+    worker = Worker(settings)
+    await worker.start()
+    system: System | None = None
+    try:
+        async with observed_system(settings, worker) as system:
+            yield system
+    finally:
+        await (system.worker if system is not None and system.worker is not None else worker).stop()

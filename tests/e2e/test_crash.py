@@ -14,10 +14,8 @@ import pytest
 
 from schemas.enums import JobStatus
 from schemas.events import JobCancelled, JobDeadLettered, JobSucceeded
-from streams.broker.compat import EMBEDDED_TANSU
-from streams.client import Client
 from streams.settings import load_settings
-from tests.e2e.conftest import Observer, System
+from tests.e2e.conftest import observed_system
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 SCRAPESTREAM = str(Path(sys.executable).with_name("scrapestream"))
@@ -57,29 +55,21 @@ async def test_a_killed_worker_loses_nothing_and_appends_no_event_twice(broker, 
     }
     settings = load_settings(kafka_bootstrap=broker.bootstrap, topic_prefix=prefix)
     worker = await start_worker(environment)
-    observers = [
-        await Observer(broker.bootstrap, settings.topic(name)).start() for name in ("events", "completions")
-    ]
-    client = Client(broker.bootstrap, EMBEDDED_TANSU, prefix)
-    await client.__aenter__()
-    system = System(settings, None, client, observers[0], observers[1], observers[1])  # type: ignore[arg-type]
-    try:
-        job_ids = [await system.submit(origin.url(f"/sleep/200/crash-{n}")) for n in range(JOBS)]
-        await system.completions.wait_for(lambda records: len(records) >= 3)
-        worker.send_signal(signal.SIGKILL)
-        await worker.wait()
-        assert len({c.job_id for c in system.completions.records}) < JOBS, "the kill must interrupt work"
-        worker = await start_worker(environment)
-        for job_id in job_ids:
-            assert (await system.completion(job_id, timeout_s=90)).status is JobStatus.SUCCEEDED
-        await system.events.wait_for(lambda events: sum(isinstance(e, TERMINAL) for e in events) >= JOBS)
-    finally:
-        if worker.returncode is None:
-            worker.send_signal(signal.SIGTERM)
-            await asyncio.wait_for(worker.wait(), 60)
-        await client.__aexit__(None, None, None)
-        for observer in observers:
-            await observer.stop()
+    async with observed_system(settings) as system:
+        try:
+            job_ids = [await system.submit(origin.url(f"/sleep/200/crash-{n}")) for n in range(JOBS)]
+            await system.completions.wait_for(lambda records: len(records) >= 3)
+            worker.send_signal(signal.SIGKILL)
+            await worker.wait()
+            assert len({c.job_id for c in system.completions.records}) < JOBS, "the kill must interrupt work"
+            worker = await start_worker(environment)
+            for job_id in job_ids:
+                assert (await system.completion(job_id, timeout_s=90)).status is JobStatus.SUCCEEDED
+            await system.events.wait_for(lambda events: sum(isinstance(e, TERMINAL) for e in events) >= JOBS)
+        finally:
+            if worker.returncode is None:
+                worker.send_signal(signal.SIGTERM)
+                await asyncio.wait_for(worker.wait(), 60)
     for job_id in job_ids:
         events = system.events.of_job(job_id)
         assert sum(isinstance(e, TERMINAL) for e in events) == 1

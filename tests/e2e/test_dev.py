@@ -16,10 +16,21 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 SCRAPESTREAM = str(Path(sys.executable).with_name("scrapestream"))
 
 
-async def run(*arguments: str, cwd: Path) -> tuple[int, str]:
-    process = await asyncio.create_subprocess_exec(
-        SCRAPESTREAM, *arguments, cwd=cwd, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
-    )
+def clean_environment(**settings: str) -> dict[str, str]:
+    """This process's environment without its SCRAPESTREAM_ variables, plus `settings`."""
+    inherited = {k: v for k, v in os.environ.items() if not k.startswith("SCRAPESTREAM_")}
+    return inherited | {f"SCRAPESTREAM_{name.upper()}": value for name, value in settings.items()}
+
+
+async def start(*arguments: str, cwd: Path, **settings: str) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        SCRAPESTREAM, *arguments, cwd=cwd, env=clean_environment(**settings),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )  # fmt: skip
+
+
+async def run(*arguments: str, cwd: Path, **settings: str) -> tuple[int, str]:
+    process = await start(*arguments, cwd=cwd, **settings)
     output, _ = await asyncio.wait_for(process.communicate(), 90)
     return process.returncode or 0, output.decode()
 
@@ -38,11 +49,7 @@ async def wait_for_file(path: Path) -> dict[str, object]:
 
 
 async def test_dev_serves_a_submission_end_to_end_and_stops_cleanly(origin, tmp_path):
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("SCRAPESTREAM_")}
-    dev = await asyncio.create_subprocess_exec(
-        SCRAPESTREAM, "dev", "--allow-private", cwd=tmp_path, env=environment,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-    )  # fmt: skip
+    dev = await start("dev", "--allow-private", cwd=tmp_path)
     try:
         state = await wait_for_file(tmp_path / ".scrapestream" / "dev.json")
         code, output = await run("submit", origin.url("/page/dev"), "--wait", "--json", cwd=tmp_path)
@@ -71,39 +78,23 @@ async def test_dev_serves_a_submission_end_to_end_and_stops_cleanly(origin, tmp_
 
 
 async def test_submit_without_a_broker_says_how_to_get_one(tmp_path):
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("SCRAPESTREAM_")}
-    process = await asyncio.create_subprocess_exec(
-        SCRAPESTREAM, "submit", "https://example.com/", cwd=tmp_path, env=environment,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-    )  # fmt: skip
-    output, _ = await asyncio.wait_for(process.communicate(), 30)
-    assert process.returncode == 1
-    assert "scrapestream dev" in output.decode()
+    code, output = await run("submit", "https://example.com/", cwd=tmp_path)
+    assert code == 1
+    assert "scrapestream dev" in output
 
 
 async def test_invalid_settings_are_reported_before_anything_starts(tmp_path):
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("SCRAPESTREAM_")}
-    process = await asyncio.create_subprocess_exec(
-        SCRAPESTREAM, "worker", cwd=tmp_path, env=environment | {"SCRAPESTREAM_PARTITIONS": "zero"},
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-    )  # fmt: skip
-    output, _ = await asyncio.wait_for(process.communicate(), 30)
-    assert process.returncode == 2
-    assert "SCRAPESTREAM_PARTITIONS" in output.decode()
+    code, output = await run("worker", cwd=tmp_path, partitions="zero")
+    assert code == 2
+    assert "SCRAPESTREAM_PARTITIONS" in output
 
 
 async def test_an_unreachable_kafka_is_a_clear_error(tmp_path):
     from streams.broker.embedded import free_loopback_port
 
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("SCRAPESTREAM_")}
-    for command in ("worker", "submit"):
-        arguments = [command] if command == "worker" else [command, "https://example.com/"]
-        process = await asyncio.create_subprocess_exec(
-            SCRAPESTREAM, *arguments, cwd=tmp_path,
-            env=environment | {"SCRAPESTREAM_KAFKA_BOOTSTRAP": f"127.0.0.1:{free_loopback_port()}"},
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-        )  # fmt: skip
-        output, _ = await asyncio.wait_for(process.communicate(), 60)
-        assert process.returncode == 1, output.decode()
-        assert "cannot reach Kafka at 127.0.0.1:" in output.decode()
-        assert "Traceback" not in output.decode()
+    for arguments in (["worker"], ["submit", "https://example.com/"]):
+        bootstrap = f"127.0.0.1:{free_loopback_port()}"
+        code, output = await run(*arguments, cwd=tmp_path, kafka_bootstrap=bootstrap)
+        assert code == 1, output
+        assert "cannot reach Kafka at 127.0.0.1:" in output
+        assert "Traceback" not in output
