@@ -1,11 +1,13 @@
-"""The lifecycle's local state: each job's events, a due-time index, and the log offset reached.
+"""The lifecycle's local state: each job's events, its timers, and the log offset reached.
 
 Keys (all ASCII):
   e/<job_id>/<sequence>           an event, single-object encoded
-  t/<job_id>                      the job's current due key, if any
+  t/<job_id>                      the job's current timer keys, if any (`d/…` and `l/…`, newline-separated)
   d/<partition>/<due_ms>/<job_id> the due index, ordered by time
+  l/<partition>/<due_ms>/<job_id> the expiry of running leases, for the horizon sweep
   o/<partition>                   offset in scrapestream.events up to which this store is complete
 A commit writes all of them in one atomic batch, so state and offset never disagree.
+The fold keeps the first event of each job and sequence: a later duplicate is ignored and counted.
 """
 
 from __future__ import annotations
@@ -13,52 +15,65 @@ from __future__ import annotations
 import typing
 from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import cast
 from uuid import UUID
 
-from projections.lifecycle.consequences import next_due_at
+from projections.lifecycle.consequences import lease_expiry, next_due_at
 from projections.lifecycle.evolve import evolve, replay
-from projections.lifecycle.state import Job
+from projections.lifecycle.policy import Policy
+from projections.lifecycle.state import Job, State, accepted_job
 from projections.storage.base import KeyValueStore
 from schemas.codec import decode, encode
 from schemas.errors import CodecError
 from schemas.events import Event
 
 EVENT_TYPES = typing.get_args(Event)
-
 CACHE_SIZE = 20_000
+_MAX_UUID = UUID(int=2**128 - 1)
 
 
 def _events_prefix(job_id: UUID) -> bytes:
     return f"e/{job_id}/".encode()
 
 
-def _due_key(partition: int, due_at: datetime, job_id: UUID) -> bytes:
+def _timer_key(kind: str, partition: int, due_at: datetime, job_id: UUID) -> bytes:
     due_ms = int(due_at.timestamp() * 1000)
-    return f"d/{partition:05d}/{max(due_ms, 0):015d}/{job_id}".encode()
+    return f"{kind}/{partition:05d}/{max(due_ms, 0):015d}/{job_id}".encode()
 
 
 def _offset_key(partition: int) -> bytes:
     return f"o/{partition:05d}".encode()
 
 
+@dataclass
+class Folded:
+    """What one commit changed: the new state of each job touched, and the duplicates it ignored."""
+
+    states: dict[UUID, State] = field(default_factory=dict)
+    ignored: list[Event] = field(default_factory=list)
+
+
 class JobStore:
     """Jobs folded from their events, cached in memory, persisted in a `KeyValueStore`."""
 
-    def __init__(self, store: KeyValueStore) -> None:
+    def __init__(self, store: KeyValueStore, policy: Policy) -> None:
         self._store = store
-        self._cache: OrderedDict[UUID, Job | None] = OrderedDict()
+        self._policy = policy
+        self._cache: OrderedDict[UUID, State] = OrderedDict()
+        self.duplicates_ignored = 0
 
-    def load(self, job_id: UUID) -> Job | None:
+    def load(self, job_id: UUID) -> State:
         if job_id in self._cache:
             self._cache.move_to_end(job_id)
             return self._cache[job_id]
-        prefix = _events_prefix(job_id)
-        events = [decode_event(value) for _, value in self._store.scan(prefix, prefix + b"\xff")]
-        state = replay(events)
+        state = replay(self.events_of(job_id))
         self._remember(job_id, state)
         return state
+
+    def load_job(self, job_id: UUID) -> Job | None:
+        return accepted_job(self.load(job_id))
 
     def events_of(self, job_id: UUID) -> list[Event]:
         prefix = _events_prefix(job_id)
@@ -68,58 +83,60 @@ class JobStore:
         value = self._store.get(_offset_key(partition))
         return 0 if value is None else int(value)
 
-    def commit(
-        self, partition: int, events: Sequence[Event], next_offset: int | None
-    ) -> dict[UUID, Job | None]:
+    def commit(self, partition: int, events: Sequence[Event], next_offset: int | None) -> Folded:
         """Fold and persist `events` (appended to the log of `partition`), with the new offset."""
         changes: dict[bytes, bytes | None] = {}
-        states: dict[UUID, Job | None] = {}
+        folded = Folded()
         for event in events:
             job_id = event.job_id
-            before = states[job_id] if job_id in states else self.load(job_id)
-            if before is not None and event.sequence <= before.sequence:
-                continue  # already folded: the log is read again after a restart
-            after = evolve(before, event)
-            states[job_id] = after
-            if after is not None:
-                changes[_events_prefix(job_id) + f"{event.sequence:010d}".encode()] = encode(event)
-        for job_id, state in states.items():
+            before = folded.states[job_id] if job_id in folded.states else self.load(job_id)
+            if event.sequence != (0 if before is None else before.sequence) + 1:
+                folded.ignored.append(event)  # a duplicate (or a gap): the first event of a sequence wins
+                continue
+            folded.states[job_id] = evolve(before, event)
+            changes[_events_prefix(job_id) + f"{event.sequence:010d}".encode()] = encode(event)
+        for job_id, state in folded.states.items():
             self._index(partition, job_id, state, changes)
         if next_offset is not None:
             changes[_offset_key(partition)] = str(next_offset).encode()
         self._store.write(changes)
-        for job_id, state in states.items():
+        for job_id, state in folded.states.items():
             self._remember(job_id, state)
-        return states
+        self.duplicates_ignored += len(folded.ignored)
+        return folded
 
-    def _index(
-        self, partition: int, job_id: UUID, state: Job | None, changes: dict[bytes, bytes | None]
-    ) -> None:
+    def _index(self, partition: int, job_id: UUID, state: State, changes: dict[bytes, bytes | None]) -> None:
         pointer = f"t/{job_id}".encode()
         previous = self._store.get(pointer)
-        due_at = None if state is None else next_due_at(state)
-        current = None if due_at is None else _due_key(partition, due_at, job_id)
-        if previous is not None and previous != current:
-            changes[previous] = None
-        if current is None:
-            changes[pointer] = None
-        else:
-            changes[current] = b""
-            changes[pointer] = current
+        due_at, lease_at = next_due_at(state, self._policy), lease_expiry(state)
+        current = [
+            _timer_key(kind, partition, at, job_id)
+            for kind, at in (("d", due_at), ("l", lease_at))
+            if at is not None
+        ]
+        for stale in set(previous.split(b"\n") if previous else ()) - set(current):
+            changes[stale] = None
+        for key in current:
+            changes[key] = b""
+        changes[pointer] = b"\n".join(current) if current else None
 
     def due(self, partition: int, until: datetime) -> list[tuple[int, UUID]]:
         """(due ms, job id) of `partition` whose next timer is at or before `until`, oldest first."""
         prefix = f"d/{partition:05d}/".encode()
-        high = _due_key(partition, until, UUID(int=2**128 - 1)) + b"\xff"
-        return [_parse_due(key) for key, _ in self._store.scan(prefix, high)]
+        high = _timer_key("d", partition, until, _MAX_UUID) + b"\xff"
+        return [_parse_timer(key) for key, _ in self._store.scan(prefix, high)]
 
-    def due_after(self, partition: int, after: datetime) -> list[tuple[int, UUID]]:
-        """(due ms, job id) of `partition` whose next timer is later than `after`."""
-        prefix = f"d/{partition:05d}/".encode()
-        low = _due_key(partition, after, UUID(int=2**128 - 1)) + b"\xff"
-        return [_parse_due(key) for key, _ in self._store.scan(low, prefix + b"\xff")]
+    def leases_after(self, partition: int, after: datetime) -> list[tuple[int, UUID]]:
+        """(expiry ms, job id) of running leases of `partition` that end later than `after`."""
+        prefix = f"l/{partition:05d}/".encode()
+        low = _timer_key("l", partition, after, _MAX_UUID) + b"\xff"
+        return [_parse_timer(key) for key, _ in self._store.scan(low, prefix + b"\xff")]
 
-    def _remember(self, job_id: UUID, state: Job | None) -> None:
+    def forget_cached(self) -> None:
+        """Drop cached states, so the next loads read what the store holds."""
+        self._cache.clear()
+
+    def _remember(self, job_id: UUID, state: State) -> None:
         self._cache[job_id] = state
         self._cache.move_to_end(job_id)
         while len(self._cache) > CACHE_SIZE:
@@ -129,7 +146,7 @@ class JobStore:
         self._store.close()
 
 
-def _parse_due(key: bytes) -> tuple[int, UUID]:
+def _parse_timer(key: bytes) -> tuple[int, UUID]:
     _, _, due_ms, job_id = key.decode().split("/")
     return int(due_ms), UUID(job_id)
 

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any, cast
 
 import fastavro
+from pydantic import ValidationError
 
 from schemas import commands, events, records, work
 from schemas.errors import CodecError, TruncatedRecordError, UnknownSchemaError
@@ -45,8 +46,8 @@ def _body(record: Record) -> tuple[KnownSchema, bytes]:
     buffer = io.BytesIO()
     try:
         fastavro.schemaless_writer(buffer, schema.parsed, record.model_dump(mode="python"))
-    except (ValueError, TypeError) as exc:
-        raise CodecError(f"cannot encode {name}: {exc}") from exc
+    except Exception as exc:  # fastavro signals out-of-range values with many exception types
+        raise CodecError(f"cannot encode {name}: {type(exc).__name__}: {exc}") from exc
     return schema, buffer.getvalue()
 
 
@@ -60,11 +61,14 @@ def _read_body(writer: KnownSchema, body: bytes) -> Record:
         data = cast(dict[str, Any], fastavro.schemaless_reader(buffer, writer.parsed, reader.parsed))
     except EOFError as exc:
         raise TruncatedRecordError(f"{writer.name} body ends early ({len(body)} bytes)") from exc
-    except (ValueError, TypeError, IndexError, UnicodeDecodeError) as exc:
-        raise CodecError(f"malformed {writer.name} body: {exc}") from exc
+    except Exception as exc:  # e.g. OverflowError for a timestamp past year 9999: all are bad input
+        raise CodecError(f"malformed {writer.name} body: {type(exc).__name__}: {exc}") from exc
     if buffer.tell() != len(body):
         raise CodecError(f"{len(body) - buffer.tell()} trailing bytes after a {writer.name} body")
-    return cls.model_validate(data)
+    try:
+        return cls.model_validate(data)
+    except ValidationError as exc:
+        raise CodecError(f"invalid {writer.name}: {exc.error_count()} field error(s): {exc}") from exc
 
 
 def encode(record: Record) -> bytes:

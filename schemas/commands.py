@@ -55,6 +55,13 @@ class RenewLease(Record):
     lease_id: UUID
 
 
+class StartAttempt(Record):
+    command_id: UUID
+    job_id: UUID
+    attempt_number: int
+    lease_id: UUID
+
+
 class CheckTimers(Record):
     command_id: UUID
     job_id: UUID
@@ -67,6 +74,9 @@ class ReportCallback(Record):
     delivery_attempts: int
     http_status: int | None = None
     last_error: str | None = None
+    webhook_id: str = ""
+    attempt_number: int = 0
+    retryable: bool = False
 
 
-Command = SubmitJob | CancelJob | ReportAttempt | RenewLease | CheckTimers | ReportCallback
+Command = SubmitJob | CancelJob | ReportAttempt | RenewLease | StartAttempt | CheckTimers | ReportCallback

@@ -10,6 +10,7 @@ class JobStatus(StrEnum):
     SUCCEEDED = "SUCCEEDED"
     DEAD_LETTER = "DEAD_LETTER"
     CANCELLED = "CANCELLED"
+    REJECTED = "REJECTED"
 
 
 class HttpMethod(StrEnum):
@@ -85,6 +86,8 @@ class RejectionReason(StrEnum):
     UNKNOWN_JOB_TYPE = "UNKNOWN_JOB_TYPE"
     ATTEMPT_LIMIT_OUT_OF_RANGE = "ATTEMPT_LIMIT_OUT_OF_RANGE"
     INVALID_CALLBACK_URL = "INVALID_CALLBACK_URL"
+    INPUT_TOO_LARGE = "INPUT_TOO_LARGE"
+    UNSUPPORTED_JOB_TYPE = "UNSUPPORTED_JOB_TYPE"
 
 
 class ActorRole(StrEnum):
@@ -106,8 +109,10 @@ class AuditOutcome(StrEnum):
 class ReportKind(StrEnum):
     ATTEMPT = "ATTEMPT"
     RENEWAL = "RENEWAL"
+    START = "START"
 
 
 class ExpiryReason(StrEnum):
     EXPIRED = "EXPIRED"
     BEYOND_HORIZON = "BEYOND_HORIZON"
+    NOT_STARTED = "NOT_STARTED"

@@ -53,6 +53,10 @@ class JobRejected(EventEnvelope):
     idempotency_key: str
     reason: RejectionReason
     detail: str
+    job_type: str = ""
+    url: str = ""
+    callback_url: str | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
 
 
 class SubmissionReused(EventEnvelope):
@@ -66,6 +70,12 @@ class JobDispatched(EventEnvelope):
 
 
 class LeaseRenewed(EventEnvelope):
+    attempt_number: int
+    lease_id: UUID
+    lease_expires_at: Instant
+
+
+class AttemptStarted(EventEnvelope):
     attempt_number: int
     lease_id: UUID
     lease_expires_at: Instant
@@ -111,16 +121,30 @@ class JobCancelled(EventEnvelope):
     reason: str
 
 
+class CallbackDispatched(EventEnvelope):
+    webhook_id: str
+    attempt_number: int
+
+
+class CallbackRetryScheduled(EventEnvelope):
+    webhook_id: str
+    attempt_number: int
+    next_attempt_at: Instant
+    last_error: str
+
+
 class CallbackDelivered(EventEnvelope):
     callback_url: str
     delivery_attempts: int
     http_status: int
+    webhook_id: str = ""
 
 
 class CallbackAbandoned(EventEnvelope):
     callback_url: str
     delivery_attempts: int
     last_error: str
+    webhook_id: str = ""
 
 
 class AuditRecorded(EventEnvelope):
@@ -140,6 +164,7 @@ Event = (
     | SubmissionReused
     | JobDispatched
     | LeaseRenewed
+    | AttemptStarted
     | AttemptRecorded
     | StaleReportIgnored
     | RetryScheduled
@@ -147,6 +172,8 @@ Event = (
     | JobSucceeded
     | JobDeadLettered
     | JobCancelled
+    | CallbackDispatched
+    | CallbackRetryScheduled
     | CallbackDelivered
     | CallbackAbandoned
     | AuditRecorded

@@ -23,6 +23,7 @@ class DueWork(Record):
     retention_class: RetentionClass
     transport_policy: TransportPolicy
     deadline_at: Instant
+    start_by: Instant | None = None
 
 
 class CallbackDue(Record):
@@ -30,6 +31,7 @@ class CallbackDue(Record):
     callback_url: str
     webhook_id: str
     completion: JobCompleted
+    attempt_number: int = 1
 
 
 class DeadInput(Record):

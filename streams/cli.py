@@ -9,18 +9,23 @@ import logging
 import os
 import signal
 import sys
+import tempfile
 from collections.abc import Sequence
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from schemas.commands import SubmitJob
+from schemas.enums import JobStatus
 from schemas.errors import ScrapestreamError
-from schemas.events import JobRejected
+from schemas.events import JobCompleted
 from schemas.records import Request
+from streams.agents.executor import SUPPORTED_JOB_TYPES
 from streams.broker.compat import EMBEDDED_TANSU, KAFKA
 from streams.client import Client
 from streams.clock import utc_now
 from streams.dev import read_dev_state, run_dev
+from streams.replay import rebuild, verify
 from streams.settings import Settings, SettingsError, load_settings
 from streams.worker import Worker
 
@@ -46,6 +51,12 @@ def _parser() -> argparse.ArgumentParser:
     submit.add_argument("--wait", action="store_true", help="print the JobCompleted record when it arrives")
     submit.add_argument("--timeout-s", type=float, default=300.0, help="how long --wait waits")
     submit.add_argument("--json", action="store_true", help="print JSON")
+    replay = commands.add_parser("replay", help="rebuild the lifecycle store from the events topic")
+    target = replay.add_mutually_exclusive_group(required=True)
+    target.add_argument(
+        "--verify", action="store_true", help="compare a rebuild with SCRAPESTREAM_DATA_DIR's store"
+    )
+    target.add_argument("--into", type=Path, help="rebuild into this (new) directory")
     return parser
 
 
@@ -58,6 +69,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if arguments.command == "submit":
             return asyncio.run(_submit(arguments))
+        if arguments.command == "replay":
+            return asyncio.run(_replay(arguments))
         overrides: dict[str, Any] = {}
         if arguments.command == "dev":
             overrides = {"web_port": 0 if arguments.port is None else arguments.port}
@@ -94,15 +107,41 @@ async def _serve(command: str, settings: Settings) -> None:
         await worker.stop()
 
 
-def _connection() -> tuple[str, Any]:
-    """The bootstrap and broker profile: from the environment, else from a running `dev`."""
+def _connected_settings() -> Settings:
+    """Settings whose bootstrap and broker profile come from the environment, else from a running `dev`."""
     settings = load_settings()
     if "SCRAPESTREAM_KAFKA_BOOTSTRAP" in os.environ:
-        return settings.kafka_bootstrap, EMBEDDED_TANSU if settings.broker_profile == "embedded" else KAFKA
+        return settings
     state = read_dev_state()
     if state is None:
         raise ScrapestreamError("no SCRAPESTREAM_KAFKA_BOOTSTRAP and no `scrapestream dev` running here")
-    return str(state["kafka_bootstrap"]), EMBEDDED_TANSU
+    return settings.model_copy(
+        update={"kafka_bootstrap": str(state["kafka_bootstrap"]), "broker_profile": "embedded"}
+    )
+
+
+def _connection() -> tuple[str, Any]:
+    settings = _connected_settings()
+    return settings.kafka_bootstrap, EMBEDDED_TANSU if settings.broker_profile == "embedded" else KAFKA
+
+
+async def _replay(arguments: argparse.Namespace) -> int:
+    settings = _connected_settings()
+    profile = EMBEDDED_TANSU if settings.broker_profile == "embedded" else KAFKA
+    policy = settings.policy(runnable=SUPPORTED_JOB_TYPES)
+    if arguments.into is not None:
+        if arguments.into.exists() and any(arguments.into.iterdir()):
+            raise ScrapestreamError(f"{arguments.into} is not empty")
+        folded = await rebuild(settings, profile, policy, arguments.into)
+        _print(f"rebuilt {sum(folded.values())} events into {arguments.into}", False)
+        return 0
+    with tempfile.TemporaryDirectory(prefix="scrapestream-replay-") as scratch:
+        difference = await verify(settings, profile, policy, Path(scratch) / "lifecycle")
+    if difference is not None:
+        _print(f"replay differs from {settings.data_dir / 'lifecycle'}: {difference.describe()}", False)
+        return EXIT_FAILED
+    _print(f"replay of the events topic matches {settings.data_dir / 'lifecycle'}", False)
+    return 0
 
 
 async def _submit(arguments: argparse.Namespace) -> int:
@@ -125,23 +164,20 @@ async def _submit(arguments: argparse.Namespace) -> int:
         except TimeoutError:
             sys.stderr.write(f"scrapestream: job {job_id} did not complete within {arguments.timeout_s} s\n")
             return EXIT_FAILED
-    if isinstance(completion, JobRejected):
-        rejection = f"job {job_id} REJECTED {completion.reason.value}: {completion.detail}"
-        _print(json.loads(completion.model_dump_json()) if arguments.json else rejection, arguments.json)
-        return EXIT_FAILED
     if arguments.json:
         _print(json.loads(completion.model_dump_json()), True)
     else:
-        failure = (
-            ""
-            if completion.failure is None
-            else f" {completion.failure.code}: {completion.failure.safe_message}"
-        )
-        _print(
-            f"job {job_id} {completion.status.value} after {completion.attempt_count} attempt(s){failure}",
-            False,
-        )
+        _print(_outcome_line(completion), False)
     return 0 if completion.status.value == "SUCCEEDED" else EXIT_FAILED
+
+
+def _outcome_line(completion: JobCompleted) -> str:
+    failure = completion.failure
+    if completion.status is JobStatus.REJECTED and failure is not None:
+        return f"job {completion.job_id} REJECTED {failure.code}: {failure.safe_message}"
+    detail = "" if failure is None else f" {failure.code}: {failure.safe_message}"
+    attempts = f"after {completion.attempt_count} attempt(s)"
+    return f"job {completion.job_id} {completion.status.value} {attempts}{detail}"
 
 
 def _print(value: Any, as_json: bool) -> None:

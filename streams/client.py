@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from types import TracebackType
-from uuid import UUID
+from uuid import UUID, uuid4
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.partitioner import DefaultPartitioner
 
+from projections.lifecycle.completion import rejection_completion
 from projections.lifecycle.submission import submission_identity
 from schemas.codec import decode
 from schemas.commands import CancelJob, SubmitJob
+from schemas.enums import JobStatus
 from schemas.errors import ScrapestreamError
 from schemas.events import JobCompleted, JobRejected
 from streams.broker.compat import BrokerProfile
@@ -24,6 +26,7 @@ class Client:
         self._profile = profile
         self._prefix = topic_prefix
         self._publisher = Publisher(bootstrap, profile)
+        self._submissions: dict[UUID, UUID] = {}
 
     async def __aenter__(self) -> Client:
         await self._publisher.start()
@@ -35,13 +38,16 @@ class Client:
         await self._publisher.stop()
 
     async def submit(self, command: SubmitJob) -> UUID:
-        """Publish a submission; returns the job id it resolves to."""
+        """Publish a submission; returns the job id it resolves to (`wait_for` follows this submission)."""
+        if command.command_id is None:
+            command = command.model_copy(update={"command_id": uuid4()})
         job_id, _ = submission_identity(command)
-        await self._publisher.send(outgoing(f"{self._prefix}.submit", str(job_id), command))
+        await self._publisher.send_all([outgoing(f"{self._prefix}.submit", str(job_id), command)])
+        self._submissions[job_id] = command.command_id or uuid4()
         return job_id
 
     async def cancel(self, command: CancelJob) -> None:
-        await self._publisher.send(outgoing(f"{self._prefix}.submit", str(command.job_id), command))
+        await self._publisher.send_all([outgoing(f"{self._prefix}.submit", str(command.job_id), command)])
 
     async def completions(self, from_beginning: bool = True) -> AsyncIterator[JobCompleted]:
         """Every completion on the topic, from its start or from now, until the caller stops."""
@@ -61,12 +67,14 @@ class Client:
         finally:
             await consumer.stop()
 
-    async def wait_for(self, job_id: UUID) -> JobCompleted | JobRejected:
-        """How `job_id` ended: its completion, or the rejection of its submission (which has none).
+    async def wait_for(self, job_id: UUID) -> JobCompleted:
+        """How the submission this client made for `job_id` ended: `REJECTED`, or the job's completion.
 
-        Reads only the job's partition of the completions and events topics, from their start,
-        so an outcome published before this call is found too.
+        For a job this client did not submit, the first completion published for it. Reads only the
+        job's partition of the completions and events topics, from their start, so an outcome
+        published before this call is found too.
         """
+        submission = self._submissions.get(job_id)
         key = str(job_id).encode()
         consumer = AIOKafkaConsumer(
             bootstrap_servers=self._bootstrap,
@@ -87,7 +95,12 @@ class Client:
                 if record.key != key:
                     continue
                 outcome = decode(record.value)
-                if isinstance(outcome, JobCompleted | JobRejected):
+                if isinstance(outcome, JobRejected) and outcome.command_id == submission:
+                    return rejection_completion(outcome)
+                # A submission that was not rejected ends with the job's one other completion.
+                if isinstance(outcome, JobCompleted) and (
+                    submission is None or outcome.status is not JobStatus.REJECTED
+                ):
                     return outcome
         finally:
             await consumer.stop()

@@ -1,16 +1,26 @@
-"""Input nobody can use goes to the dead-input topic with its original bytes and the reason."""
+"""Input nobody can use goes to the dead-input topic with its original bytes and the reason.
+
+The original bytes are kept up to `MAX_KEPT_BYTES`, so a dead-input record always fits where
+the original did; a longer original is cut and the reason says so.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import Counter
 
+from projections.lifecycle.limits import clip
 from schemas.work import DeadInput
 from streams.clock import utc_now
-from streams.publisher import Sink, outgoing
+from streams.failures import waiting_for
+from streams.publisher import Outgoing, Sink, outgoing
 from streams.settings import Settings
 
 log = logging.getLogger(__name__)
+MAX_KEPT_BYTES = 512 * 1024
+MAX_KEY_BYTES = 4 * 1024
+RETRY_DELAY_S = 1.0
 
 
 class DeadLetters:
@@ -19,18 +29,41 @@ class DeadLetters:
         self._publisher = publisher
         self._counters = counters
 
-    async def send(
+    def record(
         self, topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None, reason: str
-    ) -> None:
+    ) -> Outgoing:
+        """The dead-input record for one unusable input record (counted and logged)."""
         log.warning("dead input at %s/%d@%d: %s", topic, partition, offset, reason)
+        self._counters[f"dead_input.{topic}"] += 1
+        original = value or b""
+        if len(original) > MAX_KEPT_BYTES:
+            reason = f"{reason} (original of {len(original)} bytes cut to {MAX_KEPT_BYTES})"
         record = DeadInput(
             source_topic=topic,
             partition=partition,
             offset=offset,
-            key=key,
-            value=value or b"",
-            reason=reason,
+            key=None if key is None else key[:MAX_KEY_BYTES],
+            value=original[:MAX_KEPT_BYTES],
+            reason=clip(reason, 4_096),
             received_at=utc_now(),
         )
-        await self._publisher.send(outgoing(self._settings.topic("dead-input"), key or b"", record))
-        self._counters[f"dead_input.{topic}"] += 1
+        return outgoing(self._settings.topic("dead-input"), (key or b"")[:MAX_KEY_BYTES], record)
+
+    async def send(
+        self, topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None, reason: str
+    ) -> None:
+        """Publish one dead-input record, waiting out infrastructure failures."""
+        message = self.record(topic, partition, offset, key, value, reason)
+        while True:
+            try:
+                await self._publisher.send_all([message])
+                return
+            except Exception as exc:
+                what = waiting_for(exc)
+                if what is None:
+                    log.error(
+                        "dead input at %s/%d@%d could not be published: %s", topic, partition, offset, exc
+                    )
+                    return
+                log.warning("dead input waits for %s (%s)", what, exc)
+                await asyncio.sleep(RETRY_DELAY_S)

@@ -1,10 +1,15 @@
-"""Writes encoded records to Kafka and waits until the broker has them (acks=all)."""
+"""Writes encoded records to Kafka and waits until the broker has them (acks=all).
+
+A record's timestamp is the time of what it says: the lifecycle decides a command at the
+timestamp of the command's record, so a redelivered command decides the same.
+"""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Protocol
 
 from aiokafka import AIOKafkaProducer
@@ -22,19 +27,21 @@ class Outgoing:
     key: bytes
     value: bytes
     partition: int | None = None
+    timestamp_ms: int | None = None
 
 
-def outgoing(topic: str, key: str | bytes, record: Record, partition: int | None = None) -> Outgoing:
+def outgoing(
+    topic: str, key: str | bytes, record: Record, partition: int | None = None, at: datetime | None = None
+) -> Outgoing:
     raw_key = key.encode() if isinstance(key, str) else key
-    return Outgoing(topic, raw_key, encode(record), partition)
+    timestamp_ms = None if at is None else int(at.timestamp() * 1000)
+    return Outgoing(topic, raw_key, encode(record), partition, timestamp_ms)
 
 
 class Sink(Protocol):
     """Where agents send records; `Publisher` is the Kafka implementation."""
 
     async def send_all(self, messages: Sequence[Outgoing]) -> list[Any]: ...
-
-    async def send(self, message: Outgoing) -> Any: ...
 
 
 class Publisher:
@@ -57,9 +64,9 @@ class Publisher:
     async def send_all(self, messages: Sequence[Outgoing]) -> list[Any]:
         """Send in order; returns each message's record metadata once acknowledged."""
         pending = [
-            await self._producer.send(m.topic, m.value, key=m.key, partition=m.partition) for m in messages
+            await self._producer.send(
+                m.topic, m.value, key=m.key, partition=m.partition, timestamp_ms=m.timestamp_ms
+            )
+            for m in messages
         ]
         return list(await asyncio.gather(*pending))
-
-    async def send(self, message: Outgoing) -> Any:
-        return (await self.send_all([message]))[0]

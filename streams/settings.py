@@ -10,7 +10,7 @@ from typing import Literal
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from projections.lifecycle.policy import ExecutionProfile, Policy
+from projections.lifecycle.policy import CallbackPolicy, ExecutionProfile, Policy
 from schemas.errors import ScrapestreamError
 
 TOPIC_NAMES = ("submit", "commands", "events", "due", "completions", "outbox", "dead-input")
@@ -41,18 +41,22 @@ class Settings(BaseSettings):
     default_max_runtime_ms: int = Field(default=30_000, ge=0)
     default_max_attempts: int = Field(default=3, ge=1)
     lease_grace_ms: int = Field(default=10_000, ge=0)
+    start_window_ms: int = Field(default=60_000, ge=1_000)
     retry_base_ms: int = Field(default=1_000, ge=1)
     retry_max_ms: int = Field(default=3_600_000, ge=1)
     timer_interval_ms: int = Field(default=100, ge=10)
+    shutdown_grace_s: float = Field(default=10.0, ge=0)
 
     max_body_bytes: int = Field(default=10 * 1024 * 1024, ge=1)
     max_decoded_bytes: int = Field(default=20 * 1024 * 1024, ge=1)
     max_redirects: int = Field(default=5, ge=0, le=20)
 
     callback_secret: SecretStr | None = None
-    callback_max_elapsed_s: float = Field(default=300.0, gt=0)
+    callback_max_elapsed_s: float = Field(default=86_400.0, gt=0)
+    callback_max_attempts: int = Field(default=25, ge=1)
     callback_retry_base_s: float = Field(default=1.0, gt=0)
-    callback_timeout_s: float = Field(default=10.0, gt=0)
+    callback_retry_max_s: float = Field(default=3_600.0, gt=0)
+    callback_timeout_s: float = Field(default=10.0, gt=0, le=300)
 
     @field_validator("callback_secret")
     @classmethod
@@ -71,13 +75,24 @@ class Settings(BaseSettings):
     def topic(self, name: str) -> str:
         return f"{self.topic_prefix}.{name}"
 
-    def policy(self) -> Policy:
+    def policy(self, runnable: frozenset[str] | None = None) -> Policy:
+        """The lifecycle's rules for this deployment; `runnable` names the job types it can execute."""
+        callbacks = CallbackPolicy(
+            retry_base_ms=int(self.callback_retry_base_s * 1000),
+            retry_max_ms=int(self.callback_retry_max_s * 1000),
+            max_elapsed_ms=int(self.callback_max_elapsed_s * 1000),
+            max_attempts=self.callback_max_attempts,
+            attempt_timeout_ms=int(self.callback_timeout_s * 1000),
+        )
         return Policy.from_declared(
             self.profiles,
             ExecutionProfile(self.default_max_runtime_ms, self.default_max_attempts),
             lease_grace_ms=self.lease_grace_ms,
             retry_base_ms=self.retry_base_ms,
             retry_max_ms=self.retry_max_ms,
+            start_window_ms=self.start_window_ms,
+            callbacks=callbacks,
+            runnable=runnable,
         )
 
 

@@ -9,13 +9,17 @@ from aiohttp import web
 
 from projections.jobstore import JobStore
 from projections.views import job_view
-from streams.agents.ownership import Ownership
+from streams.agents.lifecycle import Lifecycle
 
 
-def build_web(store: JobStore, ownership: Ownership, counters: Counter[str]) -> web.Application:
+def build_web(store: JobStore, lifecycle: Lifecycle, counters: Counter[str]) -> web.Application:
     async def healthz(_: web.Request) -> web.Response:
         return web.json_response(
-            {"status": "ok", "owned_partitions": ownership.owned, "counters": dict(counters)}
+            {
+                "status": "ok",
+                "owned_partitions": lifecycle.owned,
+                "counters": dict(counters) | {"fold.duplicates_ignored": store.duplicates_ignored},
+            }
         )
 
     async def job(request: web.Request) -> web.Response:
@@ -23,7 +27,7 @@ def build_web(store: JobStore, ownership: Ownership, counters: Counter[str]) -> 
             job_id = UUID(request.match_info["job_id"])
         except ValueError:
             return web.json_response({"error": "job_id must be a UUID"}, status=400)
-        state = store.load(job_id)
+        state = store.load_job(job_id)
         if state is None:
             return web.json_response({"error": f"no job {job_id} on this worker"}, status=404)
         return web.json_response(job_view(state))

@@ -10,17 +10,16 @@ from typing import Any
 
 from projections.jobstore import JobStore
 from projections.storage.rocks import RocksStore
-from streams.agents.executor import HttpExecutor
+from streams.agents.executor import SUPPORTED_JOB_TYPES, HttpExecutor
 from streams.agents.intake import Intake
 from streams.agents.lifecycle import Lifecycle
 from streams.agents.outbox import Outbox
-from streams.agents.ownership import Ownership
 from streams.agents.timers import Timers
-from streams.app import Handlers, build_app
 from streams.artifacts.local import LocalArtifactStore
 from streams.broker.compat import EMBEDDED_TANSU, KAFKA
 from streams.callbacks.sender import CallbackSender
 from streams.clock import utc_now
+from streams.consumer import Stage, StageConsumer
 from streams.deadinput import DeadLetters
 from streams.fetch.http import FetchLimits, HttpFetcher
 from streams.publisher import Publisher
@@ -29,6 +28,7 @@ from streams.topics import ensure_topics
 from streams.web import build_web, serve
 
 log = logging.getLogger(__name__)
+JOIN_TIMEOUT_S = 60.0
 
 
 class Worker:
@@ -37,11 +37,13 @@ class Worker:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.profile = EMBEDDED_TANSU if settings.broker_profile == "embedded" else KAFKA
-        self.policy = settings.policy()
+        self.policy = settings.policy(runnable=SUPPORTED_JOB_TYPES)
         self.counters: Counter[str] = Counter()
         self.web_port: int | None = None
+        self.store: JobStore | None = None
+        self.lifecycle: Lifecycle | None = None
+        self.consumer: StageConsumer | None = None
         self._stack = contextlib.AsyncExitStack()
-        self._in_flight: set[asyncio.Future[Any]] = set()
 
     async def start(self) -> None:
         try:
@@ -57,60 +59,40 @@ class Worker:
         if settings.callback_secret is None:
             log.warning("SCRAPESTREAM_CALLBACK_SECRET is not set: callbacks are sent unsigned")
         await ensure_topics(settings)
-        store = JobStore(RocksStore(settings.data_dir / "lifecycle"))
+        store = self.store = JobStore(RocksStore(settings.data_dir / "lifecycle"), self.policy)
         stack.callback(store.close)
         publisher = Publisher(settings.kafka_bootstrap, self.profile)
         await publisher.start()
         stack.push_async_callback(publisher.stop)
         dead = DeadLetters(settings, publisher, self.counters)
-        lifecycle = Lifecycle(settings, self.profile, store, publisher, self.policy, utc_now)
-        ownership = Ownership(lifecycle.catch_up)
-        stack.push_async_callback(ownership.close)
-        handlers = Handlers(
-            intake=Intake(settings, publisher, dead, self.counters).handle_batch,
-            lifecycle=self._lifecycle_handler(lifecycle, ownership),
-            executor=await self._executor(publisher),
-            outbox=Outbox(settings, self._callback_sender(), publisher).run,
-            partitions_assigned=ownership.assigned,
-            partitions_revoked=ownership.revoked,
+        lifecycle = self.lifecycle = Lifecycle(
+            settings, self.profile, store, publisher, self.policy, dead, utc_now
         )
-        app = build_app(settings, self.profile, handlers, dead)
-        stack.push_async_callback(self._drain)
-        await app.start()
-        stack.push_async_callback(app.stop)
+        stages: list[Stage] = [Intake(settings, publisher, dead, self.counters, utc_now), lifecycle]
+        if settings.executor_concurrency > 0:
+            stages.append(self._executor(publisher, dead))
+        stages.append(Outbox(settings, self._callback_sender(), publisher, dead, utc_now))
+        consumer = self.consumer = StageConsumer(
+            settings.kafka_bootstrap, settings.group_id, self.profile, stages, dead
+        )
+        await consumer.start()
+        stack.push_async_callback(consumer.stop)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(consumer.joined.wait(), JOIN_TIMEOUT_S)
         runner, self.web_port = await serve(
-            build_web(store, ownership, self.counters), settings.web_host, settings.web_port
+            build_web(store, lifecycle, self.counters), settings.web_host, settings.web_port
         )
         stack.push_async_callback(runner.cleanup)
-        timers = Timers(settings, store, ownership, publisher, self.policy, utc_now)
+        timers = Timers(settings, store, lambda: lifecycle.owned, publisher, self.policy, utc_now)
         stack.push_async_callback(_cancelled, asyncio.create_task(timers.run()))
 
-    def _lifecycle_handler(self, lifecycle: Lifecycle, ownership: Ownership) -> Any:
-        async def handle(commands: list[tuple[int, Any]]) -> None:
-            for partition in sorted({partition for partition, _ in commands}):
-                await ownership.wait_ready(partition)
-            handling = asyncio.ensure_future(lifecycle.handle_batch(commands))
-            self._in_flight.add(handling)
-            handling.add_done_callback(self._in_flight.discard)
-            # A command half handled when the worker stops would republish its consequences.
-            await asyncio.shield(handling)
-
-        return handle
-
-    async def _drain(self) -> None:
-        """Once the app has stopped, let commands still being handled finish before the producer stops."""
-        if self._in_flight:
-            await asyncio.gather(*self._in_flight, return_exceptions=True)
-
-    async def _executor(self, publisher: Publisher) -> Any:
+    def _executor(self, publisher: Publisher, dead: DeadLetters) -> HttpExecutor:
         settings = self.settings
-        if settings.executor_concurrency == 0:
-            return None
         limits = FetchLimits(settings.max_body_bytes, settings.max_decoded_bytes, settings.max_redirects)
         fetcher = HttpFetcher(limits, settings.allow_private_networks, settings.allowed_networks)
         self._stack.push_async_callback(fetcher.close)
         artifacts = LocalArtifactStore(settings.data_dir / "artifacts")
-        return HttpExecutor(settings, fetcher, artifacts, publisher, utc_now).run
+        return HttpExecutor(settings, fetcher, artifacts, publisher, dead, utc_now)
 
     def _callback_sender(self) -> CallbackSender:
         settings = self.settings
@@ -119,8 +101,6 @@ class Worker:
             secret,
             settings.allow_private_networks,
             settings.allowed_networks,
-            settings.callback_max_elapsed_s,
-            settings.callback_retry_base_s,
             settings.callback_timeout_s,
             utc_now,
         )

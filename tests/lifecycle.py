@@ -7,9 +7,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID, uuid4
 
-from projections.lifecycle import Job, Policy, decide, evolve
+from projections.lifecycle import Job, Policy, State, decide, evolve
 from projections.lifecycle.policy import ExecutionProfile
-from schemas.commands import CheckTimers, Command, RenewLease, ReportAttempt, SubmitJob
+from projections.lifecycle.state import accepted_job
+from schemas.commands import CheckTimers, Command, RenewLease, ReportAttempt, StartAttempt, SubmitJob
 from schemas.enums import ArtifactTrust, AttemptOutcome, FailureDisposition, TransportRoute
 from schemas.events import Event
 from schemas.records import Artifact, Attempt, Failure, Request
@@ -20,6 +21,7 @@ POLICY = Policy.from_declared(
     ExecutionProfile(max_runtime_ms=20_000, max_attempts=3),
     lease_grace_ms=10_000,
     retry_base_ms=1_000,
+    start_window_ms=60_000,
 )
 
 
@@ -65,6 +67,16 @@ def renew(job: Job) -> RenewLease:
     )
 
 
+def start(job: Job) -> StartAttempt:
+    assert job.lease is not None
+    return StartAttempt(
+        command_id=uuid4(),
+        job_id=job.job_id,
+        attempt_number=job.lease.attempt_number,
+        lease_id=job.lease.lease_id,
+    )
+
+
 def tick(job_id: UUID) -> CheckTimers:
     return CheckTimers(command_id=uuid4(), job_id=job_id)
 
@@ -79,7 +91,7 @@ class Lifecycle:
     """Feeds commands through decide and evolve, keeping every event, as the lifecycle agent does."""
 
     policy: Policy = POLICY
-    state: Job | None = None
+    state: State = None
     events: list[Event] = field(default_factory=list)
 
     def __call__(self, command: Command, now: datetime = T0) -> list[Event]:
@@ -91,8 +103,9 @@ class Lifecycle:
 
     @property
     def job(self) -> Job:
-        assert self.state is not None
-        return self.state
+        job = accepted_job(self.state)
+        assert job is not None
+        return job
 
 
 def kinds(events: list[Event]) -> list[str]:

@@ -3,6 +3,6 @@
 from projections.lifecycle.decide import decide
 from projections.lifecycle.evolve import evolve, replay
 from projections.lifecycle.policy import ExecutionProfile, Policy
-from projections.lifecycle.state import Job, Lease
+from projections.lifecycle.state import Job, Lease, State, Unaccepted
 
-__all__ = ["ExecutionProfile", "Job", "Lease", "Policy", "decide", "evolve", "replay"]
+__all__ = ["ExecutionProfile", "Job", "Lease", "Policy", "State", "Unaccepted", "decide", "evolve", "replay"]

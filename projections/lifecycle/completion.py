@@ -1,7 +1,10 @@
-"""The public terminal record of a job, built from its state."""
+"""The public terminal record of a job or of a rejected submission, and its callback delivery."""
 
 from projections.lifecycle.state import Job
-from schemas.events import JobCompleted
+from schemas.enums import FailureDisposition, JobStatus
+from schemas.events import Event, JobCompleted, JobRejected
+from schemas.records import Failure
+from schemas.work import CallbackDue
 
 
 def completion_of(state: Job) -> JobCompleted | None:
@@ -21,4 +24,32 @@ def completion_of(state: Job) -> JobCompleted | None:
         failure=state.failure,
         completed_at=state.completed_at,
         labels=accepted.labels,
+    )
+
+
+def rejection_completion(rejected: JobRejected) -> JobCompleted:
+    """A rejected submission ends in a `REJECTED` completion whose failure names the reason."""
+    return JobCompleted(
+        job_id=rejected.job_id,
+        caller_identity=rejected.caller_identity,
+        idempotency_key=rejected.idempotency_key,
+        job_type=rejected.job_type,
+        url=rejected.url,
+        status=JobStatus.REJECTED,
+        attempt_count=0,
+        failure=Failure(
+            code=rejected.reason.value, disposition=FailureDisposition.TERMINAL, safe_message=rejected.detail
+        ),
+        completed_at=rejected.occurred_at,
+        labels=rejected.labels,
+    )
+
+
+def callback_for(terminal: Event, callback_url: str, completion: JobCompleted) -> CallbackDue:
+    """The delivery of `completion`; its webhook id stays the same on every try."""
+    return CallbackDue(
+        job_id=completion.job_id,
+        callback_url=callback_url,
+        webhook_id=f"msg_{terminal.event_id.hex}",
+        completion=completion,
     )

@@ -4,13 +4,23 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
-from projections.lifecycle.completion import completion_of
+from projections.lifecycle.callbacks import next_callback_timer
+from projections.lifecycle.completion import completion_of, rejection_completion
 from projections.lifecycle.policy import Policy, renew_interval_ms
-from projections.lifecycle.state import Job
+from projections.lifecycle.state import Job, PendingCallback, State
 from schemas.enums import JobStatus
-from schemas.events import Event, JobCancelled, JobCompleted, JobDeadLettered, JobDispatched, JobSucceeded
+from schemas.events import (
+    CallbackDispatched,
+    Event,
+    JobCancelled,
+    JobCompleted,
+    JobDeadLettered,
+    JobDispatched,
+    JobRejected,
+    JobSucceeded,
+)
 from schemas.work import CallbackDue, DueWork
 
 TERMINAL_EVENTS = (JobSucceeded, JobDeadLettered, JobCancelled)
@@ -23,27 +33,34 @@ class Consequences:
     callbacks: list[CallbackDue] = field(default_factory=list)
 
 
-def consequences_of(state: Job, events: Sequence[Event], policy: Policy) -> Consequences:
-    """Dispatches become due work; the terminal event becomes the completion and its callback."""
+def consequences_of(state: State, events: Sequence[Event], policy: Policy) -> Consequences:
+    """Dispatches become due work; terminal events and rejections become completions and callbacks."""
     result = Consequences()
+    if state is None:
+        return result
     for event in events:
-        if isinstance(event, JobDispatched):
+        if isinstance(event, JobDispatched) and isinstance(state, Job):
             result.due.append(due_work(state, event, policy))
-        elif isinstance(event, TERMINAL_EVENTS):
+        elif isinstance(event, TERMINAL_EVENTS) and isinstance(state, Job):
             completion = completion_of(state)
-            if completion is None:
-                continue
-            result.completions.append(completion)
-            if state.accepted.callback_url is not None:
+            if completion is not None:
+                result.completions.append(completion)
+            result.callbacks.extend(_first_try(state.callbacks, event))
+        elif isinstance(event, JobRejected):
+            result.completions.append(rejection_completion(event))
+            result.callbacks.extend(_first_try(state.callbacks, event))
+        elif isinstance(event, CallbackDispatched):
+            pending = next((p for p in state.callbacks if p.webhook_id == event.webhook_id), None)
+            if pending is not None:
                 result.callbacks.append(
-                    CallbackDue(
-                        job_id=state.job_id,
-                        callback_url=state.accepted.callback_url,
-                        webhook_id=f"msg_{event.event_id.hex}",
-                        completion=completion,
-                    )
+                    pending.due.model_copy(update={"attempt_number": event.attempt_number})
                 )
     return result
+
+
+def _first_try(callbacks: tuple[PendingCallback, ...], terminal: Event) -> list[CallbackDue]:
+    webhook_id = f"msg_{terminal.event_id.hex}"
+    return [p.due for p in callbacks if p.webhook_id == webhook_id and p.attempt_number == 1]
 
 
 def due_work(state: Job, dispatched: JobDispatched, policy: Policy) -> DueWork:
@@ -63,11 +80,20 @@ def due_work(state: Job, dispatched: JobDispatched, policy: Policy) -> DueWork:
         retention_class=accepted.retention_class,
         transport_policy=accepted.transport_policy,
         deadline_at=accepted.deadline_at,
+        start_by=dispatched.occurred_at + timedelta(milliseconds=policy.start_window_ms),
     )
 
 
-def next_due_at(state: Job) -> datetime | None:
-    """When a timer must next look at the job: lease expiry, retry time, or now if undispatched."""
+def next_due_at(state: State, policy: Policy) -> datetime | None:
+    """When a timer must next look at the job: its lease, retry or a callback try, whichever is first."""
+    if state is None:
+        return None
+    callback_at = next_callback_timer(state.callbacks, policy)
+    job_at = _job_timer(state) if isinstance(state, Job) else None
+    return min((at for at in (job_at, callback_at) if at is not None), default=None)
+
+
+def _job_timer(state: Job) -> datetime | None:
     if state.is_terminal:
         return None
     if state.status is JobStatus.LEASED and state.lease is not None:
@@ -75,3 +101,10 @@ def next_due_at(state: Job) -> datetime | None:
     if state.status is JobStatus.RETRY_WAIT and state.next_attempt_at is not None:
         return state.next_attempt_at
     return state.accepted.occurred_at
+
+
+def lease_expiry(state: State) -> datetime | None:
+    """The lease the horizon sweep may need to judge: only a running job's lease."""
+    if isinstance(state, Job) and state.status is JobStatus.LEASED and state.lease is not None:
+        return state.lease.lease_expires_at
+    return None

@@ -10,10 +10,12 @@ from datetime import datetime, timedelta
 from typing import assert_never
 from uuid import UUID
 
+from projections.lifecycle.callbacks import check_callbacks, report_callback
 from projections.lifecycle.dispatch import dispatch
 from projections.lifecycle.emit import Emitter, command_id_of
+from projections.lifecycle.limits import MAX_ACTOR_BYTES, MAX_REASON_BYTES, clip, oversized_field
 from projections.lifecycle.policy import Policy, ceil_to_millis
-from projections.lifecycle.state import Job, Lease, is_denial
+from projections.lifecycle.state import Job, Lease, State, accepted_job, is_denial
 from projections.lifecycle.submission import decide_submit
 from schemas.commands import (
     CancelJob,
@@ -22,6 +24,7 @@ from schemas.commands import (
     RenewLease,
     ReportAttempt,
     ReportCallback,
+    StartAttempt,
     SubmitJob,
 )
 from schemas.enums import (
@@ -36,9 +39,8 @@ from schemas.enums import (
 )
 from schemas.events import (
     AttemptRecorded,
+    AttemptStarted,
     AuditRecorded,
-    CallbackAbandoned,
-    CallbackDelivered,
     Event,
     JobCancelled,
     JobDeadLettered,
@@ -55,58 +57,68 @@ SUCCESS_OUTCOMES = frozenset({AttemptOutcome.FETCHED, AttemptOutcome.NOT_MODIFIE
 MUTATING_OPERATOR_ROLES = frozenset({ActorRole.OPERATOR, ActorRole.ADMIN})
 
 
-def decide(state: Job | None, command: Command, now: datetime, policy: Policy) -> list[Event]:
-    """The events that follow from `command` given the job's current `state`."""
+def decide(state: State, command: Command, now: datetime, policy: Policy) -> list[Event]:
+    """The events that follow from `command` given the job's current `state`.
+
+    `now` is the command's own time (its record timestamp), so a redelivered command decides the same.
+    """
     command_id = command_id_of(command)
     if state is not None and command_id in state.recent_command_ids:
         return []
     now = to_utc_millis(now)
+    if isinstance(command, SubmitJob):
+        return decide_submit(state, command, command_id, now, policy)
+    emit = Emitter(command_id, command.job_id, 0 if state is None else state.sequence, now)
+    job = accepted_job(state)
     match command:
-        case SubmitJob():
-            return decide_submit(state, command, command_id, now, policy)
         case CancelJob():
-            emit = Emitter(command_id, command.job_id, _sequence(state), now)
-            _cancel(state, command, emit)
+            _cancel(job, command, emit)
         case ReportAttempt():
-            emit = Emitter(command_id, command.job_id, _sequence(state), now)
-            _report(state, command.attempt, emit, policy)
+            _report(job, command.attempt, emit, policy)
         case RenewLease():
-            emit = Emitter(command_id, command.job_id, _sequence(state), now)
-            _renew(state, command, emit, policy)
+            _renew(job, command, emit, policy)
+        case StartAttempt():
+            _start(job, command, emit, policy)
         case CheckTimers():
-            emit = Emitter(command_id, command.job_id, _sequence(state), now)
-            _check_timers(state, emit, policy)
+            _check_timers(job, emit, policy)
+            check_callbacks(() if state is None else state.callbacks, emit, policy)
         case ReportCallback():
-            emit = Emitter(command_id, command.job_id, _sequence(state), now)
-            _callback(state, command, emit)
+            report_callback(() if state is None else state.callbacks, command, emit, policy)
         case _:
             assert_never(command)
     return emit.events
 
 
-def _sequence(state: Job | None) -> int:
-    return 0 if state is None else state.sequence
-
-
 def _cancel(state: Job | None, command: CancelJob, emit: Emitter) -> None:
     denial = _cancel_denial(state, command)
+    reason = clip(command.reason, MAX_REASON_BYTES)
+    actor_id = clip(command.actor_id, MAX_ACTOR_BYTES)
     if denial is None:
-        emit(JobCancelled, actor_id=command.actor_id, actor_role=command.actor_role, reason=command.reason)
+        emit(JobCancelled, actor_id=actor_id, actor_role=command.actor_role, reason=reason)
     emit(
         AuditRecorded,
         audit_id=emit.derived_id("audit"),
-        actor_id=command.actor_id,
+        actor_id=actor_id,
         actor_role=command.actor_role,
         action=AuditAction.JOB_CANCEL,
         outcome=AuditOutcome.ALLOWED if denial is None else AuditOutcome.DENIED,
-        reason=command.reason,
+        reason=reason,
         detail=denial or "cancelled",
-        request_id=command.request_id,
+        request_id=clip(command.request_id, MAX_ACTOR_BYTES),
     )
 
 
 def _cancel_denial(state: Job | None, command: CancelJob) -> str | None:
     """Why this actor may not cancel this job now, or None when they may."""
+    too_large = oversized_field(
+        {
+            "reason": (command.reason, MAX_REASON_BYTES),
+            "actor_id": (command.actor_id, MAX_ACTOR_BYTES),
+            "request_id": (command.request_id, MAX_ACTOR_BYTES),
+        }
+    )
+    if too_large is not None:
+        return too_large
     if state is None:
         return "no such job"
     if command.actor_role is ActorRole.SERVICE and command.actor_id != state.accepted.caller_identity:
@@ -209,6 +221,29 @@ def _renew(state: Job | None, command: RenewLease, emit: Emitter, policy: Policy
     )
 
 
+def _start(state: Job | None, command: StartAttempt, emit: Emitter, policy: Policy) -> None:
+    """The lease of started work runs from its start; a repeated start changes nothing."""
+    stale = _holds_current_lease(state, command.attempt_number, command.lease_id)
+    if stale is not None or state is None or state.lease is None:
+        emit(
+            StaleReportIgnored,
+            kind=ReportKind.START,
+            attempt_number=command.attempt_number,
+            lease_id=command.lease_id,
+            reason=stale,
+        )
+        return
+    if state.lease.started_at is not None:
+        return
+    lease = timedelta(milliseconds=policy.lease_ms(state.accepted.max_runtime_ms))
+    emit(
+        AttemptStarted,
+        attempt_number=command.attempt_number,
+        lease_id=command.lease_id,
+        lease_expires_at=emit.now + lease,
+    )
+
+
 def _check_timers(state: Job | None, emit: Emitter, policy: Policy) -> None:
     if state is None or state.is_terminal:
         return
@@ -228,10 +263,13 @@ def _reap(state: Job, lease: Lease, emit: Emitter, policy: Policy) -> None:
     """Expire a lapsed lease, or one further ahead than any registered type could ask for."""
     expires_at = lease.lease_expires_at
     if emit.now >= expires_at:
-        reason = ExpiryReason.EXPIRED
+        reason = ExpiryReason.EXPIRED if lease.started_at is not None else ExpiryReason.NOT_STARTED
     elif expires_at - emit.now > timedelta(milliseconds=policy.lease_horizon_ms):
         reason = ExpiryReason.BEYOND_HORIZON
     else:
+        return
+    if reason is ExpiryReason.NOT_STARTED:
+        _redispatch_unstarted(state, lease, emit, policy)
         return
     failure = Failure(
         code="LEASE_EXPIRED" if reason is ExpiryReason.EXPIRED else "LEASE_BEYOND_HORIZON",
@@ -249,23 +287,22 @@ def _reap(state: Job, lease: Lease, emit: Emitter, policy: Policy) -> None:
     _retry_or_dead_letter(state, failure, state.budget_spent + 1, emit, policy)
 
 
-def _callback(state: Job | None, command: ReportCallback, emit: Emitter) -> None:
-    if state is None or not state.is_terminal or state.callback_recorded:
-        return
-    url = state.accepted.callback_url
-    if url is None:
-        return
-    if command.delivered:
-        emit(
-            CallbackDelivered,
-            callback_url=url,
-            delivery_attempts=command.delivery_attempts,
-            http_status=command.http_status or 200,
-        )
+def _redispatch_unstarted(state: Job, lease: Lease, emit: Emitter, policy: Policy) -> None:
+    """Work no executor started costs nothing: a fresh lease at once, unless the deadline passed."""
+    failure = Failure(
+        code="NOT_STARTED",
+        disposition=FailureDisposition.RETRYABLE,
+        safe_message=f"no executor started attempt {lease.attempt_number} within its start window",
+    )
+    emit(
+        LeaseExpired,
+        attempt_number=lease.attempt_number,
+        lease_id=lease.lease_id,
+        lease_expires_at=lease.lease_expires_at,
+        reason=ExpiryReason.NOT_STARTED,
+        failure=failure,
+    )
+    if emit.now >= state.accepted.deadline_at:
+        emit(JobDeadLettered, failure=_deadline_failure(state.failure or failure))
     else:
-        emit(
-            CallbackAbandoned,
-            callback_url=url,
-            delivery_attempts=command.delivery_attempts,
-            last_error=command.last_error or "unknown",
-        )
+        dispatch(state, emit, policy)

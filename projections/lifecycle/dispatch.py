@@ -10,8 +10,9 @@ from schemas.events import JobDispatched
 
 
 def dispatch(state: Job, emit: Emitter, policy: Policy) -> None:
+    """The lease covers the start window and a whole run; starting the work shortens it."""
     attempt_number = state.dispatch_count + 1
-    lease = timedelta(milliseconds=policy.lease_ms(state.accepted.max_runtime_ms))
+    lease = timedelta(milliseconds=policy.start_window_ms + policy.lease_ms(state.accepted.max_runtime_ms))
     emit(
         JobDispatched,
         attempt_number=attempt_number,

@@ -6,13 +6,18 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import assert_never
 
-from projections.lifecycle.state import RECENT_COMMANDS_KEPT, Job, Lease
-from schemas.enums import JobStatus
+from projections.lifecycle.callbacks import finish_callback, start_callback, update_callback
+from projections.lifecycle.completion import callback_for, completion_of, rejection_completion
+from projections.lifecycle.state import RECENT_COMMANDS_KEPT, Job, Lease, State, Unaccepted
+from schemas.enums import ExpiryReason, JobStatus
 from schemas.events import (
     AttemptRecorded,
+    AttemptStarted,
     AuditRecorded,
     CallbackAbandoned,
     CallbackDelivered,
+    CallbackDispatched,
+    CallbackRetryScheduled,
     Event,
     JobAccepted,
     JobCancelled,
@@ -29,27 +34,57 @@ from schemas.events import (
 from schemas.records import Artifact, Failure
 
 
-def start(accepted: JobAccepted) -> Job:
-    """The state a job has before its first event is folded."""
-    return Job(accepted=accepted, status=JobStatus.PENDING, sequence=0)
+def start(accepted: JobAccepted, before: Unaccepted | None = None) -> Job:
+    """The state a job has before its first event is folded (keeping an earlier unaccepted stream)."""
+    job = Job(accepted=accepted, status=JobStatus.PENDING, sequence=0)
+    if before is None:
+        return job
+    return replace(
+        job,
+        callbacks=before.callbacks,
+        callbacks_finished=before.callbacks_finished,
+        recent_command_ids=before.recent_command_ids,
+    )
 
 
-def evolve(state: Job | None, event: Event) -> Job | None:
-    """Fold one event; events of a job that was never accepted leave no state."""
-    if state is None:
-        if not isinstance(event, JobAccepted):
-            return None
-        state = start(event)
-    recent = state.recent_command_ids
+def evolve(state: State, event: Event) -> State:
+    """Fold one event; a job id gets an `Unaccepted` state until a `JobAccepted` arrives."""
+    if isinstance(state, Job):
+        folded: Job | Unaccepted = _apply(state, event)
+    elif isinstance(event, JobAccepted):
+        folded = start(event, state)
+    else:
+        folded = _unaccepted(state or Unaccepted(job_id=event.job_id, sequence=0), event)
+    recent = folded.recent_command_ids
     if event.command_id not in recent:
         recent = (*recent, event.command_id)[-RECENT_COMMANDS_KEPT:]
-    return replace(_apply(state, event), sequence=event.sequence, recent_command_ids=recent)
+    return replace(folded, sequence=event.sequence, recent_command_ids=recent)
 
 
-def replay(events: Iterable[Event], state: Job | None = None) -> Job | None:
+def replay(events: Iterable[Event], state: State = None) -> State:
     for event in events:
         state = evolve(state, event)
     return state
+
+
+def _unaccepted(state: Unaccepted, event: Event) -> Unaccepted:
+    match event:
+        case JobRejected():
+            if event.callback_url is None:
+                return replace(state, rejections=state.rejections + 1)
+            due = callback_for(event, event.callback_url, rejection_completion(event))
+            callbacks = (*state.callbacks, start_callback(due, event.occurred_at))
+            return replace(state, rejections=state.rejections + 1, callbacks=callbacks)
+        case CallbackDispatched() | CallbackRetryScheduled():
+            return replace(state, callbacks=update_callback(state.callbacks, event))
+        case CallbackDelivered() | CallbackAbandoned():
+            return replace(
+                state,
+                callbacks=finish_callback(state.callbacks, event.webhook_id),
+                callbacks_finished=state.callbacks_finished + 1,
+            )
+        case _:
+            return state
 
 
 def _apply(state: Job, event: Event) -> Job:  # noqa: C901 - one flat case per event type
@@ -67,8 +102,13 @@ def _apply(state: Job, event: Event) -> Job:  # noqa: C901 - one flat case per e
                 dispatch_count=event.attempt_number,
                 next_attempt_at=None,
             )
+        case AttemptStarted():
+            lease = Lease(event.attempt_number, event.lease_id, event.lease_expires_at, event.occurred_at)
+            return replace(state, lease=lease)
         case LeaseRenewed():
-            return replace(state, lease=Lease(event.attempt_number, event.lease_id, event.lease_expires_at))
+            started_at = state.lease.started_at if state.lease is not None else None
+            lease = Lease(event.attempt_number, event.lease_id, event.lease_expires_at, started_at)
+            return replace(state, lease=replace(lease, started_at=started_at or event.occurred_at))
         case AttemptRecorded():
             return replace(state, attempts=(*state.attempts, event.attempt))
         case RetryScheduled():
@@ -80,15 +120,24 @@ def _apply(state: Job, event: Event) -> Job:  # noqa: C901 - one flat case per e
                 failure=event.failure,
             )
         case LeaseExpired():
-            return replace(state, lease=None, lease_expiries=state.lease_expiries + 1, failure=event.failure)
+            charged = 0 if event.reason is ExpiryReason.NOT_STARTED else 1
+            return replace(
+                state, lease=None, lease_expiries=state.lease_expiries + charged, failure=event.failure
+            )
         case JobSucceeded():
             return _terminal(state, JobStatus.SUCCEEDED, event, event.artifacts, None)
         case JobDeadLettered():
             return _terminal(state, JobStatus.DEAD_LETTER, event, (), event.failure)
         case JobCancelled():
             return _terminal(state, JobStatus.CANCELLED, event, (), state.failure)
+        case CallbackDispatched() | CallbackRetryScheduled():
+            return replace(state, callbacks=update_callback(state.callbacks, event))
         case CallbackDelivered() | CallbackAbandoned():
-            return replace(state, callback_recorded=True)
+            return replace(
+                state,
+                callbacks=finish_callback(state.callbacks, event.webhook_id),
+                callbacks_finished=state.callbacks_finished + 1,
+            )
         case _:
             assert_never(event)
 
@@ -100,7 +149,7 @@ def _terminal(
     artifacts: tuple[Artifact, ...],
     failure: Failure | None,
 ) -> Job:
-    return replace(
+    ended = replace(
         state,
         status=status,
         lease=None,
@@ -109,3 +158,9 @@ def _terminal(
         artifacts=artifacts,
         failure=failure,
     )
+    completion = completion_of(ended)
+    url = state.accepted.callback_url
+    if url is None or completion is None:
+        return ended
+    pending = start_callback(callback_for(event, url, completion), event.occurred_at)
+    return replace(ended, callbacks=(*ended.callbacks, pending))

@@ -11,6 +11,9 @@ from dataclasses import dataclass
 from urllib.parse import SplitResult, urlsplit, urlunsplit
 from uuid import UUID, uuid5
 
+import idna
+
+from projections.lifecycle.limits import MAX_HEADER_VALUE_BYTES, clip, utf8_len
 from schemas.enums import RejectionReason
 from schemas.records import Request
 
@@ -33,21 +36,54 @@ class CanonicalRequest:
 
 
 def _canonical_url(url: str) -> SplitResult | Rejection:
+    shown = clip(url, 256)
+    text = url.strip()
+    if any(ord(char) < 0x21 or ord(char) == 0x7F for char in text):
+        return Rejection(
+            RejectionReason.INVALID_URL, f"URL {shown!r} contains whitespace or control characters"
+        )
     try:
-        parts = urlsplit(url.strip())
+        parts = urlsplit(text)
         port = parts.port
     except ValueError as exc:
-        return Rejection(RejectionReason.INVALID_URL, f"unparseable URL {url!r}: {exc}")
+        return Rejection(RejectionReason.INVALID_URL, f"unparseable URL {shown!r}: {exc}")
     scheme = parts.scheme.lower()
     if scheme not in ALLOWED_SCHEMES:
-        return Rejection(RejectionReason.UNSUPPORTED_SCHEME, f"scheme {scheme!r} is not http or https")
-    host = (parts.hostname or "").lower()
-    if not host:
-        return Rejection(RejectionReason.INVALID_URL, f"URL {url!r} has no host")
+        return Rejection(
+            RejectionReason.UNSUPPORTED_SCHEME, f"scheme {clip(scheme, 32)!r} is not http or https"
+        )
+    host = _ascii_host(parts.hostname or "")
+    if host is None:
+        return Rejection(RejectionReason.INVALID_URL, f"URL {shown!r} has no valid host name")
     if ":" in host:
         host = f"[{host}]"
     netloc = host if port in (None, _DEFAULT_PORTS[scheme]) else f"{host}:{port}"
     return SplitResult(scheme, netloc, parts.path or "/", parts.query, "")
+
+
+def _ascii_host(host: str) -> str | None:
+    """The host in lower-case A-labels (IDNA 2008, UTS 46 mapping), or None when it has none."""
+    if not host:
+        return None
+    if host.isascii():
+        lowered = host.lower()
+        return lowered if all(0 < len(label) <= 63 for label in lowered.rstrip(".").split(".")) else None
+    try:
+        return idna.encode(host, uts46=True).decode("ascii").lower()
+    except (idna.IDNAError, UnicodeError, ValueError):
+        return None
+
+
+def _header_problem(headers: dict[str, str]) -> str | None:
+    disallowed = sorted(set(headers) - ALLOWED_HEADERS)
+    if disallowed:
+        return f"headers not allowed: {', '.join(clip(name, 64) for name in disallowed[:8])}"
+    for name, value in headers.items():
+        if utf8_len(value) > MAX_HEADER_VALUE_BYTES:
+            return f"header {name} is longer than {MAX_HEADER_VALUE_BYTES} bytes"
+        if not all(char == "\t" or 0x20 <= ord(char) < 0x7F for char in value):
+            return f"header {name} has characters other than printable ASCII"
+    return None
 
 
 def canonicalize(request: Request) -> CanonicalRequest | Rejection:
@@ -56,10 +92,9 @@ def canonicalize(request: Request) -> CanonicalRequest | Rejection:
     if isinstance(parts, Rejection):
         return parts
     headers = {name.strip().lower(): value.strip() for name, value in request.headers.items()}
-    disallowed = sorted(set(headers) - ALLOWED_HEADERS)
-    if disallowed:
-        detail = f"headers not allowed: {', '.join(disallowed)}"
-        return Rejection(RejectionReason.DISALLOWED_HEADER, detail)
+    problem = _header_problem(headers)
+    if problem is not None:
+        return Rejection(RejectionReason.DISALLOWED_HEADER, problem)
     url = urlunsplit(parts)
     canonical = Request(url=url, method=request.method, headers=dict(sorted(headers.items())))
     payload = json.dumps(canonical.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))

@@ -1,79 +1,119 @@
 """Fetch outcomes as typed failures: what may be retried, and when at the earliest.
 
 429, 5xx, timeouts and connection errors are retryable; other 4xx and every local refusal
-(blocked address, oversized body, too many redirects) are not.
+(blocked address, oversized body, too many redirects) are not. An unforeseen error is
+retryable within the attempt budget, so it is counted and never re-run silently.
 """
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
-from email.utils import parsedate_to_datetime
+import re
+from datetime import UTC, datetime, timedelta
 
+from projections.lifecycle.limits import clip
 from schemas.enums import AttemptOutcome, FailureDisposition
 from schemas.records import Failure
 
 RETRYABLE_STATUSES = frozenset({408, 425, 429})
 MAX_RETRY_AFTER = timedelta(days=1)
+_RETRYABLE, _TERMINAL = FailureDisposition.RETRYABLE, FailureDisposition.TERMINAL
 
 LOCAL_FAILURES: dict[str, tuple[AttemptOutcome, FailureDisposition, str]] = {
-    "TIMEOUT": (AttemptOutcome.TIMEOUT, FailureDisposition.RETRYABLE, "the fetch did not finish in time"),
-    "CONNECTION_FAILED": (AttemptOutcome.NETWORK_ERROR, FailureDisposition.RETRYABLE, "could not connect"),
-    "DNS_FAILED": (
-        AttemptOutcome.NETWORK_ERROR,
-        FailureDisposition.RETRYABLE,
-        "the host name did not resolve",
-    ),
-    "PROTOCOL_ERROR": (AttemptOutcome.NETWORK_ERROR, FailureDisposition.RETRYABLE, "the origin broke HTTP"),
+    "TIMEOUT": (AttemptOutcome.TIMEOUT, _RETRYABLE, "the fetch did not finish in time"),
+    "CONNECTION_FAILED": (AttemptOutcome.NETWORK_ERROR, _RETRYABLE, "could not connect"),
+    "DNS_FAILED": (AttemptOutcome.NETWORK_ERROR, _RETRYABLE, "the host name did not resolve"),
+    "PROTOCOL_ERROR": (AttemptOutcome.NETWORK_ERROR, _RETRYABLE, "the origin broke HTTP"),
+    "DECODING_FAILED": (AttemptOutcome.NETWORK_ERROR, _RETRYABLE, "the body could not be decoded"),
+    "TLS_FAILED": (AttemptOutcome.NETWORK_ERROR, _TERMINAL, "the TLS handshake or certificate failed"),
     "ADDRESS_REFUSED": (
         AttemptOutcome.BLOCKED,
-        FailureDisposition.TERMINAL,
+        _TERMINAL,
         "the target resolves to a private, loopback, link-local or metadata address",
     ),
-    "BODY_TOO_LARGE": (
-        AttemptOutcome.TOO_LARGE,
-        FailureDisposition.TERMINAL,
-        "the response exceeds the size cap",
-    ),
-    "TOO_MANY_REDIRECTS": (AttemptOutcome.HTTP_ERROR, FailureDisposition.TERMINAL, "too many redirects"),
+    "BODY_TOO_LARGE": (AttemptOutcome.TOO_LARGE, _TERMINAL, "the response exceeds the size cap"),
+    "TOO_MANY_REDIRECTS": (AttemptOutcome.HTTP_ERROR, _TERMINAL, "too many redirects"),
     "INVALID_REDIRECT": (
         AttemptOutcome.HTTP_ERROR,
-        FailureDisposition.TERMINAL,
+        _TERMINAL,
         "a redirect pointed at a URL that may not be fetched",
     ),
-    "UNSUPPORTED_JOB_TYPE": (
-        AttemptOutcome.DENIED,
-        FailureDisposition.TERMINAL,
-        "no executor for this job type",
+    "INVALID_URL": (AttemptOutcome.HTTP_ERROR, _TERMINAL, "the URL cannot be requested"),
+    "UNSUPPORTED_CONTENT_ENCODING": (
+        AttemptOutcome.HTTP_ERROR,
+        _TERMINAL,
+        "the origin used a content encoding scrapestream does not decode",
     ),
+    "UNSUPPORTED_JOB_TYPE": (AttemptOutcome.DENIED, _TERMINAL, "no executor for this job type"),
+    "ARTIFACT_STORE_FAILED": (AttemptOutcome.NETWORK_ERROR, _RETRYABLE, "the artifact could not be stored"),
+    "FETCH_FAILED": (AttemptOutcome.NETWORK_ERROR, _RETRYABLE, "the fetch failed unexpectedly"),
 }
 
+_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+_DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+_LONG_DAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+_TIME = r"(\d{2}):(\d{2}):(\d{2})"
+_IMF_FIXDATE = re.compile(rf"({'|'.join(_DAYS)}), (\d{{2}}) ({'|'.join(_MONTHS)}) (\d{{4}}) {_TIME} GMT")
+_RFC850 = re.compile(rf"({'|'.join(_LONG_DAYS)}), (\d{{2}})-({'|'.join(_MONTHS)})-(\d{{2}}) {_TIME} GMT")
+_ASCTIME = re.compile(rf"({'|'.join(_DAYS)}) ({'|'.join(_MONTHS)}) ([ \d]\d) {_TIME} (\d{{4}})")
+_DELAY_SECONDS = re.compile(r"[0-9]+")
 
-def parse_retry_after(value: str | None, now: datetime) -> datetime | None:
-    """Retry-After as delay-seconds or an HTTP date; None when absent or unparseable; capped at a day."""
+
+def parse_retry_after(value: str | None, now: datetime, latest: datetime | None = None) -> datetime | None:
+    """Retry-After per RFC 9110 10.2.3 (delay-seconds or an HTTP-date); None when absent or malformed.
+
+    The result is never before `now`, and never after `latest` (the job deadline) or a day away.
+    """
     if value is None:
         return None
     text = value.strip()
-    if text.isdigit():
-        at = now + timedelta(seconds=int(text))
+    cap = now + MAX_RETRY_AFTER if latest is None else min(now + MAX_RETRY_AFTER, latest)
+    if _DELAY_SECONDS.fullmatch(text):
+        # Compare as integers first: a huge delay would overflow datetime arithmetic.
+        seconds = int(text) if len(text) <= 12 else 10**12
+        at = cap if seconds >= (cap - now).total_seconds() else now + timedelta(seconds=seconds)
     else:
-        try:
-            at = parsedate_to_datetime(text)
-        except (TypeError, ValueError, IndexError):
+        parsed = _http_date(text, now)
+        if parsed is None:
             return None
-        if at.tzinfo is None:
-            return None
-    return min(max(at, now), now + MAX_RETRY_AFTER)
+        at = parsed
+    return max(now, min(at, cap))
 
 
-def status_failure(status: int, retry_after: str | None, now: datetime) -> Failure | None:
+def _http_date(text: str, now: datetime) -> datetime | None:
+    if match := _IMF_FIXDATE.fullmatch(text):
+        _, day, month, year, hour, minute, second = match.groups()
+    elif match := _RFC850.fullmatch(text):
+        _, day, month, short_year, hour, minute, second = match.groups()
+        year = str(_rfc850_year(int(short_year), now))
+    elif match := _ASCTIME.fullmatch(text):
+        _, month, day, hour, minute, second, year = match.groups()
+    else:
+        return None
+    try:
+        return datetime(
+            int(year), _MONTHS.index(month) + 1, int(day), int(hour), int(minute), int(second), tzinfo=UTC
+        )
+    except ValueError:
+        return None
+
+
+def _rfc850_year(two_digits: int, now: datetime) -> int:
+    """RFC 9110 5.6.7: a two-digit year more than 50 years ahead is in the past century."""
+    year = now.year - now.year % 100 + two_digits
+    return year - 100 if year > now.year + 50 else year
+
+
+def status_failure(
+    status: int, retry_after: str | None, now: datetime, latest: datetime | None = None
+) -> Failure | None:
     """None for a usable response (2xx, 304); a typed failure otherwise."""
     if 200 <= status < 300 or status == 304:
         return None
     retryable = status >= 500 or status in RETRYABLE_STATUSES
     return Failure(
         code=f"HTTP_{status}",
-        disposition=FailureDisposition.RETRYABLE if retryable else FailureDisposition.TERMINAL,
-        retry_at=parse_retry_after(retry_after, now) if retryable else None,
+        disposition=_RETRYABLE if retryable else _TERMINAL,
+        retry_at=parse_retry_after(retry_after, now, latest) if retryable else None,
         safe_message=f"the origin answered HTTP {status}",
     )
 
@@ -81,5 +121,5 @@ def status_failure(status: int, retry_after: str | None, now: datetime) -> Failu
 def local_failure(code: str, detail: str = "") -> tuple[AttemptOutcome, Failure]:
     """A failure found on this side of the wire, by its code in `LOCAL_FAILURES`."""
     outcome, disposition, message = LOCAL_FAILURES[code]
-    safe_message = f"{message}: {detail}" if detail else message
+    safe_message = clip(f"{message}: {detail}" if detail else message)
     return outcome, Failure(code=code, disposition=disposition, safe_message=safe_message)

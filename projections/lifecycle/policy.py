@@ -23,14 +23,35 @@ class ExecutionProfile:
 
 
 @dataclass(frozen=True)
+class CallbackPolicy:
+    """How long and how often a terminal callback is retried, and how long one try may take."""
+
+    retry_base_ms: int = 1_000
+    retry_max_ms: int = 3_600_000
+    max_elapsed_ms: int = 86_400_000
+    max_attempts: int = 25
+    attempt_timeout_ms: int = 10_000
+
+    def backoff(self, attempt_number: int) -> timedelta:
+        exponent = min(max(attempt_number - 1, 0), 62)
+        return timedelta(milliseconds=min(self.retry_base_ms * 2**exponent, self.retry_max_ms))
+
+
+@dataclass(frozen=True)
 class Policy:
-    """Everything the lifecycle rules read besides state, command and time."""
+    """Everything the lifecycle rules read besides state, command and time.
+
+    `runnable` names the job types some executor of this deployment can run; None means all.
+    """
 
     profiles: Mapping[str, ExecutionProfile]
     default_profile: ExecutionProfile = ExecutionProfile(max_runtime_ms=60_000, max_attempts=3)
     lease_grace_ms: int = 10_000
     retry_base_ms: int = 1_000
     retry_max_ms: int = 3_600_000
+    start_window_ms: int = 60_000
+    callbacks: CallbackPolicy = CallbackPolicy()
+    runnable: frozenset[str] | None = None
     warnings: tuple[str, ...] = field(default=(), compare=False)
 
     @classmethod
@@ -42,6 +63,9 @@ class Policy:
         lease_grace_ms: int = 10_000,
         retry_base_ms: int = 1_000,
         retry_max_ms: int = 3_600_000,
+        start_window_ms: int = 60_000,
+        callbacks: CallbackPolicy = CallbackPolicy(),
+        runnable: frozenset[str] | None = None,
     ) -> Policy:
         """Register declared profiles; an unusable one falls back whole, with one warning."""
         profiles: dict[str, ExecutionProfile] = {}
@@ -62,20 +86,27 @@ class Policy:
             lease_grace_ms=lease_grace_ms,
             retry_base_ms=retry_base_ms,
             retry_max_ms=retry_max_ms,
+            start_window_ms=start_window_ms,
+            callbacks=callbacks,
+            runnable=runnable,
             warnings=tuple(warnings),
         )
 
     def profile(self, job_type: str) -> ExecutionProfile | None:
         return self.profiles.get(job_type)
 
+    def can_run(self, job_type: str) -> bool:
+        return self.runnable is None or job_type in self.runnable
+
     def lease_ms(self, max_runtime_ms: int) -> int:
         return max_runtime_ms + self.lease_grace_ms
 
     @property
     def lease_horizon_ms(self) -> int:
-        """How far ahead a lease may legitimately point: the longest lease any type gets, plus grace."""
+        """How far ahead a lease may legitimately point: a start window and the longest lease, plus grace."""
         runtimes = [p.max_runtime_ms for p in self.profiles.values()]
-        return self.lease_ms(max([self.default_profile.max_runtime_ms, *runtimes])) + self.lease_grace_ms
+        longest = self.lease_ms(max([self.default_profile.max_runtime_ms, *runtimes]))
+        return self.start_window_ms + longest + self.lease_grace_ms
 
     def backoff(self, attempt_number: int) -> timedelta:
         exponent = min(max(attempt_number - 1, 0), 62)

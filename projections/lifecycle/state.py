@@ -1,4 +1,8 @@
-"""A job's current state: everything `decide` needs, folded from its events by `evolve`."""
+"""A job's current state: everything `decide` needs, folded from its events by `evolve`.
+
+A job id whose events include no `JobAccepted` (rejected submissions, refused cancels) has an
+`Unaccepted` state, so its sequence continues and its commands are deduplicated like any job's.
+"""
 
 from dataclasses import dataclass
 from datetime import datetime
@@ -7,6 +11,7 @@ from uuid import UUID
 from schemas.enums import AttemptOutcome, JobStatus
 from schemas.events import JobAccepted
 from schemas.records import Artifact, Attempt, Failure
+from schemas.work import CallbackDue
 
 TERMINAL_STATUSES = frozenset({JobStatus.SUCCEEDED, JobStatus.DEAD_LETTER, JobStatus.CANCELLED})
 RECENT_COMMANDS_KEPT = 64
@@ -17,6 +22,23 @@ class Lease:
     attempt_number: int
     lease_id: UUID
     lease_expires_at: datetime
+    started_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class PendingCallback:
+    """A terminal outcome still to be delivered: one try in flight, or the next one scheduled."""
+
+    due: CallbackDue
+    first_dispatched_at: datetime
+    attempt_number: int
+    dispatched_at: datetime | None
+    next_attempt_at: datetime | None = None
+    last_error: str = ""
+
+    @property
+    def webhook_id(self) -> str:
+        return self.due.webhook_id
 
 
 @dataclass(frozen=True)
@@ -33,7 +55,8 @@ class Job:
     failure: Failure | None = None
     completed_at: datetime | None = None
     reuse_count: int = 0
-    callback_recorded: bool = False
+    callbacks: tuple[PendingCallback, ...] = ()
+    callbacks_finished: int = 0
     recent_command_ids: tuple[UUID, ...] = ()
 
     @property
@@ -46,10 +69,29 @@ class Job:
 
     @property
     def budget_spent(self) -> int:
-        """Attempts that count against the budget: physical attempts and expired leases."""
+        """Attempts that count against the budget: physical attempts and charged lease expiries."""
         return self.lease_expiries + sum(1 for attempt in self.attempts if not is_denial(attempt))
+
+
+@dataclass(frozen=True)
+class Unaccepted:
+    """A job id with events but no accepted job: its sequence, dedupe window and callbacks."""
+
+    job_id: UUID
+    sequence: int
+    rejections: int = 0
+    callbacks: tuple[PendingCallback, ...] = ()
+    callbacks_finished: int = 0
+    recent_command_ids: tuple[UUID, ...] = ()
+
+
+State = Job | Unaccepted | None
 
 
 def is_denial(attempt: Attempt) -> bool:
     """A local capacity or policy denial made no call, so it costs no budget."""
     return attempt.outcome is AttemptOutcome.DENIED
+
+
+def accepted_job(state: State) -> Job | None:
+    return state if isinstance(state, Job) else None

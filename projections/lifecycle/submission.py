@@ -16,8 +16,18 @@ from projections.lifecycle.identity import (
     is_valid_callback_url,
     job_id_for,
 )
+from projections.lifecycle.limits import (
+    MAX_CALLBACK_URL_BYTES,
+    MAX_CALLER_BYTES,
+    MAX_IDEMPOTENCY_KEY_BYTES,
+    MAX_MESSAGE_BYTES,
+    MAX_URL_BYTES,
+    clip,
+    oversized_field,
+    oversized_labels,
+)
 from projections.lifecycle.policy import Policy
-from projections.lifecycle.state import Job
+from projections.lifecycle.state import Job, State, Unaccepted
 from schemas.commands import SubmitJob
 from schemas.enums import RejectionReason
 from schemas.events import Event, JobAccepted, JobRejected, SubmissionReused
@@ -36,29 +46,26 @@ def submission_identity(command: SubmitJob) -> tuple[UUID, str]:
 
 
 def decide_submit(
-    state: Job | None, command: SubmitJob, command_id: UUID, now: datetime, policy: Policy
+    state: State, command: SubmitJob, command_id: UUID, now: datetime, policy: Policy
 ) -> list[Event]:
     job_id, key = submission_identity(command)
     emit = Emitter(command_id, job_id, 0 if state is None else state.sequence, now)
-    if state is not None:
+    if isinstance(state, Job):
         emit(SubmissionReused, caller_identity=command.caller_identity)
         return emit.events
     checked = _validate(command, now, policy)
     if isinstance(checked, Rejection):
-        emit(
-            JobRejected,
-            caller_identity=command.caller_identity,
-            idempotency_key=key,
-            reason=checked.reason,
-            detail=checked.detail,
-        )
+        _reject(command, key, checked, emit)
         return emit.events
     accepted = _accept(command, checked, key, policy, emit)
-    dispatch(start(accepted), emit, policy)
+    dispatch(start(accepted, state if isinstance(state, Unaccepted) else None), emit, policy)
     return emit.events
 
 
 def _validate(command: SubmitJob, now: datetime, policy: Policy) -> CanonicalRequest | Rejection:
+    too_large = _oversized(command)
+    if too_large is not None:
+        return Rejection(RejectionReason.INPUT_TOO_LARGE, too_large)
     if not command.caller_identity.strip():
         return Rejection(RejectionReason.INVALID_CALLER, "caller_identity is empty")
     canonical = canonicalize(command.request)
@@ -71,17 +78,52 @@ def _validate(command: SubmitJob, now: datetime, policy: Policy) -> CanonicalReq
     profile = policy.profile(command.job_type)
     if profile is None:
         known = ", ".join(sorted(policy.profiles))
-        return Rejection(
-            RejectionReason.UNKNOWN_JOB_TYPE, f"job type {command.job_type!r} is not one of: {known}"
-        )
+        detail = f"job type {clip(command.job_type, 256)!r} is not one of: {known}"
+        return Rejection(RejectionReason.UNKNOWN_JOB_TYPE, detail)
+    if not policy.can_run(command.job_type):
+        detail = f"no executor of this deployment runs job type {command.job_type!r}"
+        return Rejection(RejectionReason.UNSUPPORTED_JOB_TYPE, detail)
     limit = command.attempt_limit
     if limit is not None and not 1 <= limit <= profile.max_attempts:
         detail = f"attempt_limit {limit} is outside 1..{profile.max_attempts} for {command.job_type}"
         return Rejection(RejectionReason.ATTEMPT_LIMIT_OUT_OF_RANGE, detail)
     if command.callback_url is not None and not is_valid_callback_url(command.callback_url):
-        detail = f"callback_url {command.callback_url!r} is not an absolute http(s) URL"
+        detail = f"callback_url {clip(command.callback_url, 256)!r} is not an absolute http(s) URL"
         return Rejection(RejectionReason.INVALID_CALLBACK_URL, detail)
     return canonical
+
+
+def _oversized(command: SubmitJob) -> str | None:
+    return oversized_field(
+        {
+            "caller_identity": (command.caller_identity, MAX_CALLER_BYTES),
+            "idempotency_key": (command.idempotency_key, MAX_IDEMPOTENCY_KEY_BYTES),
+            "job_type": (command.job_type, MAX_CALLER_BYTES),
+            "request.url": (command.request.url, MAX_URL_BYTES),
+            "callback_url": (command.callback_url, MAX_CALLBACK_URL_BYTES),
+        }
+    ) or oversized_labels(command.labels)
+
+
+def _reject(command: SubmitJob, key: str, rejection: Rejection, emit: Emitter) -> None:
+    """The rejection carries what its completion and callback need, cut to the accepted bounds."""
+    callback_url = command.callback_url
+    usable_callback = (
+        callback_url is not None
+        and oversized_field({"callback_url": (callback_url, MAX_CALLBACK_URL_BYTES)}) is None
+        and is_valid_callback_url(callback_url)
+    )
+    emit(
+        JobRejected,
+        caller_identity=clip(command.caller_identity, MAX_CALLER_BYTES),
+        idempotency_key=clip(key, MAX_IDEMPOTENCY_KEY_BYTES),
+        reason=rejection.reason,
+        detail=clip(rejection.detail, MAX_MESSAGE_BYTES),
+        job_type=clip(command.job_type, MAX_CALLER_BYTES),
+        url=clip(command.request.url, MAX_URL_BYTES),
+        callback_url=callback_url if usable_callback else None,
+        labels=command.labels if oversized_labels(command.labels) is None else {},
+    )
 
 
 def _accept(

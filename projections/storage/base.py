@@ -3,6 +3,12 @@
 from collections.abc import Iterator, Mapping
 from typing import Protocol
 
+from schemas.errors import ScrapestreamError
+
+
+class StoreError(ScrapestreamError):
+    """The storage engine failed (disk full, closed, corrupt): an infrastructure failure."""
+
 
 class KeyValueStore(Protocol):
     def get(self, key: bytes) -> bytes | None: ...

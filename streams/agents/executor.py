@@ -1,7 +1,12 @@
 """The HTTP executor: runs due `http.fetch` work under its lease and reports the attempt.
 
-It renews the lease on the derived interval while fetching, stores the body as a
-content-addressed artifact, and reports with the lease it was given (the fencing token).
+Per batch of due work:
+1. refuse work of a type this executor does not run (a zero-cost `UNSUPPORTED_JOB_TYPE` report),
+   and leave work whose start window passed (the lifecycle re-dispatches it, uncharged);
+2. tell the lifecycle the rest starts (`StartAttempt`) and wait for the acks; only then do the
+   records count as processed, so a crash before it re-reads them and one after it is reaped;
+3. run each fetch in its own task, bounded by the job type's runtime, and report it.
+Whatever a fetch or its storage raises is itself a recorded, budget-counted attempt.
 """
 
 from __future__ import annotations
@@ -10,58 +15,147 @@ import asyncio
 import contextlib
 import itertools
 import logging
-from collections.abc import Callable
-from datetime import datetime
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from datetime import datetime, timedelta
 from uuid import uuid5
 
-from schemas.commands import RenewLease, ReportAttempt
+from projections.lifecycle.outcomes import local_failure
+from schemas.codec import decode
+from schemas.commands import RenewLease, ReportAttempt, StartAttempt
 from schemas.enums import ArtifactTrust, AttemptOutcome, CaptureMode, TransportRoute
+from schemas.errors import CodecError
 from schemas.records import Artifact, Attempt, Cost
 from schemas.work import DueWork
+from streams.agents.slots import Slots
 from streams.artifacts.local import LocalArtifactStore
+from streams.consumer import QuietStage, Record
+from streams.deadinput import DeadLetters
+from streams.failures import waiting_for
 from streams.fetch.http import FetchResult, HttpFetcher
-from streams.publisher import Sink, outgoing
+from streams.flusher import Flusher
+from streams.publisher import Outgoing, Sink, outgoing
 from streams.settings import Settings
 
 log = logging.getLogger(__name__)
 SUPPORTED_JOB_TYPES = frozenset({"http.fetch"})
 MIN_FETCH_DEADLINE_S = 1.0
+REPORT_RETRY_S = 1.0
 
 
-class HttpExecutor:
+class HttpExecutor(QuietStage):
+    name = "executor"
+
     def __init__(
         self,
         settings: Settings,
         fetcher: HttpFetcher,
         artifacts: LocalArtifactStore,
         publisher: Sink,
+        dead_letters: DeadLetters,
         clock: Callable[[], datetime],
     ) -> None:
         self._settings = settings
         self._fetcher = fetcher
         self._artifacts = artifacts
         self._publisher = publisher
+        self._reports = Flusher(publisher)
+        self._dead = dead_letters
         self._clock = clock
+        self._commands = settings.topic("commands")
+        self._slots = Slots(settings.executor_concurrency)
+        self.max_batch = max(settings.executor_concurrency, 1)
+        self.topics = frozenset({settings.topic("due")})
+        self.not_started = 0
 
-    async def run(self, work: DueWork) -> None:
-        if work.job_type not in SUPPORTED_JOB_TYPES:
-            return  # another executor's work
-        if self._clock() >= work.lease_expires_at:
-            log.info("job %s attempt %d: lease lapsed before it started", work.job_id, work.attempt_number)
-            return
+    def capacity(self) -> int:
+        return self._slots.free()
+
+    async def wait_capacity(self) -> None:
+        await self._slots.wait_free()
+
+    async def handle(self, records: Sequence[Record]) -> None:
+        now = self._clock()
+        startable: list[DueWork] = []
+        immediate: list[Outgoing] = []
+        for record in records:
+            try:
+                work = decode(record.value or b"")
+                if not isinstance(work, DueWork):
+                    raise CodecError(f"{type(work).__name__} is not due work")
+            except CodecError as exc:
+                reason = f"undecodable due work: {exc}"
+                immediate.append(
+                    self._dead.record(
+                        record.topic, record.partition, record.offset, record.key, record.value, reason
+                    )
+                )
+                continue
+            if work.job_type not in SUPPORTED_JOB_TYPES:
+                immediate.append(self._report_message(work, _unsupported(work, now), now))
+            elif now > _start_by(work):
+                self.not_started += 1
+                log.info(
+                    "job %s attempt %d: its start window passed in the queue",
+                    work.job_id,
+                    work.attempt_number,
+                )
+            else:
+                startable.append(work)
+        # Step 2
+        starts = [self._start_message(work, now) for work in startable]
+        await self._publisher.send_all([*immediate, *starts])
+        # Step 3
+        for work in startable:
+            self._slots.start(self._attempt(work))
+
+    def _start_message(self, work: DueWork, now: datetime) -> Outgoing:
+        start = StartAttempt(
+            command_id=uuid5(work.lease_id, "start"),
+            job_id=work.job_id,
+            attempt_number=work.attempt_number,
+            lease_id=work.lease_id,
+        )
+        return outgoing(self._commands, str(work.job_id), start, at=now)
+
+    def _report_message(self, work: DueWork, attempt: Attempt, now: datetime) -> Outgoing:
+        report = ReportAttempt(command_id=uuid5(work.lease_id, "report"), job_id=work.job_id, attempt=attempt)
+        return outgoing(self._commands, str(work.job_id), report, at=now)
+
+    async def _attempt(self, work: DueWork) -> None:
         renewing = asyncio.create_task(self._renew(work))
         try:
-            deadline_s = max(work.max_runtime_ms / 1000, MIN_FETCH_DEADLINE_S)
-            result = await self._fetcher.fetch(work.request, deadline_s)
+            attempt = await self._run(work)
         finally:
             renewing.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await renewing
-        attempt = await self._attempt(work, result)
-        report = ReportAttempt(command_id=uuid5(work.lease_id, "report"), job_id=work.job_id, attempt=attempt)
-        await self._publisher.send(outgoing(self._settings.topic("commands"), str(work.job_id), report))
+        await self._report(work, attempt)
+
+    async def _run(self, work: DueWork) -> Attempt:
+        try:
+            deadline_s = max(work.max_runtime_ms / 1000, MIN_FETCH_DEADLINE_S)
+            result = await self._fetcher.fetch(work.request, deadline_s, retry_until=work.deadline_at)
+        except Exception as exc:  # the fetcher types every origin failure; this is a bug, still counted
+            log.exception("job %s: the fetch raised", work.job_id)
+            return self._failed(work, "FETCH_FAILED", exc)
+        try:
+            artifacts = await self._store(work, result)
+        except Exception as exc:
+            log.warning("job %s: storing the body failed: %s", work.job_id, exc)
+            return self._failed(work, "ARTIFACT_STORE_FAILED", exc, result)
+        return self._attempt_of(work, result, artifacts)
+
+    async def _store(self, work: DueWork, result: FetchResult) -> tuple[Artifact, ...]:
+        if result.outcome is not AttemptOutcome.FETCHED or work.capture_mode is CaptureMode.METADATA_ONLY:
+            return ()
+        stored = await self._artifacts.put(
+            result.body, result.content_type, work.retention_class, self._clock()
+        )
+        return (stored,)
 
     async def _renew(self, work: DueWork) -> None:
+        """Renew on the derived interval; a failed renewal is logged, never fatal to the fetch."""
         for renewal in itertools.count(1):
             await asyncio.sleep(work.renew_interval_ms / 1000)
             command = RenewLease(
@@ -70,15 +164,34 @@ class HttpExecutor:
                 attempt_number=work.attempt_number,
                 lease_id=work.lease_id,
             )
-            await self._publisher.send(outgoing(self._settings.topic("commands"), str(work.job_id), command))
+            try:
+                await self._reports.send(
+                    outgoing(self._commands, str(work.job_id), command, at=self._clock())
+                )
+            except Exception as exc:
+                log.warning("job %s: lease renewal not published (%s); the fetch goes on", work.job_id, exc)
 
-    async def _attempt(self, work: DueWork, result: FetchResult) -> Attempt:
-        artifacts: tuple[Artifact, ...] = ()
-        if result.outcome is AttemptOutcome.FETCHED and work.capture_mode is not CaptureMode.METADATA_ONLY:
-            stored = await self._artifacts.put(
-                result.body, result.content_type, work.retention_class, self._clock()
-            )
-            artifacts = (stored,)
+    async def _report(self, work: DueWork, attempt: Attempt) -> None:
+        """Publish the report, waiting out broker failures; the fetch is never redone for it."""
+        while True:
+            try:
+                await self._reports.send(self._report_message(work, attempt, self._clock()))
+                return
+            except Exception as exc:
+                if waiting_for(exc) is None:
+                    log.error(
+                        "job %s: the report cannot be published (%s); its lease will lapse", work.job_id, exc
+                    )
+                    return
+                log.warning("job %s: report waits for %s (%s)", work.job_id, waiting_for(exc), exc)
+                await asyncio.sleep(REPORT_RETRY_S)
+
+    def _failed(self, work: DueWork, code: str, exc: Exception, result: FetchResult | None = None) -> Attempt:
+        outcome, failure = local_failure(code, f"{type(exc).__name__}: {exc}")
+        base = result or FetchResult(outcome=outcome, failure=failure)
+        return self._attempt_of(work, replace(base, outcome=outcome, failure=failure), ())
+
+    def _attempt_of(self, work: DueWork, result: FetchResult, artifacts: tuple[Artifact, ...]) -> Attempt:
         return Attempt(
             attempt_number=work.attempt_number,
             lease_id=work.lease_id,
@@ -96,3 +209,26 @@ class HttpExecutor:
             last_modified=result.last_modified,
             finished_at=self._clock(),
         )
+
+    async def close(self) -> None:
+        """Let running attempts finish within the shutdown grace; the rest are left to the reaper."""
+        await self._slots.close(self._settings.shutdown_grace_s)
+
+
+def _start_by(work: DueWork) -> datetime:
+    if work.start_by is not None:
+        return work.start_by
+    return work.lease_expires_at - timedelta(milliseconds=work.max_runtime_ms)
+
+
+def _unsupported(work: DueWork, now: datetime) -> Attempt:
+    outcome, failure = local_failure("UNSUPPORTED_JOB_TYPE", f"job type {work.job_type!r} on this worker")
+    return Attempt(
+        attempt_number=work.attempt_number,
+        lease_id=work.lease_id,
+        route=TransportRoute.DIRECT,
+        outcome=outcome,
+        trust=ArtifactTrust.VERIFIED,
+        failure=failure,
+        finished_at=now,
+    )

@@ -1,55 +1,73 @@
-"""Intake: public input on the submit topic becomes commands keyed by job id, or dead input."""
+"""Intake: public input on the submit topic becomes commands keyed by job id, or dead input.
+
+Any record, whatever it holds, becomes exactly one of the two: a failure to decode or to
+translate it is the record's, and routes it to dead input with the reason.
+"""
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from datetime import datetime
 from uuid import UUID, uuid5
 
 from projections.lifecycle.submission import submission_identity
 from schemas.codec import decode
 from schemas.commands import CancelJob, SubmitJob
 from schemas.errors import CodecError
+from streams.consumer import QuietStage, Record
 from streams.deadinput import DeadLetters
 from streams.publisher import Outgoing, Sink, outgoing
 from streams.settings import Settings
 
 INTAKE_NAMESPACE = UUID("3a0c5a51-96e4-5b8e-8f0e-2f4a3d1f7c90")
-Message = tuple[int, int, bytes | None, bytes | None]  # partition, offset, key, value
 
 
-class Intake:
+class Intake(QuietStage):
+    name = "intake"
+
     def __init__(
-        self, settings: Settings, publisher: Sink, dead_letters: DeadLetters, counters: Counter[str]
+        self,
+        settings: Settings,
+        publisher: Sink,
+        dead_letters: DeadLetters,
+        counters: Counter[str],
+        clock: Callable[[], datetime],
     ) -> None:
         self._settings = settings
         self._publisher = publisher
-        self._dead_letters = dead_letters
+        self._dead = dead_letters
         self._counters = counters
+        self._clock = clock
+        self.topics = frozenset({settings.topic("submit")})
 
-    async def handle_batch(self, messages: Sequence[Message]) -> None:
+    async def handle(self, records: Sequence[Record]) -> None:
         """Forward every usable record as one batch of commands; dead-letter the rest."""
-        commands = [command for message in messages if (command := await self._command(message)) is not None]
-        await self._publisher.send_all(commands)
-        self._counters["intake.commands"] += len(commands)
+        now = self._clock()
+        messages = [self._translate(record, now) for record in records]
+        await self._publisher.send_all(messages)
+        self._counters["intake.records"] += len(messages)
 
-    async def _command(self, message: Message) -> Outgoing | None:
-        topic = self._settings.topic("submit")
-        partition, offset, key, value = message
-        command_id = uuid5(INTAKE_NAMESPACE, f"{topic}:{partition}:{offset}")
+    def _translate(self, record: Record, now: datetime) -> Outgoing:
         try:
-            record = decode(value or b"")
+            return self._command(record, now)
         except CodecError as exc:
-            await self._dead_letters.send(topic, partition, offset, key, value, f"undecodable: {exc}")
-            return None
-        if isinstance(record, SubmitJob):
-            record = record.model_copy(update={"command_id": record.command_id or command_id})
-            job_id, _ = submission_identity(record)
-        elif isinstance(record, CancelJob):
-            record = record.model_copy(update={"command_id": record.command_id or command_id})
-            job_id = record.job_id
+            reason = f"undecodable: {exc}"
+        except Exception as exc:  # whatever a hostile record makes fail is that record's fault
+            reason = f"unusable: {type(exc).__name__}: {exc}"
+        return self._dead.record(
+            record.topic, record.partition, record.offset, record.key, record.value, reason
+        )
+
+    def _command(self, record: Record, now: datetime) -> Outgoing:
+        command_id = uuid5(INTAKE_NAMESPACE, f"{record.topic}:{record.partition}:{record.offset}")
+        command = decode(record.value or b"")
+        if isinstance(command, SubmitJob):
+            command = command.model_copy(update={"command_id": command.command_id or command_id})
+            job_id, _ = submission_identity(command)
+        elif isinstance(command, CancelJob):
+            command = command.model_copy(update={"command_id": command.command_id or command_id})
+            job_id = command.job_id
         else:
-            reason = f"{type(record).__name__} is not a SubmitJob or CancelJob"
-            await self._dead_letters.send(topic, partition, offset, key, value, reason)
-            return None
-        return outgoing(self._settings.topic("commands"), str(job_id), record)
+            raise CodecError(f"{type(command).__name__} is not a SubmitJob or CancelJob")
+        return outgoing(self._settings.topic("commands"), str(job_id), command, at=now)

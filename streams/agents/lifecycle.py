@@ -2,44 +2,75 @@
 
 Each batch of commands is handled in four ordered steps, so a crash at any point loses nothing and
 a redelivered command adds nothing (its id is in the job's state once its events are):
-1. `decide` on the job's state;
+1. `decide` on the job's state, at the time of the command's record;
 2. publish what follows (due work, completion, callback) and wait for acks;
-3. append the events to the job's partition of the events topic and wait for acks;
-4. fold the events into the local store with the events offset reached, atomically.
-A crash after 2 republishes the consequences on redelivery (duplicates, never loss).
+3. append the events of the partitions this worker still owns and wait for acks;
+4. fold the events into the local store with the events offset reached, atomically; when the
+   log holds records of another writer in between, fold from the log instead (first one wins).
+A crash after 2 republishes the consequences on redelivery (duplicates, never loss). A failed
+batch is retried only after the store caught up with the log (`recover`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
 from uuid import UUID
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from projections.jobstore import JobStore, decode_event
-from projections.lifecycle import Policy, decide, replay
+from projections.lifecycle import Policy, State, decide, replay
 from projections.lifecycle.consequences import consequences_of
 from projections.lifecycle.identity import host_of
-from projections.lifecycle.state import Job
 from projections.lifecycle.submission import submission_identity
-from schemas.commands import Command, SubmitJob
+from schemas.codec import decode
+from schemas.commands import (
+    CancelJob,
+    CheckTimers,
+    Command,
+    RenewLease,
+    ReportAttempt,
+    ReportCallback,
+    StartAttempt,
+    SubmitJob,
+)
+from schemas.errors import CodecError
 from schemas.events import Event
 from streams.broker.compat import BrokerProfile, end_offsets
+from streams.consumer import PartitionControl, QuietStage, Record
+from streams.deadinput import DeadLetters
 from streams.publisher import Outgoing, Sink, outgoing
 from streams.settings import Settings
 
 log = logging.getLogger(__name__)
-CATCH_UP_BATCH = 500
+COMMAND_TYPES = (SubmitJob, CancelJob, ReportAttempt, RenewLease, StartAttempt, CheckTimers, ReportCallback)
+CATCH_UP_BATCH = 2_000
+CATCH_UP_RETRY_S = 1.0
 
 
 def target_job(command: Command) -> UUID:
     return submission_identity(command)[0] if isinstance(command, SubmitJob) else command.job_id
 
 
-class Lifecycle:
+@dataclass(frozen=True)
+class Incoming:
+    """A command and where it came from: its partition, its record (for dead input) and its time."""
+
+    partition: int
+    command: Command
+    at: datetime
+    record: Record | None = None
+
+
+class Lifecycle(QuietStage):
+    name = "lifecycle"
+
     def __init__(
         self,
         settings: Settings,
@@ -47,6 +78,7 @@ class Lifecycle:
         store: JobStore,
         publisher: Sink,
         policy: Policy,
+        dead_letters: DeadLetters,
         clock: Callable[[], datetime],
     ) -> None:
         self._settings = settings
@@ -54,59 +86,164 @@ class Lifecycle:
         self._store = store
         self._publisher = publisher
         self._policy = policy
+        self._dead = dead_letters
         self._clock = clock
+        self.topics = frozenset({settings.topic("commands")})
+        self._owned: set[int] = set()
+        self._adopting: dict[int, asyncio.Task[None]] = {}
+        self._control: PartitionControl | None = None
 
-    async def handle(self, partition: int, command: Command) -> list[Event]:
-        return await self.handle_batch([(partition, command)])
+    @property
+    def owned(self) -> list[int]:
+        """Commands partitions whose state has caught up with the log, and which this worker handles."""
+        return sorted(self._owned)
 
-    async def handle_batch(self, commands: Sequence[tuple[int, Command]]) -> list[Event]:
+    async def handle(self, records: Sequence[Record]) -> None:
+        incoming, dead = [], []
+        for record in records:
+            if record.partition not in self._owned:
+                continue  # revoked while queued: the new owner handles it
+            try:
+                command = decode(record.value or b"")
+                if not isinstance(command, COMMAND_TYPES):
+                    raise CodecError(f"{type(command).__name__} is not a command")
+            except CodecError as exc:
+                dead.append(self._dead_record(record, f"undecodable command: {exc}"))
+                continue
+            incoming.append(Incoming(record.partition, command, self._record_time(record), record))
+        await self.handle_batch(incoming, dead)
+
+    def _record_time(self, record: Record) -> datetime:
+        if record.timestamp is None or record.timestamp < 0:
+            return self._clock()
+        return datetime.fromtimestamp(record.timestamp / 1000, UTC)
+
+    def _dead_record(self, record: Record, reason: str) -> Outgoing:
+        return self._dead.record(
+            record.topic, record.partition, record.offset, record.key, record.value, reason
+        )
+
+    async def handle_batch(self, commands: Sequence[Incoming], dead: Sequence[Outgoing] = ()) -> list[Event]:
         """Handle commands in order; one publish round per step for the whole batch."""
         decided: dict[int, list[Event]] = defaultdict(list)
-        consequences: list[Outgoing] = []
-        states: dict[UUID, Job | None] = {}
-        now = self._clock()
+        published: list[Outgoing] = list(dead)
+        states: dict[UUID, State] = {}
         # Step 1
-        for partition, command in commands:
-            job_id = target_job(command)
-            state = states[job_id] if job_id in states else self._store.load(job_id)
-            events = decide(state, command, now, self._policy)
-            states[job_id] = replay(events, state)
-            if events:
-                decided[partition] += events
-                consequences += self._consequences(states[job_id], events)
-        if not decided:
+        for item in commands:
+            try:
+                events, consequences = self._decide(item, states)
+            except Exception as exc:  # a command the rules cannot take: dead input, not a wedge
+                if item.record is None:
+                    raise
+                published.append(self._dead_record(item.record, f"{type(exc).__name__}: {exc}"))
+                continue
+            decided[item.partition] += events
+            published += consequences
+        if not decided and not published:
             return []
         # Step 2
-        await self._publisher.send_all(consequences)
+        await self._publisher.send_all(published)
         # Step 3
+        appending = {p: events for p, events in decided.items() if events and self._may_write(p)}
         topic = self._settings.topic("events")
         appended = [
-            (partition, outgoing(topic, str(event.job_id), event, partition=partition))
-            for partition, events in decided.items()
+            (partition, outgoing(topic, str(event.job_id), event, partition=partition, at=event.occurred_at))
+            for partition, events in appending.items()
             for event in events
         ]
         written = await self._publisher.send_all([message for _, message in appended])
         # Step 4
-        next_offsets = {
-            partition: meta.offset + 1 for (partition, _), meta in zip(appended, written, strict=True)
-        }
-        for partition, events in decided.items():
-            self._store.commit(partition, events, next_offset=next_offsets[partition])
-        return [event for events in decided.values() for event in events]
+        offsets: dict[int, list[int]] = defaultdict(list)
+        for (partition, _), meta in zip(appended, written, strict=True):
+            offsets[partition].append(meta.offset)
+        for partition, events in appending.items():
+            await self._fold(partition, events, offsets[partition])
+        return [event for events in appending.values() for event in events]
 
-    def _consequences(self, state: Job | None, events: list[Event]) -> list[Outgoing]:
-        if state is None:
-            return []
+    def _decide(self, item: Incoming, states: dict[UUID, State]) -> tuple[list[Event], list[Outgoing]]:
+        job_id = target_job(item.command)
+        state = states[job_id] if job_id in states else self._store.load(job_id)
+        events = decide(state, item.command, item.at, self._policy)
+        after = replay(events, state)
+        consequences = self._consequences(after, events) if events else []
+        states[job_id] = after
+        return events, consequences
+
+    def _may_write(self, partition: int) -> bool:
+        """Only the owner appends: a partition revoked since its commands were taken is left alone."""
+        control = self._control
+        owned = partition in self._owned
+        if control is not None:
+            owned = owned and control.owns(TopicPartition(self._settings.topic("commands"), partition))
+        if not owned:
+            log.warning(
+                "commands partition %d moved to another worker: its decisions are not appended", partition
+            )
+        return owned
+
+    async def _fold(self, partition: int, events: list[Event], offsets: list[int]) -> None:
+        start = self._store.events_offset(partition)
+        if offsets == list(range(start, start + len(offsets))):
+            self._store.commit(partition, events, next_offset=offsets[-1] + 1)
+            return
+        log.warning("events partition %d holds another writer's records: folding it from the log", partition)
+        await self.catch_up(partition)
+
+    def _consequences(self, state: State, events: list[Event]) -> list[Outgoing]:
         result = consequences_of(state, events, self._policy)
         topic = self._settings.topic
+        at = events[-1].occurred_at
         return [
-            *(outgoing(topic("due"), host_of(work.request.url), work) for work in result.due),
-            *(outgoing(topic("completions"), str(c.job_id), c) for c in result.completions),
-            *(outgoing(topic("outbox"), str(c.job_id), c) for c in result.callbacks),
+            *(outgoing(topic("due"), host_of(work.request.url), work, at=at) for work in result.due),
+            *(outgoing(topic("completions"), str(c.job_id), c, at=at) for c in result.completions),
+            *(outgoing(topic("outbox"), str(c.job_id), c, at=at) for c in result.callbacks),
         ]
 
+    async def recover(self, records: Sequence[Record]) -> None:
+        """Before a failed batch is retried, fold whatever of it already reached the log."""
+        for partition in sorted({record.partition for record in records} & self._owned):
+            await self.catch_up(partition)
+
+    # Ownership ---------------------------------------------------------------------------------
+
+    async def assigned(self, partitions: set[TopicPartition], control: PartitionControl) -> None:
+        self._control = control
+        control.hold(partitions, "catch-up")
+        for tp in partitions:
+            if tp.partition not in self._owned and tp.partition not in self._adopting:
+                self._adopting[tp.partition] = asyncio.create_task(self._adopt(tp))
+
+    async def _adopt(self, tp: TopicPartition) -> None:
+        while True:
+            try:
+                await self.adopt(tp.partition)
+                break
+            except Exception as exc:
+                log.warning("catching up partition %d failed (%s); retrying", tp.partition, exc)
+                await asyncio.sleep(CATCH_UP_RETRY_S)
+        self._adopting.pop(tp.partition, None)
+        if self._control is not None:
+            self._control.release([tp], "catch-up")
+
+    async def adopt(self, partition: int) -> None:
+        """Take over a commands partition: fold its events first, then handle its commands."""
+        await self.catch_up(partition)
+        self._owned.add(partition)
+
+    async def revoked(self, partitions: set[TopicPartition]) -> None:
+        for tp in partitions:
+            self._owned.discard(tp.partition)
+            task = self._adopting.pop(tp.partition, None)
+            if task is not None:
+                task.cancel()
+
+    async def close(self) -> None:
+        for task in self._adopting.values():
+            task.cancel()
+        await asyncio.gather(*self._adopting.values(), return_exceptions=True)
+
     async def catch_up(self, partition: int) -> int:
-        """Fold events of `partition` this store has not seen (written before a crash or elsewhere)."""
+        """Fold the events of `partition` this store has not seen (written before a crash or elsewhere)."""
         events_partition = TopicPartition(self._settings.topic("events"), partition)
         start = self._store.events_offset(partition)
         end = (await end_offsets(self._settings.kafka_bootstrap, [events_partition], self._profile))[
@@ -114,26 +251,48 @@ class Lifecycle:
         ]
         if start >= end:
             return 0
-        consumer = AIOKafkaConsumer(
-            bootstrap_servers=self._settings.kafka_bootstrap,
-            enable_auto_commit=False,
-            fetch_max_wait_ms=50,
-            auto_offset_reset="earliest",
-        )
-        await consumer.start()
-        folded = 0
-        try:
-            consumer.assign([events_partition])
-            consumer.seek(events_partition, start)
-            # The consumer's position, not the last offset seen, so a gap left by retention cannot stall this.
-            while await consumer.position(events_partition) < end:
-                batch = await consumer.getmany(events_partition, timeout_ms=500, max_records=CATCH_UP_BATCH)
-                records = batch.get(events_partition, [])
-                if records:
-                    events = [decode_event(record.value) for record in records]
-                    self._store.commit(partition, events, next_offset=records[-1].offset + 1)
-                    folded += len(records)
-        finally:
-            await consumer.stop()
-        log.info("partition %d: folded %d events written before this worker took it", partition, folded)
+        folded = await fold_log(self._settings, events_partition, start, end, self._store)
+        log.info("partition %d: folded %d events from the log", partition, folded)
         return folded
+
+
+async def fold_log(
+    settings: Settings, events_partition: TopicPartition, start: int, end: int, store: JobStore
+) -> int:
+    """Fold the events of one partition from offset `start` to `end` into `store`, in log order."""
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=settings.kafka_bootstrap,
+        enable_auto_commit=False,
+        fetch_max_wait_ms=50,
+        auto_offset_reset="earliest",
+        max_partition_fetch_bytes=8 * 1024 * 1024,
+    )
+    await consumer.start()
+    folded = 0
+    try:
+        consumer.assign([events_partition])
+        consumer.seek(events_partition, start)
+        # The consumer's position, not the last offset seen, so a gap left by retention cannot stall this.
+        while await consumer.position(events_partition) < end:
+            batch = await consumer.getmany(events_partition, timeout_ms=500, max_records=CATCH_UP_BATCH)
+            records = batch.get(events_partition, [])
+            if records:
+                store.commit(
+                    events_partition.partition, _decoded(records), next_offset=records[-1].offset + 1
+                )
+                folded += len(records)
+    finally:
+        await consumer.stop()
+    return folded
+
+
+def _decoded(records: list[Any]) -> list[Event]:
+    events = []
+    for record in records:
+        try:
+            events.append(decode_event(record.value or b""))
+        except CodecError as exc:
+            log.error(
+                "events %d@%d cannot be decoded and is skipped: %s", record.partition, record.offset, exc
+            )
+    return events

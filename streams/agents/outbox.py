@@ -1,30 +1,109 @@
-"""The outbox agent: delivers each terminal callback and reports how delivery ended."""
+"""The outbox agent: makes one try at each due callback and reports how it went.
+
+A record counts as processed once its try is under way; a try lost to a crash is noticed by the
+lifecycle (no report within the try's timeout) and retried from there.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from datetime import datetime
 from uuid import uuid5
 
+from schemas.codec import decode
 from schemas.commands import ReportCallback
+from schemas.errors import CodecError
 from schemas.work import CallbackDue
-from streams.callbacks.sender import CallbackSender
+from streams.agents.slots import Slots
+from streams.callbacks.sender import CallbackSender, TryResult
+from streams.consumer import QuietStage, Record
+from streams.deadinput import DeadLetters
+from streams.failures import waiting_for
+from streams.flusher import Flusher
 from streams.publisher import Sink, outgoing
 from streams.settings import Settings
 
+log = logging.getLogger(__name__)
+REPORT_RETRY_S = 1.0
 
-class Outbox:
-    def __init__(self, settings: Settings, sender: CallbackSender, publisher: Sink) -> None:
+
+class Outbox(QuietStage):
+    name = "outbox"
+
+    def __init__(
+        self,
+        settings: Settings,
+        sender: CallbackSender,
+        publisher: Sink,
+        dead_letters: DeadLetters,
+        clock: Callable[[], datetime],
+    ) -> None:
         self._settings = settings
         self._sender = sender
         self._publisher = publisher
+        self._reports = Flusher(publisher)
+        self._dead = dead_letters
+        self._clock = clock
+        self._slots = Slots(settings.outbox_concurrency)
+        self.max_batch = settings.outbox_concurrency
+        self.topics = frozenset({settings.topic("outbox")})
 
-    async def run(self, due: CallbackDue) -> None:
-        delivery = await self._sender.deliver(due)
+    def capacity(self) -> int:
+        return self._slots.free()
+
+    async def wait_capacity(self) -> None:
+        await self._slots.wait_free()
+
+    async def handle(self, records: Sequence[Record]) -> None:
+        dead = []
+        for record in records:
+            try:
+                due = decode(record.value or b"")
+                if not isinstance(due, CallbackDue):
+                    raise CodecError(f"{type(due).__name__} is not a callback")
+            except CodecError as exc:
+                reason = f"undecodable callback: {exc}"
+                dead.append(
+                    self._dead.record(
+                        record.topic, record.partition, record.offset, record.key, record.value, reason
+                    )
+                )
+                continue
+            self._slots.start(self._deliver(due))
+        if dead:
+            await self._publisher.send_all(dead)
+
+    async def _deliver(self, due: CallbackDue) -> None:
+        result = await self._sender.attempt(due)
+        if not result.delivered:
+            log.info("callback %s try %d failed: %s", due.webhook_id, due.attempt_number, result.error)
+        await self._report(due, result)
+
+    async def _report(self, due: CallbackDue, result: TryResult) -> None:
         report = ReportCallback(
-            command_id=uuid5(due.job_id, f"callback:{due.webhook_id}"),
+            command_id=uuid5(due.job_id, f"callback:{due.webhook_id}:{due.attempt_number}"),
             job_id=due.job_id,
-            delivered=delivery.delivered,
-            delivery_attempts=delivery.attempts,
-            http_status=delivery.http_status,
-            last_error=delivery.last_error,
+            webhook_id=due.webhook_id,
+            attempt_number=due.attempt_number,
+            delivered=result.delivered,
+            retryable=result.retryable,
+            delivery_attempts=due.attempt_number,
+            http_status=result.http_status,
+            last_error=result.error,
         )
-        await self._publisher.send(outgoing(self._settings.topic("commands"), str(due.job_id), report))
+        while True:
+            try:
+                await self._reports.send(
+                    outgoing(self._settings.topic("commands"), str(due.job_id), report, at=self._clock())
+                )
+                return
+            except Exception as exc:
+                if waiting_for(exc) is None:
+                    log.error("callback %s: the report cannot be published (%s)", due.webhook_id, exc)
+                    return
+                await asyncio.sleep(REPORT_RETRY_S)
+
+    async def close(self) -> None:
+        await self._slots.close(self._settings.shutdown_grace_s)

@@ -1,6 +1,7 @@
-"""Timers: due retries and lapsed or corrupt leases become `CheckTimers` commands, per owned partition.
+"""Timers: due retries, lapsed leases and callback tries become `CheckTimers`, per owned partition.
 
-Reads the ordered due index; never scans every job. `decide` judges what is really due.
+Reads the ordered due index; never scans every job. The horizon sweep looks only at running
+leases (the only timers it can act on). `decide` judges what is really due.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from uuid import UUID, uuid5
 from projections.jobstore import JobStore
 from projections.lifecycle import Policy
 from schemas.commands import CheckTimers
-from streams.agents.ownership import Ownership
 from streams.publisher import Sink, outgoing
 from streams.settings import Settings
 
@@ -29,14 +29,14 @@ class Timers:
         self,
         settings: Settings,
         store: JobStore,
-        ownership: Ownership,
+        owned: Callable[[], list[int]],
         publisher: Sink,
         policy: Policy,
         clock: Callable[[], datetime],
     ) -> None:
         self._settings = settings
         self._store = store
-        self._ownership = ownership
+        self._owned = owned
         self._publisher = publisher
         self._policy = policy
         self._clock = clock
@@ -49,35 +49,37 @@ class Timers:
             await asyncio.sleep(interval)
             try:
                 await self.tick()
-            except Exception:
-                log.exception("timer pass failed; the next pass retries")
+            except Exception as exc:
+                log.warning("timer pass failed (%s); the next pass retries", exc)
 
     async def tick(self) -> int:
         now = self._clock()
         due: list[tuple[UUID, str]] = []
-        for partition in self._ownership.owned:
+        for partition in self._owned():
             due += [(job_id, f"timer:{due_ms}") for due_ms, job_id in self._store.due(partition, now)]
         if time.monotonic() - self._last_sweep > HORIZON_SWEEP_EVERY_S:
             self._last_sweep = time.monotonic()
             horizon = now + timedelta(milliseconds=self._policy.lease_horizon_ms)
-            for partition in self._ownership.owned:
+            for partition in self._owned():
                 due += [
                     (job_id, f"horizon:{due_ms}")
-                    for due_ms, job_id in self._store.due_after(partition, horizon)
+                    for due_ms, job_id in self._store.leases_after(partition, horizon)
                 ]
-        return await self._send(due)
+        return await self._send(due, now)
 
-    async def _send(self, due: list[tuple[UUID, str]]) -> int:
-        now = time.monotonic()
-        self._sent = {key: at for key, at in self._sent.items() if now - at < RESEND_AFTER_S}
+    async def _send(self, due: list[tuple[UUID, str]], now: datetime) -> int:
+        sent_at = time.monotonic()
+        self._sent = {key: at for key, at in self._sent.items() if sent_at - at < RESEND_AFTER_S}
         fresh = [(job_id, label) for job_id, label in due if (job_id, label) not in self._sent]
         topic = self._settings.topic("commands")
         await self._publisher.send_all(
             [
-                outgoing(topic, str(job_id), CheckTimers(command_id=uuid5(job_id, label), job_id=job_id))
+                outgoing(
+                    topic, str(job_id), CheckTimers(command_id=uuid5(job_id, label), job_id=job_id), at=now
+                )
                 for job_id, label in fresh
             ]
         )
-        for job_id, label in fresh:
-            self._sent[(job_id, label)] = now
+        for key in fresh:
+            self._sent[key] = sent_at
         return len(fresh)

@@ -1,31 +1,34 @@
-"""Delivers a terminal outcome: signed POST, no redirects, retried with backoff for a bounded time."""
+"""One try at delivering a terminal outcome: a signed POST, bounded in time and bytes, never redirected.
+
+Retries are not made here: the lifecycle schedules the next try as an event, so it survives a
+restart and a slow receiver holds one slot for at most one try's timeout.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
 import httpx
 
+from projections.lifecycle.limits import clip
 from schemas.work import CallbackDue
 from streams.callbacks.signing import signature_headers
-from streams.fetch.guard import AddressRefusedError, IPNetwork, ResolutionError
-from streams.fetch.http import GuardedTransport
+from streams.fetch.addresses import IPNetwork
+from streams.fetch.guard import AddressRefusedError
+from streams.fetch.http import GuardedTransport, error_code
 
-log = logging.getLogger(__name__)
-MAX_BACKOFF_S = 60.0
+MAX_RESPONSE_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True)
-class Delivery:
+class TryResult:
     delivered: bool
-    attempts: int
     http_status: int | None
-    last_error: str | None
+    error: str | None
+    retryable: bool
 
 
 class CallbackSender:
@@ -34,17 +37,14 @@ class CallbackSender:
         secret: str | None,
         allow_private: bool,
         allowed_networks: tuple[IPNetwork, ...],
-        max_elapsed_s: float,
-        retry_base_s: float,
         timeout_s: float,
         clock: Callable[[], datetime],
     ) -> None:
         self._secret = secret
-        self._max_elapsed_s = max_elapsed_s
-        self._retry_base_s = retry_base_s
+        self._timeout_s = timeout_s
         self._clock = clock
         self._client = httpx.AsyncClient(
-            transport=GuardedTransport(allow_private),
+            transport=GuardedTransport(allow_private, allowed_networks),
             follow_redirects=False,
             timeout=httpx.Timeout(timeout_s),
         )
@@ -52,35 +52,33 @@ class CallbackSender:
     async def close(self) -> None:
         await self._client.aclose()
 
-    async def deliver(self, due: CallbackDue) -> Delivery:
+    async def attempt(self, due: CallbackDue) -> TryResult:
         body = due.completion.model_dump_json().encode()
-        give_up_at = time.monotonic() + self._max_elapsed_s
-        attempts, status, error = 0, None, None
-        while True:
-            attempts += 1
-            status, error = await self._post(due, body)
-            if status is not None and 200 <= status < 300:
-                return Delivery(True, attempts, status, None)
-            if error is not None and error.startswith("refused"):
-                break
-            delay = min(self._retry_base_s * 2 ** (attempts - 1), MAX_BACKOFF_S)
-            if time.monotonic() + delay > give_up_at:
-                break
-            await asyncio.sleep(delay)
-        log.warning("callback for job %s abandoned after %d attempts: %s", due.job_id, attempts, error)
-        return Delivery(False, attempts, status, error)
-
-    async def _post(self, due: CallbackDue, body: bytes) -> tuple[int | None, str | None]:
         headers = {"content-type": "application/json"}
         if self._secret is not None:
             timestamp_s = int(self._clock().timestamp())
             headers |= signature_headers(self._secret, due.webhook_id, timestamp_s, body)
         try:
-            response = await self._client.post(due.callback_url, content=body, headers=headers)
-        except (AddressRefusedError, ResolutionError) as exc:
-            return None, f"refused: {exc}"
-        except httpx.HTTPError as exc:
-            return None, f"{type(exc).__name__}: {exc}"
-        if 200 <= response.status_code < 300:
-            return response.status_code, None
-        return response.status_code, f"HTTP {response.status_code}"
+            async with asyncio.timeout(self._timeout_s):
+                status = await self._post(due.callback_url, body, headers)
+        except AddressRefusedError as exc:
+            return TryResult(False, None, f"refused: {exc}", retryable=False)
+        except Exception as exc:  # a receiver's failure of any kind is this try's outcome
+            code = error_code(exc)
+            retryable = code not in ("INVALID_URL", "TLS_FAILED")
+            return TryResult(False, None, clip(f"{code}: {type(exc).__name__}: {exc}"), retryable)
+        if 200 <= status < 300:
+            return TryResult(True, status, None, retryable=False)
+        # 410 Gone says the receiver is gone for good; a redirect would bypass the address checks.
+        retryable = status != 410 and not 300 <= status < 400
+        return TryResult(False, status, f"HTTP {status}", retryable)
+
+    async def _post(self, url: str, body: bytes, headers: dict[str, str]) -> int:
+        """POST and read at most `MAX_RESPONSE_BYTES` of the answer (a receiver cannot hold a slot)."""
+        async with self._client.stream("POST", url, content=body, headers=headers) as response:
+            received = 0
+            async for chunk in response.aiter_raw():
+                received += len(chunk)
+                if received >= MAX_RESPONSE_BYTES:
+                    break
+            return response.status_code

@@ -1,4 +1,4 @@
-"""Refuses private, loopback, link-local, CGNAT and metadata addresses after DNS resolution.
+"""Refuses non-public addresses (`addresses.NON_PUBLIC_*`) after DNS resolution.
 
 The guard resolves the host itself, checks every address, and hands back the address it
 checked, so the connection goes exactly where the check looked (no re-resolution).
@@ -13,9 +13,7 @@ import socket
 import httpcore
 
 from schemas.errors import ScrapestreamError
-
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+from streams.fetch.addresses import IPAddress, IPNetwork, refusal_reason
 
 
 class AddressRefusedError(ScrapestreamError):
@@ -24,15 +22,6 @@ class AddressRefusedError(ScrapestreamError):
 
 class ResolutionError(ScrapestreamError):
     """The host name did not resolve."""
-
-
-def is_public(address: IPAddress) -> bool:
-    """True only for globally routable unicast addresses (IPv4-mapped, 6to4, Teredo unwrapped)."""
-    if isinstance(address, ipaddress.IPv6Address):
-        embedded = address.ipv4_mapped or address.sixtofour or (address.teredo[1] if address.teredo else None)
-        if embedded is not None:
-            return is_public(embedded)
-    return address.is_global and not address.is_multicast
 
 
 async def resolve_checked(
@@ -47,14 +36,17 @@ async def resolve_checked(
     addresses = [ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos]
     if not addresses:
         raise ResolutionError(f"{host} resolved to no address")
-    refused = [
-        str(address)
-        for address in addresses
-        if not is_public(address) and not any(address in network for network in allowed_networks)
-    ]
-    if refused and not allow_private:
-        raise AddressRefusedError(f"{host} resolves to {', '.join(refused)}")
+    if not allow_private:
+        refused = [reason for address in addresses if (reason := _refused(address, allowed_networks))]
+        if refused:
+            raise AddressRefusedError(f"{host}: {'; '.join(refused)}")
     return str(addresses[0])
+
+
+def _refused(address: IPAddress, allowed_networks: tuple[IPNetwork, ...]) -> str | None:
+    if any(address.version == network.version and address in network for network in allowed_networks):
+        return None
+    return refusal_reason(address)
 
 
 class GuardedBackend(httpcore.AsyncNetworkBackend):

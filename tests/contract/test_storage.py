@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from uuid import uuid4
 
 import pytest
 
 from projections.jobstore import JobStore
+from projections.lifecycle import replay
 from projections.lifecycle.consequences import next_due_at
 from projections.storage.memory import MemoryStore
 from projections.storage.rocks import RocksStore
-from tests.lifecycle import T0, Lifecycle, attempt_under, report, submit
+from tests.lifecycle import POLICY, T0, Lifecycle, attempt_under, report, submit
 
 
 @pytest.fixture(params=["memory", "rocksdb"])
@@ -39,10 +41,10 @@ def test_the_job_store_folds_commits_and_survives_reopening(tmp_path):
     lifecycle(submit())
     job_id = lifecycle.job.job_id
     path = tmp_path / "jobs"
-    jobs = JobStore(RocksStore(path))
+    jobs = JobStore(RocksStore(path), POLICY)
     jobs.commit(0, lifecycle.events, next_offset=2)
     jobs.close()
-    reopened = JobStore(RocksStore(path))
+    reopened = JobStore(RocksStore(path), POLICY)
     try:
         assert reopened.load(job_id) == lifecycle.job
         assert reopened.events_offset(0) == 2
@@ -54,23 +56,49 @@ def test_the_job_store_folds_commits_and_survives_reopening(tmp_path):
 def test_events_already_folded_are_not_folded_twice(store):
     lifecycle = Lifecycle()
     lifecycle(submit())
-    jobs = JobStore(store)
+    jobs = JobStore(store, POLICY)
     jobs.commit(0, lifecycle.events, next_offset=2)
-    jobs.commit(0, lifecycle.events, next_offset=2)
-    assert JobStore(store).load(lifecycle.job.job_id) == lifecycle.job
+    folded = jobs.commit(0, lifecycle.events, next_offset=2)
+    assert JobStore(store, POLICY).load(lifecycle.job.job_id) == lifecycle.job
+    assert len(folded.ignored) == 2
+    assert jobs.duplicates_ignored == 2
+
+
+def test_the_first_event_of_a_job_and_sequence_wins_and_later_conflicting_ones_are_ignored(store):
+    first, second = Lifecycle(), Lifecycle()
+    command = submit()
+    first(command, T0)
+    second(command.model_copy(update={"command_id": uuid4()}), T0 + timedelta(seconds=1))
+    jobs = JobStore(store, POLICY)
+    # Two writers' histories of one job interleaved in the log: the fold keeps the first of each sequence.
+    log = [first.events[0], second.events[0], first.events[1], second.events[1]]
+    jobs.commit(0, log, next_offset=4)
+    assert jobs.load(first.job.job_id) == first.job
+    assert jobs.events_of(first.job.job_id) == first.events
+    assert jobs.duplicates_ignored == 2
+    assert JobStore(store, POLICY).load(first.job.job_id) == replay(first.events)
+
+
+def test_a_gap_in_a_job_sequence_is_not_folded(store):
+    lifecycle = Lifecycle()
+    lifecycle(submit())
+    jobs = JobStore(store, POLICY)
+    jobs.commit(0, lifecycle.events[1:], next_offset=2)
+    assert jobs.load(lifecycle.job.job_id) is None
+    assert jobs.duplicates_ignored == 1
 
 
 def test_the_due_index_follows_each_job_to_its_next_timer(store):
     lifecycle = Lifecycle()
     lifecycle(submit())
-    jobs = JobStore(store)
+    jobs = JobStore(store, POLICY)
     jobs.commit(0, lifecycle.events, next_offset=2)
     lease_expiry = lifecycle.job.lease.lease_expires_at
-    assert next_due_at(lifecycle.job) == lease_expiry
+    assert next_due_at(lifecycle.job, POLICY) == lease_expiry
     assert jobs.due(0, lease_expiry - timedelta(milliseconds=1)) == []
     assert [job for _, job in jobs.due(0, lease_expiry)] == [lifecycle.job.job_id]
-    assert [job for _, job in jobs.due_after(0, T0)] == [lifecycle.job.job_id]
+    assert [job for _, job in jobs.leases_after(0, T0)] == [lifecycle.job.job_id]
     done = lifecycle(report(lifecycle.job, attempt_under(lifecycle.job)))
     jobs.commit(0, done, next_offset=4)
     assert jobs.due(0, lease_expiry + timedelta(days=1)) == []
-    assert jobs.due_after(0, T0) == []
+    assert jobs.leases_after(0, T0) == []

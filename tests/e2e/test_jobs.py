@@ -69,13 +69,13 @@ async def test_a_long_fetch_renews_its_lease_on_the_derived_interval(system, ori
     await system.events.wait_for(lambda _: "JobSucceeded" in system.event_kinds(job_id))
     kinds = system.event_kinds(job_id)
     assert kinds.count("LeaseRenewed") == 1
-    assert kinds.index("LeaseRenewed") < kinds.index("AttemptRecorded")
-    dispatched, renewed = (
-        e for e in system.events.of_job(job_id) if type(e).__name__ in ("JobDispatched", "LeaseRenewed")
+    assert kinds.index("AttemptStarted") < kinds.index("LeaseRenewed") < kinds.index("AttemptRecorded")
+    started, renewed = (
+        e for e in system.events.of_job(job_id) if type(e).__name__ in ("AttemptStarted", "LeaseRenewed")
     )
-    assert renewed.lease_id == dispatched.lease_id
-    assert renewed.occurred_at - dispatched.occurred_at >= timedelta(seconds=6)
-    assert renewed.lease_expires_at > dispatched.lease_expires_at
+    assert renewed.lease_id == started.lease_id
+    assert renewed.occurred_at - started.occurred_at >= timedelta(seconds=6)
+    assert renewed.lease_expires_at > started.lease_expires_at
 
 
 async def test_404_dead_letters_after_one_attempt_with_the_status_as_code(system, origin):

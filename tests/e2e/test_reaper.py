@@ -1,11 +1,12 @@
-"""An executor that takes a lease and never reports: the reaper expires it, the job is retried."""
+"""Leases without an executor: started work that never reports is reaped and charged; work nobody
+started is re-dispatched and costs nothing."""
 
 from uuid import uuid5
 
 import pytest
 import pytest_asyncio
 
-from schemas.commands import ReportAttempt
+from schemas.commands import ReportAttempt, StartAttempt
 from schemas.enums import ArtifactTrust, AttemptOutcome, ExpiryReason, JobStatus, TransportRoute
 from schemas.events import LeaseExpired, StaleReportIgnored
 from schemas.records import Attempt
@@ -26,6 +27,7 @@ async def system(broker, tmp_path_factory):
         executor_concurrency=0,
         profiles={"http.fetch": (200, 3)},
         lease_grace_ms=1_500,
+        start_window_ms=1_000,
     )
     async with running_system(settings) as running:
         yield running
@@ -44,21 +46,33 @@ def report_for(work: DueWork) -> ReportAttempt:
     return ReportAttempt(command_id=uuid5(work.lease_id, "report"), job_id=work.job_id, attempt=attempt)
 
 
+def start_of(work: DueWork) -> StartAttempt:
+    return StartAttempt(
+        command_id=uuid5(work.lease_id, "start"),
+        job_id=work.job_id,
+        attempt_number=work.attempt_number,
+        lease_id=work.lease_id,
+    )
+
+
 async def test_a_lease_whose_executor_died_is_expired_retried_and_a_late_report_is_stale(system, origin):
     due = await Observer(system.settings.kafka_bootstrap, system.settings.topic("due")).start()
     publisher = Publisher(system.settings.kafka_bootstrap, EMBEDDED_TANSU)
     await publisher.start()
     try:
         job_id = await system.submit(origin.url("/page/reaped"))
-        # The first lease is taken by an executor that dies: it never reports or renews.
+        # The first lease is taken by an executor that starts the work and dies: no report, no renewal.
+        await due.wait_for(lambda works: any(w.job_id == job_id for w in works))
+        commands = system.settings.topic("commands")
+        first = next(w for w in due.records if w.job_id == job_id)
+        await publisher.send_all([outgoing(commands, str(job_id), start_of(first))])
         await due.wait_for(lambda works: len([w for w in works if w.job_id == job_id]) >= 2)
-        first, second = [w for w in due.records if w.job_id == job_id][:2]
+        second = [w for w in due.records if w.job_id == job_id][1]
         assert (first.attempt_number, second.attempt_number) == (1, 2)
         assert first.lease_id != second.lease_id
-        commands = system.settings.topic("commands")
-        await publisher.send(outgoing(commands, str(job_id), report_for(second)))
+        await publisher.send_all([outgoing(commands, str(job_id), report_for(second))])
         completion = await system.completion(job_id)
-        await publisher.send(outgoing(commands, str(job_id), report_for(first)))
+        await publisher.send_all([outgoing(commands, str(job_id), report_for(first))])
         await system.events.wait_for(lambda _: "StaleReportIgnored" in system.event_kinds(job_id))
     finally:
         await publisher.stop()
@@ -72,3 +86,18 @@ async def test_a_lease_whose_executor_died_is_expired_retried_and_a_late_report_
     assert stale.lease_id == first.lease_id
     assert system.event_kinds(job_id).count("JobSucceeded") == 1
     assert len(system.completions.of_job(job_id)) == 1
+
+
+async def test_work_nobody_starts_is_redispatched_without_spending_the_budget(system, origin):
+    due = await Observer(system.settings.kafka_bootstrap, system.settings.topic("due")).start()
+    try:
+        job_id = await system.submit(origin.url("/page/unstarted"), attempt_limit=1)
+        # No executor runs here: each lease lapses unstarted and the job is dispatched again.
+        await due.wait_for(lambda works: len([w for w in works if w.job_id == job_id]) >= 3, timeout_s=30)
+    finally:
+        await due.stop()
+    await system.events.wait_for(lambda _: system.event_kinds(job_id).count("LeaseExpired") >= 2)
+    expired = [e for e in system.events.of_job(job_id) if isinstance(e, LeaseExpired)]
+    assert {e.reason for e in expired} == {ExpiryReason.NOT_STARTED}
+    assert "JobDeadLettered" not in system.event_kinds(job_id)
+    assert not system.completions.of_job(job_id)

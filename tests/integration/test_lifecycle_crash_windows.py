@@ -1,8 +1,10 @@
-"""The lifecycle agent's crash windows, on the real broker: nothing lost, no event twice."""
+"""The lifecycle agent's crash windows, on the real broker: nothing lost, no event twice, no fork."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 from uuid import uuid4
@@ -11,13 +13,15 @@ import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from projections.jobstore import JobStore
+from projections.lifecycle.submission import submission_identity
 from projections.storage.memory import MemoryStore
-from schemas.codec import decode
+from schemas.codec import decode, encode
 from schemas.enums import ArtifactTrust, AttemptOutcome, JobStatus, TransportRoute
 from schemas.records import Attempt
-from streams.agents.lifecycle import Lifecycle
+from streams.agents.lifecycle import Incoming, Lifecycle
 from streams.broker.compat import EMBEDDED_TANSU, end_offsets
 from streams.clock import utc_now
+from streams.deadinput import DeadLetters
 from streams.publisher import Outgoing, Publisher
 from streams.settings import load_settings
 from streams.topics import ensure_topics
@@ -59,6 +63,29 @@ class CrashingStore(MemoryStore):
         super().write(changes)
 
 
+@dataclass(frozen=True)
+class CommandRecord:
+    """What the consumer hands the lifecycle: a commands record with its own timestamp."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes
+    value: bytes
+    timestamp: int
+
+
+class Revoked:
+    """A consumer that no longer owns any partition."""
+
+    def owns(self, partition: TopicPartition) -> bool:
+        return False
+
+    def hold(self, partitions: Any, reason: str) -> None: ...
+
+    def release(self, partitions: Any, reason: str) -> None: ...
+
+
 @pytest.fixture
 async def settings(broker, tmp_path):
     values = load_settings(
@@ -75,6 +102,8 @@ async def settings(broker, tmp_path):
 async def read_all(settings, name: str) -> list[Any]:
     topic = TopicPartition(settings.topic(name), PARTITION)
     end = (await end_offsets(settings.kafka_bootstrap, [topic], EMBEDDED_TANSU))[topic]
+    if end == 0:
+        return []
     consumer = AIOKafkaConsumer(bootstrap_servers=settings.kafka_bootstrap, fetch_max_wait_ms=10)
     await consumer.start()
     records: list[Any] = []
@@ -89,26 +118,37 @@ async def read_all(settings, name: str) -> list[Any]:
         await consumer.stop()
 
 
-def lifecycle(settings, store: JobStore, publisher: Publisher) -> Lifecycle:
-    return Lifecycle(settings, EMBEDDED_TANSU, store, publisher, settings.policy(), utc_now)
+async def lifecycle(settings, store: JobStore, publisher: Publisher, clock=utc_now) -> Lifecycle:
+    dead = DeadLetters(settings, publisher, Counter())
+    running = Lifecycle(settings, EMBEDDED_TANSU, store, publisher, settings.policy(), dead, clock)
+    await running.adopt(PARTITION)
+    return running
+
+
+def store_of(memory: MemoryStore | None = None) -> JobStore:
+    return JobStore(memory or MemoryStore(), load_settings().policy())
+
+
+async def handle(running: Lifecycle, command, at=None):
+    return await running.handle_batch([Incoming(PARTITION, command, at or utc_now())])
 
 
 async def test_crash_after_publishing_consequences_appends_the_events_once_on_redelivery(settings):
     command = submit(deadline_at=utc_now() + timedelta(hours=1))
-    store = JobStore(MemoryStore())
+    store = store_of()
     crashing = CrashingPublisher(settings.kafka_bootstrap, crash_on_batch=2)
     await crashing.start()
+    at = utc_now()
     try:
         with pytest.raises(SimulatedCrashError):
-            await lifecycle(settings, store, crashing).handle(PARTITION, command)
+            await handle(await lifecycle(settings, store, crashing), command, at)
     finally:
         await crashing.stop()
     publisher = Publisher(settings.kafka_bootstrap, EMBEDDED_TANSU)
     await publisher.start()
     try:
-        restarted = lifecycle(settings, store, publisher)
-        await restarted.catch_up(PARTITION)
-        await restarted.handle(PARTITION, command)
+        restarted = await lifecycle(settings, store, publisher)
+        await handle(restarted, command, at)
     finally:
         await publisher.stop()
     events = await read_all(settings, "events")
@@ -116,7 +156,7 @@ async def test_crash_after_publishing_consequences_appends_the_events_once_on_re
     due = await read_all(settings, "due")
     # The consequence is published again, with the same fencing token: duplicates, never loss.
     assert len(due) == 2
-    assert due[0].lease_id == due[1].lease_id
+    assert due[0] == due[1]
 
 
 async def test_crash_after_appending_events_is_healed_from_the_log_and_the_redelivery_adds_nothing(settings):
@@ -126,11 +166,10 @@ async def test_crash_after_appending_events_is_healed_from_the_log_and_the_redel
     await publisher.start()
     try:
         with pytest.raises(SimulatedCrashError):
-            await lifecycle(settings, JobStore(memory), publisher).handle(PARTITION, command)
-        restarted = lifecycle(settings, JobStore(memory), publisher)
-        assert await restarted.catch_up(PARTITION) == 2
-        assert await restarted.handle(PARTITION, command) == []
-        job = JobStore(memory).load(submission_job_id(command))
+            await handle(await lifecycle(settings, store_of(memory), publisher), command)
+        restarted = await lifecycle(settings, store_of(memory), publisher)
+        assert await handle(restarted, command) == []
+        job = store_of(memory).load_job(submission_identity(command)[0])
         assert job.status is JobStatus.LEASED
     finally:
         await publisher.stop()
@@ -139,16 +178,58 @@ async def test_crash_after_appending_events_is_healed_from_the_log_and_the_redel
     assert len(await read_all(settings, "due")) == 1
 
 
+async def test_a_batch_retried_after_a_store_failure_appends_no_second_copy_even_later(settings):
+    """The retry decides at the command record's time, after folding what the failed try appended."""
+    command = submit(deadline_at=utc_now() + timedelta(hours=1))
+    memory = CrashingStore()
+    later = [utc_now()]
+    publisher = Publisher(settings.kafka_bootstrap, EMBEDDED_TANSU)
+    await publisher.start()
+    try:
+        running = await lifecycle(settings, store_of(memory), publisher, clock=lambda: later[0])
+        records = [
+            CommandRecord(
+                settings.topic("commands"),
+                PARTITION,
+                0,
+                b"k",
+                encode(command),
+                int(utc_now().timestamp() * 1000),
+            )
+        ]
+        with pytest.raises(SimulatedCrashError):
+            await running.handle(records)
+        later[0] = utc_now() + timedelta(minutes=5)
+        await running.recover(records)
+        await running.handle(records)
+    finally:
+        await publisher.stop()
+    events = await read_all(settings, "events")
+    assert [type(e).__name__ for e in events] == ["JobAccepted", "JobDispatched"]
+    assert len({e.event_id for e in events}) == 2
+
+
+async def test_a_worker_whose_partition_was_revoked_appends_nothing(settings):
+    publisher = Publisher(settings.kafka_bootstrap, EMBEDDED_TANSU)
+    await publisher.start()
+    try:
+        running = await lifecycle(settings, store_of(), publisher)
+        await running.assigned({TopicPartition(settings.topic("commands"), PARTITION)}, Revoked())
+        assert await handle(running, submit(deadline_at=utc_now() + timedelta(hours=1))) == []
+    finally:
+        await publisher.stop()
+    assert await read_all(settings, "events") == []
+
+
 async def test_a_worker_with_an_empty_store_rebuilds_jobs_from_the_log(settings):
     publisher = Publisher(settings.kafka_bootstrap, EMBEDDED_TANSU)
     await publisher.start()
     try:
-        first_store = JobStore(MemoryStore())
+        first_store = store_of()
         command = submit(deadline_at=utc_now() + timedelta(hours=1))
-        await lifecycle(settings, first_store, publisher).handle(PARTITION, command)
-        leased = first_store.load(submission_job_id(command))
-        taking_over = lifecycle(settings, JobStore(MemoryStore()), publisher)
-        assert await taking_over.catch_up(PARTITION) == 2
+        await handle(await lifecycle(settings, first_store, publisher), command)
+        leased = first_store.load_job(submission_identity(command)[0])
+        taking_over = await lifecycle(settings, store_of(), publisher)
         attempt = Attempt(
             attempt_number=leased.lease.attempt_number,
             lease_id=leased.lease.lease_id,
@@ -157,14 +238,29 @@ async def test_a_worker_with_an_empty_store_rebuilds_jobs_from_the_log(settings)
             trust=ArtifactTrust.VERIFIED,
             finished_at=utc_now(),
         )
-        events = await taking_over.handle(PARTITION, report(leased, attempt))
+        events = await handle(taking_over, report(leased, attempt))
     finally:
         await publisher.stop()
     assert [type(e).__name__ for e in events] == ["AttemptRecorded", "JobSucceeded"]
     assert [e.sequence for e in events] == [3, 4]
 
 
-def submission_job_id(command):
-    from projections.lifecycle.submission import submission_identity
-
-    return submission_identity(command)[0]
+async def test_events_another_writer_appended_in_between_are_folded_from_the_log_first_one_winning(settings):
+    publisher = Publisher(settings.kafka_bootstrap, EMBEDDED_TANSU)
+    await publisher.start()
+    command = submit(deadline_at=utc_now() + timedelta(hours=1))
+    try:
+        mine, theirs = store_of(), store_of()
+        # Both believe they own the partition: each decides the same submission at a different time.
+        first = await lifecycle(settings, theirs, publisher)
+        second = await lifecycle(settings, mine, publisher)
+        await handle(first, command, utc_now())
+        await handle(second, command, utc_now() + timedelta(seconds=1))
+    finally:
+        await publisher.stop()
+    events = await read_all(settings, "events")
+    assert [e.sequence for e in events] == [1, 2, 1, 2]
+    job_id = submission_identity(command)[0]
+    # The second writer noticed the first one's records and folded the log: both agree with it.
+    assert mine.events_of(job_id) == events[:2] == theirs.events_of(job_id)
+    assert mine.duplicates_ignored == 2

@@ -14,6 +14,7 @@ def test_a_dispatch_becomes_due_work_carrying_its_lease_and_renewal_interval():
     assert work.lease_expires_at == lifecycle.job.lease.lease_expires_at
     assert work.renew_interval_ms == renew_interval_ms(40_000)
     assert work.request == lifecycle.job.accepted.request
+    assert work.start_by == T0 + timedelta(milliseconds=POLICY.start_window_ms)
 
 
 def test_a_terminal_event_becomes_one_completion_and_its_callback():
@@ -40,11 +41,11 @@ def test_no_callback_is_due_without_a_callback_url():
 def test_the_next_timer_is_the_lease_expiry_then_the_retry_then_none():
     lifecycle = Lifecycle()
     lifecycle(submit())
-    assert next_due_at(lifecycle.job) == lifecycle.job.lease.lease_expires_at
+    assert next_due_at(lifecycle.job, POLICY) == lifecycle.job.lease.lease_expires_at
     lifecycle(
         report(lifecycle.job, attempt_under(lifecycle.job, AttemptOutcome.HTTP_ERROR, failure=failure()))
     )
-    assert next_due_at(lifecycle.job) == T0 + timedelta(seconds=1)
+    assert next_due_at(lifecycle.job, POLICY) == T0 + timedelta(seconds=1)
     lifecycle(tick(lifecycle.job.job_id), T0 + timedelta(seconds=1))
     lifecycle(report(lifecycle.job, attempt_under(lifecycle.job)))
-    assert next_due_at(lifecycle.job) is None
+    assert next_due_at(lifecycle.job, POLICY) is None

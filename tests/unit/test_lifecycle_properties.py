@@ -7,13 +7,21 @@ from uuid import uuid4
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from projections.lifecycle import replay
-from projections.lifecycle.state import TERMINAL_STATUSES, Job, Lease
+from projections.lifecycle import decide, replay
+from projections.lifecycle.state import TERMINAL_STATUSES, Job, Lease, accepted_job
 from schemas.commands import CancelJob, ReportCallback
 from schemas.enums import ActorRole, AttemptOutcome, JobStatus
-from schemas.events import JobAccepted, JobCancelled, JobDeadLettered, JobSucceeded, RetryScheduled
+from schemas.events import (
+    CallbackAbandoned,
+    CallbackDelivered,
+    JobAccepted,
+    JobCancelled,
+    JobDeadLettered,
+    JobSucceeded,
+    RetryScheduled,
+)
 from schemas.records import Request
-from tests.lifecycle import T0, Lifecycle, attempt_under, failure, renew, report, submit, tick
+from tests.lifecycle import POLICY, T0, Lifecycle, attempt_under, failure, renew, report, start, submit, tick
 
 TERMINAL_EVENTS = (JobSucceeded, JobDeadLettered, JobCancelled)
 OUTCOMES = st.sampled_from(list(AttemptOutcome))
@@ -33,9 +41,15 @@ def lifecycle_view(job: Job) -> Job:
     return replace(job, sequence=0, recent_command_ids=())
 
 
-def next_command(draw, lifecycle, first_submit):
-    job = lifecycle.state
-    choice = draw(st.sampled_from(["submit", "report", "stale", "renew", "tick", "cancel", "callback"]))
+def next_command(draw, lifecycle, first_submit, sent):
+    job = accepted_job(lifecycle.state)
+    choice = draw(
+        st.sampled_from(
+            ["submit", "report", "stale", "renew", "start", "tick", "cancel", "callback", "again"]
+        )
+    )
+    if choice == "again" and sent:
+        return draw(st.sampled_from(sent))  # a redelivery of any earlier command
     if job is None or choice == "submit":
         # The same command redelivered, or the same submission published again.
         return (
@@ -44,20 +58,68 @@ def next_command(draw, lifecycle, first_submit):
     if choice == "report" and job.lease is not None:
         attempt = attempt_under(job, draw(OUTCOMES), failure=draw(FAILURES))
         return report(job, attempt)
-    if choice == "stale" or (choice in ("report", "renew") and job.lease is None):
+    if choice == "stale" or (choice in ("report", "renew", "start") and job.lease is None):
         other_lease = Lease(draw(st.integers(0, 5)), uuid4(), T0)
         return report(job, attempt_under(replace(job, lease=other_lease)))
     if choice == "renew":
         return renew(job)
+    if choice == "start":
+        return start(job)
     if choice == "cancel":
         role = draw(st.sampled_from(list(ActorRole)))
         actor = draw(st.sampled_from(["svc-a", "svc-b"]))
         return CancelJob(job_id=job.job_id, actor_id=actor, actor_role=role, reason="r", command_id=uuid4())
-    if choice == "callback":
+    if choice == "callback" and job.callbacks:
+        pending = job.callbacks[0]
         return ReportCallback(
-            command_id=uuid4(), job_id=job.job_id, delivered=draw(st.booleans()), delivery_attempts=1
+            command_id=uuid4(),
+            job_id=job.job_id,
+            webhook_id=pending.webhook_id,
+            attempt_number=draw(st.sampled_from([pending.attempt_number, pending.attempt_number - 1])),
+            delivered=draw(st.booleans()),
+            retryable=draw(st.booleans()),
+            delivery_attempts=1,
         )
     return tick(job.job_id)
+
+
+def check_history(lifecycle):
+    """Invariants of the whole log so far."""
+    # Replaying the log through evolve rebuilds the same state.
+    assert replay(lifecycle.events) == lifecycle.state
+    # Each delivery ends at most once.
+    ended = [e.webhook_id for e in lifecycle.events if isinstance(e, CallbackDelivered | CallbackAbandoned)]
+    assert len(ended) == len(set(ended))
+    job = accepted_job(lifecycle.state)
+    if job is None:
+        return
+    # Sequences are contiguous and event ids unique per job.
+    job_events = [e for e in lifecycle.events if e.job_id == job.job_id]
+    assert [e.sequence for e in job_events] == list(range(1, len(job_events) + 1))
+    assert len({e.event_id for e in job_events}) == len(job_events)
+    # At most one JobAccepted and one terminal event per job.
+    assert sum(isinstance(e, JobAccepted) for e in job_events) == 1
+    assert sum(isinstance(e, TERMINAL_EVENTS) for e in job_events) <= 1
+    # Attempts never exceed the budget.
+    assert job.budget_spent <= job.accepted.attempt_limit
+    if job.status is JobStatus.LEASED:
+        assert job.lease is not None
+    # One try at a time per delivery.
+    assert all((p.dispatched_at is None) != (p.next_attempt_at is None) for p in job.callbacks)
+
+
+def check_step(before, after, events, now, deadline):
+    """Invariants of one decision."""
+    # A stale report never changes state.
+    if [type(e).__name__ for e in events] == ["StaleReportIgnored"] and after is not None:
+        assert lifecycle_view(after) == lifecycle_view(before)
+    for event in events:
+        if isinstance(event, RetryScheduled):
+            # Never before Retry-After, never at or past the deadline.
+            if event.failure.retry_at is not None:
+                assert event.next_attempt_at >= event.failure.retry_at
+            assert event.next_attempt_at < deadline
+            assert event.next_attempt_at >= now
 
 
 @settings(max_examples=300, deadline=None)
@@ -74,25 +136,21 @@ def test_random_command_sequences_keep_every_lifecycle_invariant(data):
     lifecycle = Lifecycle()
     now = T0
     terminal_seen = None
+    sent = []
     for _ in range(draw(st.integers(1, 25))):
         now += timedelta(milliseconds=draw(st.integers(0, 120_000)))
-        command = next_command(draw, lifecycle, first_submit)
-        before = lifecycle.state
+        command = next_command(draw, lifecycle, first_submit, sent)
+        before = accepted_job(lifecycle.state)
+        # A decision depends only on state, command and the command's time.
+        assert decide(lifecycle.state, command, now, POLICY) == decide(lifecycle.state, command, now, POLICY)
         events = lifecycle(command, now)
-        after = lifecycle.state
-
-        # Replaying the log through evolve rebuilds the same state.
-        assert replay(lifecycle.events) == after
-        # Sequences are contiguous and event ids unique per job.
-        job_events = [e for e in lifecycle.events if after is not None and e.job_id == after.job_id]
-        if after is not None:
-            assert [e.sequence for e in job_events] == list(range(1, len(job_events) + 1))
-            assert len({e.event_id for e in job_events}) == len(job_events)
-            # At most one JobAccepted and one terminal event per job.
-            assert sum(isinstance(e, JobAccepted) for e in job_events) == 1
-            assert sum(isinstance(e, TERMINAL_EVENTS) for e in job_events) <= 1
-            # Attempts never exceed the budget.
-            assert after.budget_spent <= after.accepted.attempt_limit
+        after = accepted_job(lifecycle.state)
+        if events:
+            sent.append(command)
+            # Once applied, the same command decides nothing again.
+            assert decide(lifecycle.state, command, now, POLICY) == []
+        check_history(lifecycle)
+        check_step(before, after, events, now, deadline)
         # Terminal states absorb everything.
         if terminal_seen is not None:
             assert lifecycle_view(after).status is terminal_seen.status
@@ -101,18 +159,6 @@ def test_random_command_sequences_keep_every_lifecycle_invariant(data):
             assert after.artifacts == terminal_seen.artifacts
         elif after is not None and after.status in TERMINAL_STATUSES:
             terminal_seen = after
-        # A stale report never changes state.
-        if [type(e).__name__ for e in events] == ["StaleReportIgnored"]:
-            assert lifecycle_view(after) == lifecycle_view(before)
-        for event in events:
-            if isinstance(event, RetryScheduled):
-                # Never before Retry-After, never at or past the deadline.
-                if event.failure.retry_at is not None:
-                    assert event.next_attempt_at >= event.failure.retry_at
-                assert event.next_attempt_at < deadline
-                assert event.next_attempt_at >= now
-        if after is not None and after.status is JobStatus.LEASED:
-            assert after.lease is not None
 
 
 @settings(max_examples=100, deadline=None)

@@ -6,10 +6,11 @@ from uuid import uuid4
 
 import pytest
 
+from projections.lifecycle import decide
 from projections.lifecycle.completion import completion_of
-from projections.lifecycle.state import Lease
+from projections.lifecycle.state import Lease, Unaccepted
 from projections.lifecycle.submission import submission_identity
-from schemas.commands import CancelJob, ReportCallback
+from schemas.commands import CancelJob
 from schemas.enums import (
     ActorRole,
     AttemptOutcome,
@@ -29,6 +30,7 @@ from tests.lifecycle import (
     kinds,
     renew,
     report,
+    start,
     submit,
     tick,
 )
@@ -45,13 +47,14 @@ def fail_once(lifecycle, now, **attempt_fields):
     return lifecycle(report(lifecycle.job, attempt), now)
 
 
-def test_valid_submission_is_accepted_and_dispatched_under_a_lease():
+def test_valid_submission_is_accepted_and_dispatched_under_a_lease_that_covers_the_start_window():
     lifecycle = Lifecycle()
     events = lifecycle(submit())
     assert kinds(events) == ["JobAccepted", "JobDispatched"]
     assert lifecycle.job.status is JobStatus.LEASED
     assert lifecycle.job.lease.attempt_number == 1
-    assert lifecycle.job.lease.lease_expires_at == T0 + timedelta(milliseconds=30_000 + 10_000)
+    assert lifecycle.job.lease.started_at is None
+    assert lifecycle.job.lease.lease_expires_at == T0 + timedelta(milliseconds=60_000 + 30_000 + 10_000)
     assert [e.sequence for e in events] == [1, 2]
 
 
@@ -114,7 +117,7 @@ def test_invalid_submission_is_rejected_with_a_specific_reason(overrides, reason
     assert kinds(events) == ["JobRejected"]
     assert events[0].reason is reason
     assert events[0].detail
-    assert lifecycle.state is None
+    assert isinstance(lifecycle.state, Unaccepted)
 
 
 def test_attempt_limit_defaults_to_the_profile_and_may_be_lowered():
@@ -147,6 +150,7 @@ def test_report_for_stale_lease_changes_nothing():
 
 def test_report_for_an_earlier_attempt_is_stale_after_redispatch():
     lifecycle = accepted()
+    lifecycle(start(lifecycle.job))
     first = lifecycle.job
     lifecycle(tick(first.job_id), first.lease.lease_expires_at)
     lifecycle(tick(first.job_id), lifecycle.job.next_attempt_at)
@@ -169,6 +173,58 @@ def test_renewal_extends_the_lease_from_now_by_the_derived_lease():
     later = T0 + timedelta(seconds=20)
     assert kinds(lifecycle(renew(lifecycle.job), later)) == ["LeaseRenewed"]
     assert lifecycle.job.lease.lease_expires_at == later + timedelta(seconds=40)
+
+
+def test_starting_the_work_makes_the_lease_run_from_the_start():
+    lifecycle = accepted()
+    later = T0 + timedelta(seconds=5)
+    events = lifecycle(start(lifecycle.job), later)
+    assert kinds(events) == ["AttemptStarted"]
+    assert lifecycle.job.lease.started_at == later
+    assert lifecycle.job.lease.lease_expires_at == later + timedelta(seconds=40)
+
+
+def test_a_repeated_start_of_the_same_lease_changes_nothing():
+    lifecycle = accepted()
+    lifecycle(start(lifecycle.job), T0 + timedelta(seconds=5))
+    assert lifecycle(start(lifecycle.job), T0 + timedelta(seconds=9)) == []
+    assert lifecycle.job.lease.started_at == T0 + timedelta(seconds=5)
+
+
+def test_a_start_under_another_lease_is_stale():
+    lifecycle = accepted()
+    command = start(lifecycle.job).model_copy(update={"lease_id": uuid4()})
+    events = lifecycle(command)
+    assert kinds(events) == ["StaleReportIgnored"]
+    assert events[0].kind.value == "START"
+    assert lifecycle.job.lease.started_at is None
+
+
+def test_work_no_executor_started_is_redispatched_at_once_and_costs_nothing():
+    lifecycle = accepted(attempt_limit=1)
+    lease = lifecycle.job.lease
+    events = lifecycle(tick(lifecycle.job.job_id), lease.lease_expires_at)
+    assert kinds(events) == ["LeaseExpired", "JobDispatched"]
+    assert events[0].reason is ExpiryReason.NOT_STARTED
+    assert events[1].attempt_number == 2
+    assert lifecycle.job.budget_spent == 0
+    assert lifecycle.job.status is JobStatus.LEASED
+
+
+def test_unstarted_work_past_the_deadline_dead_letters_with_job_deadline_exceeded():
+    lifecycle = accepted(deadline_at=T0 + timedelta(seconds=30))
+    events = lifecycle(tick(lifecycle.job.job_id), lifecycle.job.lease.lease_expires_at)
+    assert kinds(events) == ["LeaseExpired", "JobDeadLettered"]
+    assert lifecycle.job.failure.code == "JOB_DEADLINE_EXCEEDED"
+
+
+def test_a_decision_depends_only_on_state_command_and_the_command_time():
+    lifecycle = accepted()
+    command = tick(lifecycle.job.job_id)
+    at = lifecycle.job.lease.lease_expires_at
+    first = decide(lifecycle.state, command, at, POLICY)
+    assert decide(lifecycle.state, command, at, POLICY) == first
+    assert first
 
 
 def test_retryable_failure_backs_off_exponentially():
@@ -263,6 +319,7 @@ def test_failure_report_without_failure_detail_dead_letters_as_unknown():
 
 def test_reaper_expires_a_lapsed_lease_and_retries():
     lifecycle = accepted()
+    lifecycle(start(lifecycle.job))
     lease = lifecycle.job.lease
     assert lifecycle(tick(lifecycle.job.job_id), lease.lease_expires_at - timedelta(milliseconds=1)) == []
     events = lifecycle(tick(lifecycle.job.job_id), lease.lease_expires_at)
@@ -287,6 +344,7 @@ def test_lease_expiry_and_failed_reports_share_one_attempt_budget():
     fail_once(lifecycle, T0, failure=failure())
     now = lifecycle.job.next_attempt_at
     lifecycle(tick(lifecycle.job.job_id), now)
+    lifecycle(start(lifecycle.job), now)
     events = lifecycle(tick(lifecycle.job.job_id), lifecycle.job.lease.lease_expires_at)
     assert kinds(events) == ["LeaseExpired", "JobDeadLettered"]
     assert lifecycle.job.failure.code == "LEASE_EXPIRED"
@@ -351,36 +409,6 @@ def _with_first_lease(lifecycle):
     dispatched = lifecycle.events[1]
     lease = Lease(dispatched.attempt_number, dispatched.lease_id, dispatched.lease_expires_at)
     return replace(lifecycle.job, lease=lease)
-
-
-def test_callback_outcome_is_recorded_once_after_the_terminal_outcome():
-    lifecycle = accepted(callback_url="https://hooks.example/done")
-    before = ReportCallback(
-        command_id=uuid4(), job_id=lifecycle.job.job_id, delivered=True, delivery_attempts=1
-    )
-    assert lifecycle(before) == []
-    lifecycle(report(lifecycle.job, attempt_under(lifecycle.job)))
-    delivered = lifecycle(before.model_copy(update={"command_id": uuid4(), "http_status": 204}))
-    assert kinds(delivered) == ["CallbackDelivered"]
-    abandoned = ReportCallback(
-        command_id=uuid4(), job_id=lifecycle.job.job_id, delivered=False, delivery_attempts=9
-    )
-    assert lifecycle(abandoned) == []
-
-
-def test_abandoned_callback_is_recorded_with_the_last_error():
-    lifecycle = accepted(callback_url="https://hooks.example/done")
-    lifecycle(report(lifecycle.job, attempt_under(lifecycle.job)))
-    command = ReportCallback(
-        command_id=uuid4(),
-        job_id=lifecycle.job.job_id,
-        delivered=False,
-        delivery_attempts=6,
-        last_error="HTTP 500",
-    )
-    events = lifecycle(command)
-    assert kinds(events) == ["CallbackAbandoned"]
-    assert events[0].last_error == "HTTP 500"
 
 
 def test_now_is_truncated_to_milliseconds_so_events_survive_the_wire():

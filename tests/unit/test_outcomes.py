@@ -34,14 +34,42 @@ def test_other_statuses_are_not_retryable(status):
         ("Sun, 29 Nov 2026 12:00:30 GMT", NOW + timedelta(seconds=30)),
         ("Sun, 29 Nov 2026 11:00:00 GMT", NOW),
         ("9999999", NOW + timedelta(days=1)),
+        ("1000000000000", NOW + timedelta(days=1)),
+        ("9" * 400, NOW + timedelta(days=1)),
+        ("Sunday, 29-Nov-26 12:00:30 GMT", NOW + timedelta(seconds=30)),
+        ("Sun Nov 29 12:00:30 2026", NOW + timedelta(seconds=30)),
+        ("Sun Nov  1 12:00:30 2026", NOW),
+        ("Fri, 31 Dec 9999 23:59:59 GMT", NOW + timedelta(days=1)),
         ("soon", None),
         ("-5", None),
         ("", None),
         (None, None),
+        ("\u0661\u0662", None),  # Arabic-Indic digits are digits to Python, not to RFC 9110
+        ("\uff11\uff12", None),
+        ("1.5", None),
+        ("+5", None),
+        ("5 s", None),
+        ("Sun, 29 Nov 2026 12:00:30 UTC", None),
+        ("sun, 29 nov 2026 12:00:30 GMT", None),
+        ("Sun, 31 Feb 2026 12:00:30 GMT", None),
+        ("Sun, 29 Nov 2026 25:00:30 GMT", None),
+        ("Sun, 29 Nov 2026 12:00:30 +0000", None),
+        ("29 Nov 2026 12:00:30 GMT", None),
     ],
 )
-def test_retry_after_is_parsed_in_both_forms(header, expected):
+def test_retry_after_accepts_exactly_the_forms_of_rfc_9110(header, expected):
     assert parse_retry_after(header, NOW) == expected
+
+
+def test_retry_after_is_clamped_to_the_job_deadline():
+    deadline = NOW + timedelta(minutes=5)
+    assert parse_retry_after("3600", NOW, deadline) == deadline
+    assert parse_retry_after("60", NOW, deadline) == NOW + timedelta(seconds=60)
+    assert status_failure(503, "1000000000000", NOW, deadline).retry_at == deadline
+
+
+def test_a_two_digit_rfc_850_year_more_than_50_years_ahead_is_in_the_past_century():
+    assert parse_retry_after("Thursday, 01-Jan-99 00:00:00 GMT", NOW) == NOW
 
 
 def test_retry_after_is_carried_on_a_retryable_failure():

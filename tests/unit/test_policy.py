@@ -30,15 +30,18 @@ def test_renewal_interval_is_a_third_of_the_lease_clamped_to_5_to_60_seconds(lea
     assert renew_interval_ms(lease_ms) == interval_ms
 
 
-def test_lease_horizon_is_the_longest_lease_of_any_registered_type_plus_grace():
+def test_lease_horizon_is_the_start_window_and_the_longest_lease_of_any_type_plus_grace():
     policy = Policy.from_declared(
-        {"http.fetch": (30_000, 3), "dump": (3_600_000, 1)}, DEFAULTS, lease_grace_ms=10_000
+        {"http.fetch": (30_000, 3), "dump": (3_600_000, 1)},
+        DEFAULTS,
+        lease_grace_ms=10_000,
+        start_window_ms=60_000,
     )
-    assert policy.lease_horizon_ms == 3_600_000 + 10_000 + 10_000
+    assert policy.lease_horizon_ms == 60_000 + 3_600_000 + 10_000 + 10_000
 
 
 def test_lease_horizon_always_includes_the_deployment_default():
-    policy = Policy.from_declared({"tiny": (1, 1)}, DEFAULTS, lease_grace_ms=10_000)
+    policy = Policy.from_declared({"tiny": (1, 1)}, DEFAULTS, lease_grace_ms=10_000, start_window_ms=0)
     assert policy.lease_horizon_ms == 20_000 + 10_000 + 10_000
 
 

@@ -9,12 +9,12 @@ from typing import Any
 from projections.jobstore import JobStore
 from projections.storage.memory import MemoryStore
 from schemas.codec import decode
+from schemas.enums import AttemptOutcome
 from schemas.events import JobDispatched
-from streams.agents.ownership import Ownership
 from streams.agents.timers import Timers
 from streams.publisher import Outgoing
 from streams.settings import load_settings
-from tests.lifecycle import POLICY, T0, Lifecycle, submit
+from tests.lifecycle import POLICY, T0, Lifecycle, attempt_under, failure, report, submit
 
 
 class RecordingSink:
@@ -27,23 +27,12 @@ class RecordingSink:
         self.sent += messages
         return []
 
-    async def send(self, message: Outgoing) -> Any:
-        return (await self.send_all([message]))[0]
-
-
-async def no_catch_up(partition: int) -> int:
-    return 0
-
 
 async def timers_for(events, now, owned=(0,)):
-    store = JobStore(MemoryStore())
+    store = JobStore(MemoryStore(), POLICY)
     store.commit(0, events, next_offset=len(events))
-    ownership = Ownership(no_catch_up)
-    ownership.assigned(owned)
-    for partition in owned:
-        await ownership.wait_ready(partition)
     publisher = RecordingSink()
-    timers = Timers(load_settings(), store, ownership, publisher, POLICY, lambda: now)
+    timers = Timers(load_settings(), store, lambda: list(owned), publisher, POLICY, lambda: now)
     return timers, publisher
 
 
@@ -83,3 +72,17 @@ async def test_a_lease_beyond_the_horizon_is_sent_to_the_lifecycle():
 
 def replace_event(event: JobDispatched, lease_expires_at) -> JobDispatched:
     return event.model_copy(update={"lease_expires_at": lease_expires_at})
+
+
+async def test_the_horizon_sweep_leaves_a_long_retry_wait_alone():
+    lifecycle = Lifecycle()
+    lifecycle(submit(deadline_at=T0 + timedelta(days=2)))
+    retry_at = T0 + timedelta(hours=20)
+    failed = attempt_under(
+        lifecycle.job, AttemptOutcome.HTTP_ERROR, failure=failure("HTTP_503", retry_at=retry_at)
+    )
+    lifecycle(report(lifecycle.job, failed))
+    assert lifecycle.job.next_attempt_at == retry_at
+    timers, publisher = await timers_for(lifecycle.events, T0)
+    assert await timers.tick() == 0
+    assert publisher.sent == []

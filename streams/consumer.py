@@ -1,0 +1,311 @@
+"""One Kafka consumer per worker, feeding each stage batches of its own topics' records.
+
+The consumer is a member of the worker group; each stage (intake, lifecycle, executor, outbox)
+runs as its own task over a queue of its records, one batch at a time:
+1. take up to `max_batch` records (and no more than the stage's free capacity);
+2. `stage.handle(batch)`; an infrastructure failure retries the batch after `stage.recover`,
+   any other failure isolates the bad record to dead input, one record at a time;
+3. mark the batch's offsets processed; a committer commits them every `COMMIT_EVERY_S`.
+On revocation, queued records of the revoked partitions are dropped (the new owner reads them),
+in-flight batches finish, stages are told, and the processed offsets are committed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import defaultdict, deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
+from aiokafka.errors import KafkaError
+
+from streams.broker.compat import BrokerProfile
+from streams.deadinput import DeadLetters
+from streams.errors import BrokerError
+from streams.failures import waiting_for
+
+log = logging.getLogger(__name__)
+COMMIT_EVERY_S = 0.2
+RETRY_BACKOFF_S = (0.2, 0.5, 1.0, 2.0, 5.0)
+Record = Any  # aiokafka's ConsumerRecord
+
+
+class PartitionControl(Protocol):
+    """What a stage may ask of the consumer: hold partitions back (e.g. while catching up)."""
+
+    def hold(self, partitions: Iterable[TopicPartition], reason: str) -> None: ...
+
+    def release(self, partitions: Iterable[TopicPartition], reason: str) -> None: ...
+
+    def owns(self, partition: TopicPartition) -> bool: ...
+
+
+class Stage(Protocol):
+    name: str
+    topics: frozenset[str]
+    max_batch: int
+
+    def capacity(self) -> int:
+        """How many more records the stage can take now."""
+
+    async def wait_capacity(self) -> None:
+        """Returns once `capacity()` is above zero."""
+
+    async def handle(self, records: Sequence[Record]) -> None: ...
+
+    async def recover(self, records: Sequence[Record]) -> None:
+        """Make the stage's state consistent before a failed batch is retried."""
+
+    async def assigned(self, partitions: set[TopicPartition], control: PartitionControl) -> None: ...
+
+    async def revoked(self, partitions: set[TopicPartition]) -> None: ...
+
+    async def close(self) -> None:
+        """Finish or abandon work still running after the last batch."""
+
+
+class QuietStage:
+    """Defaults for a stage without a capacity limit or per-partition state."""
+
+    max_batch = 500
+
+    def capacity(self) -> int:
+        return self.max_batch
+
+    async def wait_capacity(self) -> None:
+        return
+
+    async def recover(self, records: Sequence[Record]) -> None:
+        return
+
+    async def assigned(self, partitions: set[TopicPartition], control: PartitionControl) -> None:
+        return
+
+    async def revoked(self, partitions: set[TopicPartition]) -> None:
+        return
+
+    async def close(self) -> None:
+        return
+
+
+@dataclass
+class _Lane:
+    stage: Stage
+    queue: deque[Record] = field(default_factory=deque)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
+    def __init__(
+        self,
+        bootstrap: str,
+        group_id: str,
+        profile: BrokerProfile,
+        stages: Sequence[Stage],
+        dead_letters: DeadLetters,
+    ) -> None:
+        self._lanes = [_Lane(stage) for stage in stages]
+        self._by_topic = {topic: lane for lane in self._lanes for topic in lane.stage.topics}
+        self._dead = dead_letters
+        self._consumer = AIOKafkaConsumer(
+            bootstrap_servers=bootstrap,
+            group_id=group_id,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            max_poll_records=max(stage.max_batch for stage in stages),
+            rebalance_timeout_ms=profile.rebalance_timeout_ms,
+            **profile.consumer_options(),
+        )
+        self._processed: dict[TopicPartition, int] = {}
+        self._committed: dict[TopicPartition, int] = {}
+        self._held: dict[TopicPartition, set[str]] = defaultdict(set)
+        self._revoking: set[TopicPartition] = set()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._stopping = False
+        self.joined = asyncio.Event()
+
+    async def start(self) -> None:
+        try:
+            await self._consumer.start()
+        except KafkaError as exc:
+            await self._consumer.stop()
+            raise BrokerError(f"cannot join the consumer group: {exc}") from exc
+        self._consumer.subscribe(topics=sorted(self._by_topic), listener=self)
+        self._tasks = [asyncio.create_task(self._fetch(), name="consumer.fetch")]
+        self._tasks += [asyncio.create_task(self._serve(lane), name=lane.stage.name) for lane in self._lanes]
+        self._tasks.append(asyncio.create_task(self._commit_periodically(), name="consumer.commit"))
+
+    async def stop(self) -> None:
+        """Finish the batches in hand, commit what was processed, leave the group."""
+        self._stopping = True
+        for lane in self._lanes:
+            lane.wake.set()
+        if self._tasks:
+            fetch, *_, committer = self._tasks
+            fetch.cancel()
+            committer.cancel()
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        for lane in self._lanes:
+            await lane.stage.close()
+        with contextlib.suppress(KafkaError):
+            await self._commit()
+        await self._consumer.stop()
+
+    # The consumer side ---------------------------------------------------------------------------
+
+    def owns(self, partition: TopicPartition) -> bool:
+        return partition in self._consumer.assignment()
+
+    def hold(self, partitions: Iterable[TopicPartition], reason: str) -> None:
+        held = [tp for tp in partitions if self.owns(tp)]
+        for tp in held:
+            self._held[tp].add(reason)
+        self._consumer.pause(*held)
+
+    def release(self, partitions: Iterable[TopicPartition], reason: str) -> None:
+        free = []
+        for tp in partitions:
+            self._held[tp].discard(reason)
+            if not self._held[tp] and self.owns(tp):
+                free.append(tp)
+        self._consumer.resume(*free)
+
+    async def _fetch(self) -> None:
+        while not self._stopping:
+            batches = await self._consumer.getmany(timeout_ms=1000)
+            for tp, records in batches.items():
+                lane = self._by_topic[tp.topic]
+                lane.queue.extend(records)
+                lane.wake.set()
+                if len(lane.queue) >= 2 * lane.stage.max_batch:
+                    self.hold(self._lane_partitions(lane), "backpressure")
+
+    def _lane_partitions(self, lane: _Lane) -> list[TopicPartition]:
+        return [tp for tp in self._consumer.assignment() if tp.topic in lane.stage.topics]
+
+    # The stage side ------------------------------------------------------------------------------
+
+    async def _serve(self, lane: _Lane) -> None:
+        stage = lane.stage
+        while not self._stopping:
+            if not lane.queue:
+                await lane.wake.wait()
+                lane.wake.clear()
+                continue
+            await stage.wait_capacity()
+            async with lane.lock:
+                size = min(stage.max_batch, max(stage.capacity(), 1), len(lane.queue))
+                batch = [lane.queue.popleft() for _ in range(size)]
+                self._mark_processed(await self._run(stage, batch))
+            if len(lane.queue) < stage.max_batch:
+                self.release(self._lane_partitions(lane), "backpressure")
+
+    async def _run(self, stage: Stage, batch: list[Record]) -> list[Record]:
+        """Handle `batch`; returns the records done (handled or sent to dead input)."""
+        for attempt in range(1_000_000):
+            batch = [r for r in batch if TopicPartition(r.topic, r.partition) not in self._revoking]
+            if not batch:
+                return []  # the partitions moved to another worker meanwhile: it reads them again
+            try:
+                await stage.handle(batch)
+                return batch
+            except Exception as exc:
+                what = waiting_for(exc)
+                if what is None:
+                    return await self._isolate(stage, batch, exc)
+                delay = RETRY_BACKOFF_S[min(attempt, len(RETRY_BACKOFF_S) - 1)]
+                log.warning(
+                    "%s: waiting for %s (%s: %s); retrying %d records in %.1f s",
+                    stage.name, what, type(exc).__name__, exc, len(batch), delay,
+                )  # fmt: skip
+                await asyncio.sleep(delay)
+                await self._recover(stage, batch)
+        raise AssertionError("unreachable")
+
+    async def _recover(self, stage: Stage, batch: list[Record]) -> None:
+        try:
+            await stage.recover(batch)
+        except Exception as exc:
+            log.warning("%s: recovery before retry failed (%s); the retry recovers again", stage.name, exc)
+
+    async def _isolate(self, stage: Stage, batch: list[Record], exc: Exception) -> list[Record]:
+        """A failure that is not the infrastructure's: find the record that causes it."""
+        if len(batch) == 1:
+            (record,) = batch
+            reason = f"{stage.name} cannot handle it: {type(exc).__name__}: {exc}"
+            log.error("%s/%d@%d: %s", record.topic, record.partition, record.offset, reason, exc_info=exc)
+            await self._dead.send(
+                record.topic, record.partition, record.offset, record.key, record.value, reason
+            )
+            return batch
+        log.warning(
+            "%s: a batch of %d failed (%s); handling its records one by one", stage.name, len(batch), exc
+        )
+        await self._recover(stage, batch)
+        done: list[Record] = []
+        for record in batch:
+            done += await self._run(stage, [record])
+        return done
+
+    # Offsets and rebalancing ---------------------------------------------------------------------
+
+    def _mark_processed(self, batch: list[Record]) -> None:
+        for record in batch:
+            tp = TopicPartition(record.topic, record.partition)
+            self._processed[tp] = max(self._processed.get(tp, 0), record.offset + 1)
+
+    async def _commit(self, only: set[TopicPartition] | None = None) -> None:
+        assignment = self._consumer.assignment()
+        due = {
+            tp: offset
+            for tp, offset in self._processed.items()
+            if offset != self._committed.get(tp) and tp in assignment and (only is None or tp in only)
+        }
+        if due:
+            await self._consumer.commit(due)
+            self._committed.update(due)
+
+    async def _commit_periodically(self) -> None:
+        while True:
+            await asyncio.sleep(COMMIT_EVERY_S)
+            try:
+                await self._commit()
+            except KafkaError as exc:
+                log.info("offset commit failed (%s); the next one retries", exc)
+
+    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        self._revoking = set(revoked)
+        for lane in self._lanes:
+            kept = [
+                record
+                for record in lane.queue
+                if TopicPartition(record.topic, record.partition) not in revoked
+            ]
+            lane.queue = deque(kept)
+        for lane in self._lanes:
+            async with lane.lock:
+                await lane.stage.revoked({tp for tp in revoked if tp.topic in lane.stage.topics})
+        try:
+            await self._commit(only=revoked)
+        except KafkaError as exc:
+            log.warning("committing revoked partitions failed (%s); their new owner may redo work", exc)
+        for tp in revoked:
+            self._processed.pop(tp, None)
+            self._committed.pop(tp, None)
+            self._held.pop(tp, None)
+        self._revoking = set()
+
+    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        for lane in self._lanes:
+            mine = {tp for tp in assigned if tp.topic in lane.stage.topics}
+            if mine:
+                await lane.stage.assigned(mine, self)
+        self.joined.set()
+
+    def assignment(self) -> set[TopicPartition]:
+        return set(self._consumer.assignment())

@@ -1,0 +1,143 @@
+"""Submission rules beyond the basic accept/reject table: bounds, rejections' completions, dedupe."""
+
+from datetime import timedelta
+from uuid import uuid4
+
+import pytest
+
+from projections.lifecycle import Policy
+from projections.lifecycle.consequences import consequences_of
+from projections.lifecycle.limits import MAX_LABELS, MAX_URL_BYTES
+from projections.lifecycle.policy import ExecutionProfile
+from projections.lifecycle.state import Unaccepted
+from schemas.commands import CancelJob
+from schemas.enums import ActorRole, AuditOutcome, JobStatus, RejectionReason
+from schemas.records import Request
+from tests.lifecycle import POLICY, T0, Lifecycle, kinds, submit
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"request": Request(url="https://example.com/" + "a" * MAX_URL_BYTES)},
+        {"labels": {f"k{index}": "v" for index in range(MAX_LABELS + 1)}},
+        {"labels": {"k": "v" * 5_000}},
+        {"labels": {"k" * 500: "v"}},
+        {"callback_url": "https://hooks.example/" + "a" * 5_000},
+        {"caller_identity": "c" * 1_000},
+        {"idempotency_key": "k" * 1_000},
+    ],
+)
+def test_a_submission_too_large_to_carry_downstream_is_rejected_with_a_reason(overrides):
+    lifecycle = Lifecycle()
+    (rejected,) = lifecycle(submit(**overrides))
+    assert rejected.reason is RejectionReason.INPUT_TOO_LARGE
+    assert "bytes" in rejected.detail or "labels" in rejected.detail
+    # What the rejection carries is cut to the bounds, so its own records stay small.
+    assert len(rejected.model_dump_json()) < 20_000
+
+
+@pytest.mark.parametrize(
+    "headers", [{"user-agent": "a\r\nx-injected: 1"}, {"user-agent": "caf\u00e9"}, {"accept": "x" * 5_000}]
+)
+def test_header_values_must_be_short_printable_ascii(headers):
+    (rejected,) = Lifecycle()(submit(request=Request(url="https://example.com/", headers=headers)))
+    assert rejected.reason is RejectionReason.DISALLOWED_HEADER
+
+
+@pytest.mark.parametrize(
+    "url", ["http://exa mple.com/", "http://example.com/\x00", "http://" + "a" * 64 + ".com/", "http://a..b/"]
+)
+def test_urls_with_control_characters_or_invalid_host_names_are_rejected(url):
+    (rejected,) = Lifecycle()(submit(request=Request(url=url)))
+    assert rejected.reason is RejectionReason.INVALID_URL
+
+
+def test_international_host_names_are_canonicalized_to_a_labels():
+    lifecycle = Lifecycle()
+    lifecycle(submit(request=Request(url="https://Bücher.example/page")))
+    assert lifecycle.job.accepted.request.url == "https://xn--bcher-kva.example/page"
+
+
+def test_a_type_with_a_profile_but_no_executor_is_refused_as_unsupported():
+    policy = Policy.from_declared(
+        {"http.fetch": (30_000, 3), "pdf.render": (60_000, 2)},
+        ExecutionProfile(20_000, 3),
+        runnable=frozenset({"http.fetch"}),
+    )
+    lifecycle = Lifecycle(policy=policy)
+    (rejected,) = lifecycle(submit(job_type="pdf.render"))
+    assert rejected.reason is RejectionReason.UNSUPPORTED_JOB_TYPE
+
+
+def test_a_rejection_ends_in_a_rejected_completion_and_a_callback():
+    lifecycle = Lifecycle()
+    events = lifecycle(
+        submit(
+            request=Request(url="ftp://example.com/x"),
+            callback_url="https://hooks.example/done",
+            labels={"team": "a"},
+        )
+    )
+    result = consequences_of(lifecycle.state, events, POLICY)
+    (completion,) = result.completions
+    assert completion.status is JobStatus.REJECTED
+    assert completion.failure.code == "UNSUPPORTED_SCHEME"
+    assert completion.url == "ftp://example.com/x"
+    assert completion.labels == {"team": "a"}
+    (callback,) = result.callbacks
+    assert callback.completion == completion
+    assert callback.callback_url == "https://hooks.example/done"
+
+
+def test_a_rejection_for_a_bad_callback_url_has_no_callback():
+    lifecycle = Lifecycle()
+    events = lifecycle(submit(callback_url="mailto:ops@example.com"))
+    result = consequences_of(lifecycle.state, events, POLICY)
+    assert [c.status for c in result.completions] == [JobStatus.REJECTED]
+    assert result.callbacks == []
+
+
+def test_a_redelivered_rejected_submission_decides_nothing():
+    lifecycle = Lifecycle()
+    command = submit(request=Request(url="ftp://example.com/x"))
+    lifecycle(command)
+    assert lifecycle(command, T0 + timedelta(seconds=3)) == []
+
+
+def test_a_corrected_resubmission_after_a_rejection_is_accepted_and_continues_the_sequence():
+    lifecycle = Lifecycle()
+    lifecycle(submit(idempotency_key="k", deadline_at=T0 - timedelta(seconds=1)))
+    events = lifecycle(submit(idempotency_key="k"))
+    assert kinds(events) == ["JobAccepted", "JobDispatched"]
+    assert [event.sequence for event in lifecycle.events] == [1, 2, 3]
+    assert lifecycle.job.status is JobStatus.LEASED
+
+
+def test_a_cancel_of_an_unknown_job_is_audited_once_even_when_redelivered():
+    lifecycle = Lifecycle()
+    cancel = CancelJob(
+        command_id=uuid4(), job_id=uuid4(), actor_id="op", actor_role=ActorRole.OPERATOR, reason="x"
+    )
+    (audit,) = lifecycle(cancel)
+    assert audit.outcome is AuditOutcome.DENIED
+    assert audit.detail == "no such job"
+    assert isinstance(lifecycle.state, Unaccepted)
+    assert lifecycle(cancel) == []
+
+
+def test_an_oversized_cancel_is_refused_and_audited_with_its_fields_cut():
+    lifecycle = Lifecycle()
+    lifecycle(submit())
+    cancel = CancelJob(
+        command_id=uuid4(),
+        job_id=lifecycle.job.job_id,
+        actor_id="svc-a",
+        actor_role=ActorRole.SERVICE,
+        reason="r" * 100_000,
+    )
+    (audit,) = lifecycle(cancel)
+    assert audit.outcome is AuditOutcome.DENIED
+    assert "reason is 100000 bytes" in audit.detail
+    assert len(audit.reason) <= 1_024
+    assert lifecycle.job.status is JobStatus.LEASED
