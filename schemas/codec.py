@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 import struct
 from collections.abc import Mapping
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import fastavro
 from pydantic import ValidationError
@@ -24,6 +24,7 @@ SINGLE_OBJECT_MARKER = b"\xc3\x01"
 CONFLUENT_MAGIC = b"\x00"
 _SINGLE_OBJECT_HEADER = len(SINGLE_OBJECT_MARKER) + 8
 _CONFLUENT_HEADER = len(CONFLUENT_MAGIC) + 4
+R = TypeVar("R", bound=Record)
 
 
 def _record_classes() -> dict[str, type[Record]]:
@@ -90,6 +91,15 @@ def decode(data: bytes) -> Record:
     if writer is None:
         raise UnknownSchemaError(f"unknown schema fingerprint {fingerprint.hex()}")
     return _read_body(writer, data[_SINGLE_OBJECT_HEADER:])
+
+
+def decode_as(data: bytes, *wanted: type[R]) -> R:
+    """Decode, and refuse a record of any other type than `wanted` with a `CodecError`."""
+    record = decode(data)
+    if not isinstance(record, wanted):
+        names = " or ".join(cls.__name__ for cls in wanted)
+        raise CodecError(f"{type(record).__name__} is not a {names}")
+    return record
 
 
 class ConfluentFraming:

@@ -30,6 +30,12 @@ from streams.settings import Settings, SettingsError, load_settings
 from streams.worker import Worker
 
 EXIT_FAILED = 1
+
+
+class WorkerCrashedError(ScrapestreamError):
+    """A worker task died: the process exits non-zero so its supervisor restarts it."""
+
+
 EXIT_USAGE = 2
 
 
@@ -101,10 +107,15 @@ async def _serve(command: str, settings: Settings) -> None:
     await worker.start()
     sys.stdout.write(f"scrapestream worker: serving HTTP on {settings.web_host}:{worker.web_port}\n")
     sys.stdout.flush()
+    crashed = asyncio.ensure_future(worker.crashed())
+    either: set[asyncio.Future[Any]] = {stopped, crashed}
     try:
-        await stopped
+        await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
     finally:
+        crashed.cancel()
         await worker.stop()
+    if crashed.done() and not crashed.cancelled():
+        raise WorkerCrashedError(f"the worker stopped making progress: {crashed.result()!r}")
 
 
 def _connected_settings() -> Settings:

@@ -5,7 +5,8 @@ runs as its own task over a queue of its records, one batch at a time:
 1. take up to `max_batch` records (and no more than the stage's free capacity);
 2. `stage.handle(batch)`; an infrastructure failure retries the batch after `stage.recover`,
    any other failure isolates the bad record to dead input, one record at a time;
-3. mark the batch's offsets processed; a committer commits them every `COMMIT_EVERY_S`.
+3. mark the batch's offsets processed; a committer commits them every `COMMIT_EVERY_S`, or at
+   once for a stage whose records start work elsewhere (`commit_each_batch`).
 On revocation, queued records of the revoked partitions are dropped (the new owner reads them),
 in-flight batches finish, stages are told, and the processed offsets are committed.
 """
@@ -48,6 +49,7 @@ class Stage(Protocol):
     name: str
     topics: frozenset[str]
     max_batch: int
+    commit_each_batch: bool
 
     def capacity(self) -> int:
         """How many more records the stage can take now."""
@@ -72,6 +74,7 @@ class QuietStage:
     """Defaults for a stage without a capacity limit or per-partition state."""
 
     max_batch = 500
+    commit_each_batch = False
 
     def capacity(self) -> int:
         return self.max_batch
@@ -128,6 +131,7 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = False
         self.joined = asyncio.Event()
+        self.crashed: asyncio.Future[BaseException] = asyncio.get_running_loop().create_future()
 
     async def start(self) -> None:
         try:
@@ -139,6 +143,8 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
         self._tasks = [asyncio.create_task(self._fetch(), name="consumer.fetch")]
         self._tasks += [asyncio.create_task(self._serve(lane), name=lane.stage.name) for lane in self._lanes]
         self._tasks.append(asyncio.create_task(self._commit_periodically(), name="consumer.commit"))
+        for task in self._tasks:
+            task.add_done_callback(self._report_crash)
 
     async def stop(self) -> None:
         """Finish the batches in hand, commit what was processed, leave the group."""
@@ -177,7 +183,12 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
 
     async def _fetch(self) -> None:
         while not self._stopping:
-            batches = await self._consumer.getmany(timeout_ms=1000)
+            try:
+                batches = await self._consumer.getmany(timeout_ms=1000)
+            except KafkaError as exc:
+                log.warning("fetching records failed (%s); retrying", exc)
+                await asyncio.sleep(RETRY_BACKOFF_S[2])
+                continue
             for tp, records in batches.items():
                 lane = self._by_topic[tp.topic]
                 lane.queue.extend(records)
@@ -201,7 +212,10 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
             async with lane.lock:
                 size = min(stage.max_batch, max(stage.capacity(), 1), len(lane.queue))
                 batch = [lane.queue.popleft() for _ in range(size)]
-                self._mark_processed(await self._run(stage, batch))
+                done = await self._run(stage, batch)
+                self._mark_processed(done)
+                if stage.commit_each_batch and done:
+                    await self._commit_quietly({TopicPartition(r.topic, r.partition) for r in done})
             if len(lane.queue) < stage.max_batch:
                 self.release(self._lane_partitions(lane), "backpressure")
 
@@ -273,10 +287,13 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
     async def _commit_periodically(self) -> None:
         while True:
             await asyncio.sleep(COMMIT_EVERY_S)
-            try:
-                await self._commit()
-            except KafkaError as exc:
-                log.info("offset commit failed (%s); the next one retries", exc)
+            await self._commit_quietly()
+
+    async def _commit_quietly(self, only: set[TopicPartition] | None = None) -> None:
+        try:
+            await self._commit(only)
+        except KafkaError as exc:
+            log.info("offset commit failed (%s); the next one retries", exc)
 
     async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
         self._revoking = set(revoked)
@@ -309,3 +326,12 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
 
     def assignment(self) -> set[TopicPartition]:
         return set(self._consumer.assignment())
+
+    def _report_crash(self, task: asyncio.Task[None]) -> None:
+        """A consumer task ends only when the worker stops; otherwise the worker must stop too."""
+        if task.cancelled() or task.exception() is None or self._stopping:
+            return
+        error = task.exception()
+        log.critical("consumer task %s crashed: this worker stops", task.get_name(), exc_info=error)
+        if error is not None and not self.crashed.done():
+            self.crashed.set_result(error)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
+from typing import Any
 
 from projections.lifecycle.limits import clip
 from schemas.work import DeadInput
@@ -48,6 +49,10 @@ class DeadLetters:
             received_at=utc_now(),
         )
         return outgoing(self._settings.topic("dead-input"), (key or b"")[:MAX_KEY_BYTES], record)
+
+    def of(self, record: Any, reason: str) -> Outgoing:
+        """The dead-input record for a consumed Kafka record."""
+        return self.record(record.topic, record.partition, record.offset, record.key, record.value, reason)
 
     async def send(
         self, topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None, reason: str

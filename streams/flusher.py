@@ -7,9 +7,14 @@ out together in the next one, so under load the batch grows and when idle nothin
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
+from streams.failures import waiting_for
 from streams.publisher import Outgoing, Sink
+
+log = logging.getLogger(__name__)
+RETRY_DELAY_S = 1.0
 
 
 class Flusher:
@@ -24,6 +29,20 @@ class Flusher:
         if self._draining is None or self._draining.done():
             self._draining = asyncio.create_task(self._drain())
         return await future
+
+    async def deliver(self, message: Outgoing, what: str) -> bool:
+        """Send, waiting out broker failures; False (logged) only for a record Kafka will never take."""
+        while True:
+            try:
+                await self.send(message)
+                return True
+            except Exception as exc:
+                waits_for = waiting_for(exc)
+                if waits_for is None:
+                    log.error("%s cannot be published: %s", what, exc)
+                    return False
+                log.warning("%s waits for %s (%s)", what, waits_for, exc)
+                await asyncio.sleep(RETRY_DELAY_S)
 
     async def _drain(self) -> None:
         while self._pending:

@@ -10,6 +10,7 @@ from typing import Any
 
 from projections.jobstore import JobStore
 from projections.storage.rocks import RocksStore
+from schemas.errors import ScrapestreamError
 from streams.agents.executor import SUPPORTED_JOB_TYPES, HttpExecutor
 from streams.agents.intake import Intake
 from streams.agents.lifecycle import Lifecycle
@@ -106,6 +107,12 @@ class Worker:
         )
         self._stack.push_async_callback(sender.close)
         return sender
+
+    async def crashed(self) -> BaseException:
+        """Returns the error that stopped this worker making progress (never, while it is healthy)."""
+        if self.consumer is None:
+            raise ScrapestreamError("the worker has not started")
+        return await asyncio.shield(self.consumer.crashed)
 
     async def stop(self) -> None:
         await self._stack.aclose()

@@ -141,16 +141,20 @@ def _holds_current_lease(state: Job | None, attempt_number: int, lease_id: UUID)
     return None
 
 
-def _report(state: Job | None, attempt: Attempt, emit: Emitter, policy: Policy) -> None:
-    stale = _holds_current_lease(state, attempt.attempt_number, attempt.lease_id)
-    if stale is not None or state is None:
-        emit(
-            StaleReportIgnored,
-            kind=ReportKind.ATTEMPT,
-            attempt_number=attempt.attempt_number,
-            lease_id=attempt.lease_id,
-            reason=stale,
-        )
+def _fenced(
+    state: Job | None, kind: ReportKind, attempt_number: int, lease_id: UUID, emit: Emitter
+) -> Job | None:
+    """The job when the sender holds its current lease; otherwise the report is recorded as stale."""
+    stale = _holds_current_lease(state, attempt_number, lease_id)
+    if stale is None and state is not None and state.lease is not None:
+        return state
+    emit(StaleReportIgnored, kind=kind, attempt_number=attempt_number, lease_id=lease_id, reason=stale)
+    return None
+
+
+def _report(current: Job | None, attempt: Attempt, emit: Emitter, policy: Policy) -> None:
+    state = _fenced(current, ReportKind.ATTEMPT, attempt.attempt_number, attempt.lease_id, emit)
+    if state is None:
         return
     emit(AttemptRecorded, attempt=attempt)
     if attempt.outcome in SUCCESS_OUTCOMES and attempt.failure is None:
@@ -201,16 +205,9 @@ def _exhausted(cause: Failure, budget_spent: int) -> Failure:
     )
 
 
-def _renew(state: Job | None, command: RenewLease, emit: Emitter, policy: Policy) -> None:
-    stale = _holds_current_lease(state, command.attempt_number, command.lease_id)
-    if stale is not None or state is None:
-        emit(
-            StaleReportIgnored,
-            kind=ReportKind.RENEWAL,
-            attempt_number=command.attempt_number,
-            lease_id=command.lease_id,
-            reason=stale,
-        )
+def _renew(current: Job | None, command: RenewLease, emit: Emitter, policy: Policy) -> None:
+    state = _fenced(current, ReportKind.RENEWAL, command.attempt_number, command.lease_id, emit)
+    if state is None:
         return
     lease = timedelta(milliseconds=policy.lease_ms(state.accepted.max_runtime_ms))
     emit(
@@ -221,19 +218,10 @@ def _renew(state: Job | None, command: RenewLease, emit: Emitter, policy: Policy
     )
 
 
-def _start(state: Job | None, command: StartAttempt, emit: Emitter, policy: Policy) -> None:
+def _start(current: Job | None, command: StartAttempt, emit: Emitter, policy: Policy) -> None:
     """The lease of started work runs from its start; a repeated start changes nothing."""
-    stale = _holds_current_lease(state, command.attempt_number, command.lease_id)
-    if stale is not None or state is None or state.lease is None:
-        emit(
-            StaleReportIgnored,
-            kind=ReportKind.START,
-            attempt_number=command.attempt_number,
-            lease_id=command.lease_id,
-            reason=stale,
-        )
-        return
-    if state.lease.started_at is not None:
+    state = _fenced(current, ReportKind.START, command.attempt_number, command.lease_id, emit)
+    if state is None or state.lease is None or state.lease.started_at is not None:
         return
     lease = timedelta(milliseconds=policy.lease_ms(state.accepted.max_runtime_ms))
     emit(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import replace
-from typing import assert_never
+from typing import TypeVar, assert_never
 
 from projections.lifecycle.callbacks import finish_callback, start_callback, update_callback
 from projections.lifecycle.completion import callback_for, completion_of, rejection_completion
@@ -75,14 +75,8 @@ def _unaccepted(state: Unaccepted, event: Event) -> Unaccepted:
             due = callback_for(event, event.callback_url, rejection_completion(event))
             callbacks = (*state.callbacks, start_callback(due, event.occurred_at))
             return replace(state, rejections=state.rejections + 1, callbacks=callbacks)
-        case CallbackDispatched() | CallbackRetryScheduled():
-            return replace(state, callbacks=update_callback(state.callbacks, event))
-        case CallbackDelivered() | CallbackAbandoned():
-            return replace(
-                state,
-                callbacks=finish_callback(state.callbacks, event.webhook_id),
-                callbacks_finished=state.callbacks_finished + 1,
-            )
+        case CallbackDispatched() | CallbackRetryScheduled() | CallbackDelivered() | CallbackAbandoned():
+            return _callback(state, event)
         case _:
             return state
 
@@ -130,16 +124,22 @@ def _apply(state: Job, event: Event) -> Job:  # noqa: C901 - one flat case per e
             return _terminal(state, JobStatus.DEAD_LETTER, event, (), event.failure)
         case JobCancelled():
             return _terminal(state, JobStatus.CANCELLED, event, (), state.failure)
-        case CallbackDispatched() | CallbackRetryScheduled():
-            return replace(state, callbacks=update_callback(state.callbacks, event))
-        case CallbackDelivered() | CallbackAbandoned():
-            return replace(
-                state,
-                callbacks=finish_callback(state.callbacks, event.webhook_id),
-                callbacks_finished=state.callbacks_finished + 1,
-            )
+        case CallbackDispatched() | CallbackRetryScheduled() | CallbackDelivered() | CallbackAbandoned():
+            return _callback(state, event)
         case _:
             assert_never(event)
+
+
+S = TypeVar("S", Job, Unaccepted)
+
+
+def _callback(
+    state: S, event: CallbackDispatched | CallbackRetryScheduled | CallbackDelivered | CallbackAbandoned
+) -> S:
+    if isinstance(event, CallbackDispatched | CallbackRetryScheduled):
+        return replace(state, callbacks=update_callback(state.callbacks, event))
+    finished = finish_callback(state.callbacks, event.webhook_id)
+    return replace(state, callbacks=finished, callbacks_finished=state.callbacks_finished + 1)
 
 
 def _terminal(

@@ -15,13 +15,14 @@ import asyncio
 import contextlib
 import itertools
 import logging
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
-from uuid import uuid5
+from uuid import UUID, uuid5
 
 from projections.lifecycle.outcomes import local_failure
-from schemas.codec import decode
+from schemas.codec import decode_as
 from schemas.commands import RenewLease, ReportAttempt, StartAttempt
 from schemas.enums import ArtifactTrust, AttemptOutcome, CaptureMode, TransportRoute
 from schemas.errors import CodecError
@@ -31,7 +32,6 @@ from streams.agents.slots import Slots
 from streams.artifacts.local import LocalArtifactStore
 from streams.consumer import QuietStage, Record
 from streams.deadinput import DeadLetters
-from streams.failures import waiting_for
 from streams.fetch.http import FetchResult, HttpFetcher
 from streams.flusher import Flusher
 from streams.publisher import Outgoing, Sink, outgoing
@@ -39,12 +39,13 @@ from streams.settings import Settings
 
 log = logging.getLogger(__name__)
 SUPPORTED_JOB_TYPES = frozenset({"http.fetch"})
+STARTED_REMEMBERED = 50_000
 MIN_FETCH_DEADLINE_S = 1.0
-REPORT_RETRY_S = 1.0
 
 
 class HttpExecutor(QuietStage):
     name = "executor"
+    commit_each_batch = True  # a started fetch must not be read again by the next owner
 
     def __init__(
         self,
@@ -67,6 +68,7 @@ class HttpExecutor(QuietStage):
         self.max_batch = max(settings.executor_concurrency, 1)
         self.topics = frozenset({settings.topic("due")})
         self.not_started = 0
+        self._started: OrderedDict[UUID, None] = OrderedDict()
 
     def capacity(self) -> int:
         return self._slots.free()
@@ -80,16 +82,9 @@ class HttpExecutor(QuietStage):
         immediate: list[Outgoing] = []
         for record in records:
             try:
-                work = decode(record.value or b"")
-                if not isinstance(work, DueWork):
-                    raise CodecError(f"{type(work).__name__} is not due work")
+                work = decode_as(record.value or b"", DueWork)
             except CodecError as exc:
-                reason = f"undecodable due work: {exc}"
-                immediate.append(
-                    self._dead.record(
-                        record.topic, record.partition, record.offset, record.key, record.value, reason
-                    )
-                )
+                immediate.append(self._dead.of(record, f"undecodable due work: {exc}"))
                 continue
             if work.job_type not in SUPPORTED_JOB_TYPES:
                 immediate.append(self._report_message(work, _unsupported(work, now), now))
@@ -108,6 +103,11 @@ class HttpExecutor(QuietStage):
         # Step 3
         for work in startable:
             self._slots.start(self._attempt(work))
+
+    def _remember_started(self, lease_id: UUID) -> None:
+        self._started[lease_id] = None
+        if len(self._started) > STARTED_REMEMBERED:
+            self._started.popitem(last=False)
 
     def _start_message(self, work: DueWork, now: datetime) -> Outgoing:
         start = StartAttempt(
@@ -173,18 +173,8 @@ class HttpExecutor(QuietStage):
 
     async def _report(self, work: DueWork, attempt: Attempt) -> None:
         """Publish the report, waiting out broker failures; the fetch is never redone for it."""
-        while True:
-            try:
-                await self._reports.send(self._report_message(work, attempt, self._clock()))
-                return
-            except Exception as exc:
-                if waiting_for(exc) is None:
-                    log.error(
-                        "job %s: the report cannot be published (%s); its lease will lapse", work.job_id, exc
-                    )
-                    return
-                log.warning("job %s: report waits for %s (%s)", work.job_id, waiting_for(exc), exc)
-                await asyncio.sleep(REPORT_RETRY_S)
+        message = self._report_message(work, attempt, self._clock())
+        await self._reports.deliver(message, f"the report of job {work.job_id}")
 
     def _failed(self, work: DueWork, code: str, exc: Exception, result: FetchResult | None = None) -> Attempt:
         outcome, failure = local_failure(code, f"{type(exc).__name__}: {exc}")

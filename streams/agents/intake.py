@@ -9,10 +9,11 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import datetime
+from typing import cast
 from uuid import UUID, uuid5
 
 from projections.lifecycle.submission import submission_identity
-from schemas.codec import decode
+from schemas.codec import decode_as
 from schemas.commands import CancelJob, SubmitJob
 from schemas.errors import CodecError
 from streams.consumer import QuietStage, Record
@@ -61,13 +62,7 @@ class Intake(QuietStage):
 
     def _command(self, record: Record, now: datetime) -> Outgoing:
         command_id = uuid5(INTAKE_NAMESPACE, f"{record.topic}:{record.partition}:{record.offset}")
-        command = decode(record.value or b"")
-        if isinstance(command, SubmitJob):
-            command = command.model_copy(update={"command_id": command.command_id or command_id})
-            job_id, _ = submission_identity(command)
-        elif isinstance(command, CancelJob):
-            command = command.model_copy(update={"command_id": command.command_id or command_id})
-            job_id = command.job_id
-        else:
-            raise CodecError(f"{type(command).__name__} is not a SubmitJob or CancelJob")
+        command = cast(SubmitJob | CancelJob, decode_as(record.value or b"", SubmitJob, CancelJob))
+        command = command.model_copy(update={"command_id": command.command_id or command_id})
+        job_id = submission_identity(command)[0] if isinstance(command, SubmitJob) else command.job_id
         return outgoing(self._settings.topic("commands"), str(job_id), command, at=now)

@@ -19,7 +19,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 from uuid import UUID
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -29,7 +29,7 @@ from projections.lifecycle import Policy, State, decide, replay
 from projections.lifecycle.consequences import consequences_of
 from projections.lifecycle.identity import host_of
 from projections.lifecycle.submission import submission_identity
-from schemas.codec import decode
+from schemas.codec import decode_as
 from schemas.commands import (
     CancelJob,
     CheckTimers,
@@ -104,11 +104,9 @@ class Lifecycle(QuietStage):
             if record.partition not in self._owned:
                 continue  # revoked while queued: the new owner handles it
             try:
-                command = decode(record.value or b"")
-                if not isinstance(command, COMMAND_TYPES):
-                    raise CodecError(f"{type(command).__name__} is not a command")
+                command = cast(Command, decode_as(record.value or b"", *COMMAND_TYPES))
             except CodecError as exc:
-                dead.append(self._dead_record(record, f"undecodable command: {exc}"))
+                dead.append(self._dead.of(record, f"undecodable command: {exc}"))
                 continue
             incoming.append(Incoming(record.partition, command, self._record_time(record), record))
         await self.handle_batch(incoming, dead)
@@ -135,7 +133,7 @@ class Lifecycle(QuietStage):
             except Exception as exc:  # a command the rules cannot take: dead input, not a wedge
                 if item.record is None:
                     raise
-                published.append(self._dead_record(item.record, f"{type(exc).__name__}: {exc}"))
+                published.append(self._dead.of(item.record, f"{type(exc).__name__}: {exc}"))
                 continue
             decided[item.partition] += events
             published += consequences
@@ -275,7 +273,8 @@ async def fold_log(
         # The consumer's position, not the last offset seen, so a gap left by retention cannot stall this.
         while await consumer.position(events_partition) < end:
             batch = await consumer.getmany(events_partition, timeout_ms=500, max_records=CATCH_UP_BATCH)
-            records = batch.get(events_partition, [])
+            # Up to `end` exactly: a replay compared with a store must stop where that store stopped.
+            records = [record for record in batch.get(events_partition, []) if record.offset < end]
             if records:
                 store.commit(
                     events_partition.partition, _decoded(records), next_offset=records[-1].offset + 1

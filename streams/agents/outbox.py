@@ -6,13 +6,12 @@ lifecycle (no report within the try's timeout) and retried from there.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from uuid import uuid5
 
-from schemas.codec import decode
+from schemas.codec import decode_as
 from schemas.commands import ReportCallback
 from schemas.errors import CodecError
 from schemas.work import CallbackDue
@@ -20,17 +19,16 @@ from streams.agents.slots import Slots
 from streams.callbacks.sender import CallbackSender, TryResult
 from streams.consumer import QuietStage, Record
 from streams.deadinput import DeadLetters
-from streams.failures import waiting_for
 from streams.flusher import Flusher
 from streams.publisher import Sink, outgoing
 from streams.settings import Settings
 
 log = logging.getLogger(__name__)
-REPORT_RETRY_S = 1.0
 
 
 class Outbox(QuietStage):
     name = "outbox"
+    commit_each_batch = True
 
     def __init__(
         self,
@@ -60,16 +58,9 @@ class Outbox(QuietStage):
         dead = []
         for record in records:
             try:
-                due = decode(record.value or b"")
-                if not isinstance(due, CallbackDue):
-                    raise CodecError(f"{type(due).__name__} is not a callback")
+                due = decode_as(record.value or b"", CallbackDue)
             except CodecError as exc:
-                reason = f"undecodable callback: {exc}"
-                dead.append(
-                    self._dead.record(
-                        record.topic, record.partition, record.offset, record.key, record.value, reason
-                    )
-                )
+                dead.append(self._dead.of(record, f"undecodable callback: {exc}"))
                 continue
             self._slots.start(self._deliver(due))
         if dead:
@@ -93,17 +84,8 @@ class Outbox(QuietStage):
             http_status=result.http_status,
             last_error=result.error,
         )
-        while True:
-            try:
-                await self._reports.send(
-                    outgoing(self._settings.topic("commands"), str(due.job_id), report, at=self._clock())
-                )
-                return
-            except Exception as exc:
-                if waiting_for(exc) is None:
-                    log.error("callback %s: the report cannot be published (%s)", due.webhook_id, exc)
-                    return
-                await asyncio.sleep(REPORT_RETRY_S)
+        message = outgoing(self._settings.topic("commands"), str(due.job_id), report, at=self._clock())
+        await self._reports.deliver(message, f"the report of callback {due.webhook_id}")
 
     async def close(self) -> None:
         await self._slots.close(self._settings.shutdown_grace_s)

@@ -100,24 +100,3 @@ async def _high_watermarks(
         if not pending:
             break
     return corrected
-
-
-def faust_transport(profile: BrokerProfile) -> type[Any]:
-    """Faust's aiokafka transport with the profile's fetch wait (Faust hard-codes 1500 ms)."""
-    from faust.transport.drivers import aiokafka as faust_aiokafka
-
-    class ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
-        def _create_worker_consumer(self, transport: Any) -> AIOKafkaConsumer:
-            consumer = super()._create_worker_consumer(transport)
-            consumer._fetch_max_wait_ms = profile.fetch_max_wait_ms
-            return consumer
-
-    class Consumer(faust_aiokafka.Consumer):
-        def _new_consumer_thread(self) -> ConsumerThread:
-            return ConsumerThread(self, loop=self.loop, beacon=self.beacon)
-
-    class Transport(faust_aiokafka.Transport):
-        pass
-
-    Transport.Consumer = Consumer
-    return Transport

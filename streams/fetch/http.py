@@ -94,6 +94,8 @@ class GuardedTransport(httpx.AsyncHTTPTransport):
 
 
 class HttpFetcher:
+    """Sends through the transport itself: no client-side redirect handling, no cookie jar shared by jobs."""
+
     def __init__(
         self,
         limits: FetchLimits,
@@ -102,15 +104,12 @@ class HttpFetcher:
         user_agent: str = "scrapestream/0.1",
     ) -> None:
         self._limits = limits
-        self._client = httpx.AsyncClient(
-            transport=GuardedTransport(allow_private, allowed_networks),
-            follow_redirects=False,
-            timeout=httpx.Timeout(30.0),
-            headers={"user-agent": user_agent, "accept-encoding": ACCEPT_ENCODING},
-        )
+        self._transport = GuardedTransport(allow_private, allowed_networks)
+        self._headers = {"user-agent": user_agent, "accept-encoding": ACCEPT_ENCODING}
+        self._timeouts = httpx.Timeout(30.0).as_dict()
 
     async def close(self) -> None:
-        await self._client.aclose()
+        await self._transport.aclose()
 
     async def fetch(
         self, request: Request, deadline_s: float, retry_until: datetime | None = None
@@ -129,8 +128,11 @@ class HttpFetcher:
     async def _follow(self, request: Request, retry_until: datetime | None) -> FetchResult:
         url = request.url
         for _ in range(self._limits.max_redirects + 1):
-            outgoing = self._client.build_request(request.method.value, url, headers=request.headers)
-            response = await self._client.send(outgoing, stream=True)
+            headers = self._headers | request.headers
+            outgoing = httpx.Request(
+                request.method.value, url, headers=headers, extensions={"timeout": self._timeouts}
+            )
+            response = await self._transport.handle_async_request(outgoing)
             try:
                 location = response.headers.get("location")
                 if response.status_code not in REDIRECT_STATUSES or not location:

@@ -45,33 +45,49 @@ class Origin:
         return f"http://127.0.0.1:{self.port}{path}"
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
-        path = request.path
-        self.hits[path] += 1
-        count = self.hits[path]
-        kind = path.split("/")[1]
-        if kind == "page":
-            return web.Response(body=f"page {path}".encode(), content_type="text/html")
-        if kind == "flaky":
-            return web.Response(status=503) if count == 1 else web.Response(text="recovered")
-        if kind == "limited":
-            if count == 1:
-                return web.Response(status=429, headers={"Retry-After": "2"})
-            return web.Response(text="allowed")
-        if kind == "unavailable":
-            return web.Response(status=503, headers={"Retry-After": "30"})
-        if kind == "slow":
-            await self.release.wait()
-            return web.Response(text="slow")
-        if kind == "sleep":
-            await asyncio.sleep(int(path.split("/")[2]) / 1000)
-            return web.Response(text="slept")
-        if kind == "bomb":
-            return web.Response(body=gzip.compress(b"\0" * 5_000_000), headers={"Content-Encoding": "gzip"})
-        if kind == "hook":
-            self.callbacks[path].append((dict(request.headers), await request.read()))
-            failures = int(path.split("/")[2]) if path.split("/")[2].isdigit() else 0
-            return web.Response(status=500 if count <= failures else 204)
-        return web.Response(status=404, text="missing")
+        """`/<kind>/...`: the first path segment names the behaviour."""
+        self.hits[request.path] += 1
+        behaviour = getattr(self, f"_{request.path.split('/')[1]}", None)
+        if behaviour is None:
+            return web.Response(status=404, text="missing")
+        response: web.StreamResponse = await behaviour(request, self.hits[request.path])
+        return response
+
+    async def _page(self, request: web.Request, count: int) -> web.Response:
+        return web.Response(body=f"page {request.path}".encode(), content_type="text/html")
+
+    async def _flaky(self, request: web.Request, count: int) -> web.Response:
+        return web.Response(status=503) if count == 1 else web.Response(text="recovered")
+
+    async def _limited(self, request: web.Request, count: int) -> web.Response:
+        if count == 1:
+            return web.Response(status=429, headers={"Retry-After": "2"})
+        return web.Response(text="allowed")
+
+    async def _unavailable(self, request: web.Request, count: int) -> web.Response:
+        return web.Response(status=503, headers={"Retry-After": "30"})
+
+    async def _slow(self, request: web.Request, count: int) -> web.Response:
+        await self.release.wait()
+        return web.Response(text="slow")
+
+    async def _sleep(self, request: web.Request, count: int) -> web.Response:
+        await asyncio.sleep(int(request.path.split("/")[2]) / 1000)
+        return web.Response(text="slept")
+
+    async def _bomb(self, request: web.Request, count: int) -> web.Response:
+        return web.Response(body=gzip.compress(b"\0" * 5_000_000), headers={"Content-Encoding": "gzip"})
+
+    async def _hook(self, request: web.Request, count: int) -> web.Response:
+        """`/hook/<n>/...` answers 500 to its first n tries."""
+        self.callbacks[request.path].append((dict(request.headers), await request.read()))
+        failures = request.path.split("/")[2]
+        return web.Response(status=500 if failures.isdigit() and count <= int(failures) else 204)
+
+    async def _slowhook(self, request: web.Request, count: int) -> web.Response:
+        self.callbacks[request.path].append((dict(request.headers), await request.read()))
+        await self.release.wait()
+        return web.Response(status=204)
 
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")

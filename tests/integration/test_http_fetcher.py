@@ -6,6 +6,7 @@ import asyncio
 import gzip
 import ipaddress
 from collections import Counter
+from datetime import timedelta
 
 import pytest
 import pytest_asyncio
@@ -14,7 +15,7 @@ from aiohttp import web
 from schemas.enums import AttemptOutcome, FailureDisposition
 from schemas.records import Request
 from streams.fetch.http import FetchLimits, HttpFetcher
-from tests.servers import loopback
+from tests.servers import loopback, raw_loopback
 
 LIMITS = FetchLimits(max_body_bytes=100_000, max_decoded_bytes=200_000, max_redirects=3)
 
@@ -143,3 +144,107 @@ async def test_a_closed_port_is_a_retryable_connection_failure(fetcher):
     result = await fetcher.fetch(Request(url=f"http://127.0.0.1:{free_loopback_port()}/"), 5)
     assert result.failure.code == "CONNECTION_FAILED"
     assert result.failure.disposition is FailureDisposition.RETRYABLE
+
+
+def gzip_bomb_in_one_chunk(decoded_size: int) -> bytes:
+    return gzip.compress(b"\0" * decoded_size)
+
+
+HOSTILE: dict[str, tuple[list[bytes], str]] = {
+    # name: (raw response chunks, expected failure code)
+    "redirect_to_a_bad_port": (
+        [b"HTTP/1.1 302 Found\r\nLocation: http://host:abc/\r\nContent-Length: 0\r\n\r\n"],
+        "INVALID_REDIRECT",
+    ),
+    "redirect_to_an_invalid_idna_host": (
+        ["HTTP/1.1 302 Found\r\nLocation: http://\u2603.example/\r\nContent-Length: 0\r\n\r\n".encode()],
+        "INVALID_REDIRECT",
+    ),
+    "redirect_with_a_62_char_label": (
+        [b"HTTP/1.1 302 Found\r\nLocation: http://" + b"a" * 64 + b".example/\r\nContent-Length: 0\r\n\r\n"],
+        "INVALID_REDIRECT",
+    ),
+    "redirect_with_control_characters": (
+        [b"HTTP/1.1 302 Found\r\nLocation: http://a.example/\x01x\r\nContent-Length: 0\r\n\r\n"],
+        "INVALID_REDIRECT",
+    ),
+    "malformed_status_line": ([b"HTTP/1.1 two hundred OK\r\n\r\n"], "PROTOCOL_ERROR"),
+    "malformed_header": (
+        [b"HTTP/1.1 200 OK\r\nno colon here\r\nContent-Length: 2\r\n\r\nok"],
+        "PROTOCOL_ERROR",
+    ),
+    "header_block_too_large": (
+        [b"HTTP/1.1 200 OK\r\nX-Big: " + b"a" * 200_000 + b"\r\n\r\n"],
+        "PROTOCOL_ERROR",
+    ),
+    "bad_content_length": ([b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort"], "PROTOCOL_ERROR"),
+    "unknown_content_encoding": (
+        [b"HTTP/1.1 200 OK\r\nContent-Encoding: br\r\nContent-Length: 4\r\n\r\nabcd"],
+        "UNSUPPORTED_CONTENT_ENCODING",
+    ),
+    "corrupt_gzip": (
+        [b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: 4\r\n\r\nabcd"],
+        "DECODING_FAILED",
+    ),
+    "closed_without_answer": ([], "PROTOCOL_ERROR"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+async def test_whatever_a_hostile_origin_sends_becomes_one_typed_failure(fetcher, name):
+    chunks, code = HOSTILE[name]
+
+    async def respond(request: bytes) -> list[bytes]:
+        return chunks
+
+    async with raw_loopback(respond) as port:
+        result = await fetcher.fetch(Request(url=f"http://127.0.0.1:{port}/"), 5)
+    assert result.failure is not None
+    assert result.failure.code == code
+    assert result.outcome is not AttemptOutcome.FETCHED
+
+
+async def test_a_gzip_bomb_inside_one_chunk_is_cut_at_the_decoded_cap(fetcher):
+    body = gzip_bomb_in_one_chunk(50_000_000)
+    head = f"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+
+    async def respond(request: bytes) -> list[bytes]:
+        return [head + body]
+
+    async with raw_loopback(respond) as port:
+        result = await fetcher.fetch(Request(url=f"http://127.0.0.1:{port}/"), 5)
+    assert result.failure.code == "BODY_TOO_LARGE"
+    assert len(body) < LIMITS.max_body_bytes  # the wire cap alone would not have stopped it
+
+
+@pytest.mark.parametrize(
+    ("retry_after", "expected_s"),
+    [("1000000000000", 60.0), ("\u0661\u0662", None), ("\uff15", None), ("30", 30.0), ("-1", None)],
+)
+async def test_retry_after_is_parsed_strictly_and_clamped_to_the_deadline(fetcher, retry_after, expected_s):
+    from streams.clock import utc_now
+
+    async def respond(request: bytes) -> list[bytes]:
+        header = f"Retry-After: {retry_after}\r\n".encode()
+        return [b"HTTP/1.1 503 Service Unavailable\r\n" + header + b"Content-Length: 0\r\n\r\n"]
+
+    now = utc_now()
+    deadline = now + timedelta(seconds=60)
+    async with raw_loopback(respond) as port:
+        result = await fetcher.fetch(Request(url=f"http://127.0.0.1:{port}/"), 5, retry_until=deadline)
+    assert result.failure.code == "HTTP_503"
+    if expected_s is None:
+        assert result.failure.retry_at is None
+    else:
+        assert abs((result.failure.retry_at - now).total_seconds() - expected_s) < 5
+        assert result.failure.retry_at <= deadline
+
+
+async def test_a_redirect_chain_keeps_the_fetch_within_one_deadline(fetcher):
+    async def respond(request: bytes) -> list[bytes]:
+        await asyncio.sleep(0.2)
+        return [b"HTTP/1.1 302 Found\r\nLocation: /again\r\nContent-Length: 0\r\n\r\n"]
+
+    async with raw_loopback(respond) as port:
+        result = await fetcher.fetch(Request(url=f"http://127.0.0.1:{port}/"), 0.5)
+    assert result.failure.code in ("TIMEOUT", "TOO_MANY_REDIRECTS")

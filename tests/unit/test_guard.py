@@ -99,3 +99,11 @@ async def test_the_deployment_may_allow_private_addresses():
 async def test_an_unresolvable_host_is_a_resolution_error():
     with pytest.raises(ResolutionError):
         await resolve_checked("no-such-host.invalid", 80, allow_private=False)
+
+
+def test_the_documented_table_is_the_table_the_guard_uses():
+    from pathlib import Path
+
+    page = (Path(__file__).parent.parent.parent / "docs" / "SECURITY.md").read_text()
+    for cidr, label in {**NON_PUBLIC_IPV4, **NON_PUBLIC_IPV6}.items():
+        assert f"| `{cidr}` | {label} |" in page

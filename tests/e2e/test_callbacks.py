@@ -1,0 +1,73 @@
+"""Callbacks are retried durably as events: isolated from each other, surviving a restart."""
+
+from __future__ import annotations
+
+from uuid import uuid4
+
+import pytest
+
+from schemas.events import CallbackRetryScheduled
+from streams.worker import Worker
+from tests.e2e.conftest import observed_system, running_system, worker_settings
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+def settings_for(broker, path, **overrides):
+    values = {"callback_timeout_s": 1.0, "callback_max_elapsed_s": 30.0, "callback_retry_base_s": 0.3}
+    return worker_settings(broker.bootstrap, path, **(values | overrides))
+
+
+async def test_a_slow_receiver_does_not_hold_back_another_callback(broker, tmp_path, origin):
+    async with running_system(settings_for(broker, tmp_path)) as system:
+        slow_hook, fast_hook = f"/slowhook/{uuid4().hex}", f"/hook/0/{uuid4().hex}"
+        slow = await system.submit(origin.url("/page/slow-callback"), callback_url=origin.url(slow_hook))
+        await system.completion(slow)
+        await system.events.wait_for(lambda _: origin.callbacks[slow_hook])
+        fast = await system.submit(origin.url("/page/fast-callback"), callback_url=origin.url(fast_hook))
+        # The slow receiver still holds its first try while the other callback is delivered.
+        await system.events.wait_for(lambda _: "CallbackDelivered" in system.event_kinds(fast))
+        assert "CallbackDelivered" not in system.event_kinds(slow)
+        # Its try ends at the timeout, and the next one is scheduled; then the receiver recovers.
+        await system.events.wait_for(lambda _: "CallbackRetryScheduled" in system.event_kinds(slow))
+        retried = next(e for e in system.events.of_job(slow) if isinstance(e, CallbackRetryScheduled))
+        assert "TIMEOUT" in retried.last_error
+        origin.release.set()
+        await system.events.wait_for(lambda _: "CallbackDelivered" in system.event_kinds(slow))
+
+
+async def test_a_name_that_does_not_resolve_is_retried_until_the_window_closes(broker, tmp_path, origin):
+    settings = settings_for(broker, tmp_path, callback_max_elapsed_s=2.0)
+    async with running_system(settings) as system:
+        job_id = await system.submit(
+            origin.url("/page/dns"), callback_url="http://no-such-receiver.invalid/h"
+        )
+        await system.events.wait_for(
+            lambda _: "CallbackAbandoned" in system.event_kinds(job_id), timeout_s=30
+        )
+        kinds = system.event_kinds(job_id)
+        assert kinds.count("CallbackRetryScheduled") >= 1
+        abandoned = next(e for e in system.events.of_job(job_id) if type(e).__name__ == "CallbackAbandoned")
+        assert abandoned.last_error.startswith("DNS_FAILED")
+
+
+async def test_the_next_callback_try_survives_a_restart_of_the_worker(broker, tmp_path, origin):
+    settings = settings_for(broker, tmp_path, callback_retry_base_s=2.0)
+    hook = f"/hook/1/{uuid4().hex}"
+    first = Worker(settings)
+    await first.start()
+    async with observed_system(settings, first) as system:
+        try:
+            job_id = await system.submit(origin.url("/page/restart-callback"), callback_url=origin.url(hook))
+            await system.events.wait_for(lambda _: "CallbackRetryScheduled" in system.event_kinds(job_id))
+        finally:
+            await first.stop()
+        assert len(origin.callbacks[hook]) == 1
+        second = Worker(settings)
+        await second.start()
+        try:
+            await system.events.wait_for(lambda _: "CallbackDelivered" in system.event_kinds(job_id))
+        finally:
+            await second.stop()
+    assert len(origin.callbacks[hook]) == 2
+    assert len({headers["webhook-id"] for headers, _ in origin.callbacks[hook]}) == 1

@@ -1,0 +1,60 @@
+"""`scrapestream replay --verify`: a rebuild from the events topic equals the live store, or the first
+difference is named."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from projections.storage.rocks import RocksStore
+from schemas.enums import JobStatus
+from tests.e2e.conftest import running_system, worker_settings
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+SCRAPESTREAM = str(Path(sys.executable).with_name("scrapestream"))
+
+
+async def replay(settings, *arguments: str) -> tuple[int, str]:
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("SCRAPESTREAM_")} | {
+        "SCRAPESTREAM_KAFKA_BOOTSTRAP": settings.kafka_bootstrap,
+        "SCRAPESTREAM_BROKER_PROFILE": "embedded",
+        "SCRAPESTREAM_DATA_DIR": str(settings.data_dir),
+        "SCRAPESTREAM_PARTITIONS": str(settings.partitions),
+        "SCRAPESTREAM_TOPIC_PREFIX": settings.topic_prefix,
+        "SCRAPESTREAM_PROFILES": json.dumps({k: list(v) for k, v in settings.profiles.items()}),
+        "SCRAPESTREAM_CALLBACK_MAX_ELAPSED_S": str(settings.callback_max_elapsed_s),
+        "SCRAPESTREAM_CALLBACK_RETRY_BASE_S": str(settings.callback_retry_base_s),
+    }
+    process = await asyncio.create_subprocess_exec(
+        SCRAPESTREAM, "replay", *arguments, env=environment, stdout=asyncio.subprocess.PIPE
+    )
+    output, _ = await process.communicate()
+    return process.returncode or 0, output.decode()
+
+
+async def test_replay_verify_finds_the_live_store_equal_to_the_log_then_names_a_tampered_key(
+    broker, tmp_path, origin
+):
+    settings = worker_settings(broker.bootstrap, tmp_path / "worker")
+    async with running_system(settings) as system:
+        jobs = [await system.submit(origin.url(f"/page/replayed-{n}")) for n in range(5)]
+        jobs.append(await system.submit(origin.url("/flaky/replayed")))
+        for job_id in jobs:
+            assert (await system.completion(job_id)).status is JobStatus.SUCCEEDED
+        code, output = await replay(settings, "--verify")
+        assert (code, "matches" in output) == (0, True), output
+    store = RocksStore(settings.data_dir / "lifecycle")
+    tampered = next(key for key, _ in store.scan(b"e/", b"e/\xff"))
+    store.write({tampered: b"\xc3\x01tampered"})
+    store.close()
+    code, output = await replay(settings, "--verify")
+    assert code == 1
+    assert tampered.decode() in output
+    code, output = await replay(settings, "--into", str(tmp_path / "copy"))
+    assert code == 0
+    assert (tmp_path / "copy").is_dir()

@@ -1,0 +1,292 @@
+"""Fault scenarios against real worker processes, a real broker and real loopback origins.
+
+Each scenario asserts the invariants of `harness.check_log` and reports its counts
+(`SCRAPESTREAM_FAULT_REPORT=faults.jsonl pytest tests/faults`), recorded in docs/RELIABILITY.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import timedelta
+from itertools import cycle
+from uuid import uuid4
+
+import pytest
+from aiokafka import AIOKafkaProducer
+from aiokafka.partitioner import DefaultPartitioner
+
+from schemas.codec import encode
+from schemas.commands import SubmitJob
+from schemas.enums import JobStatus
+from schemas.records import Request
+from streams.clock import utc_now
+from tests.e2e.conftest import observed_system
+from tests.faults.harness import (
+    TERMINAL,
+    Stopwatch,
+    WorkerProcess,
+    assert_stores_match_the_log,
+    check_log,
+    report,
+    settings_of,
+    worker_environment,
+    workers,
+)
+from tests.faults.origins import hostile_origin
+from tests.poison import poison_records
+
+pytestmark = [pytest.mark.asyncio(loop_scope="function"), pytest.mark.timeout(300)]
+
+
+def prefix() -> str:
+    return f"f{uuid4().hex[:8]}"
+
+
+async def until(condition, timeout_s: float = 60) -> None:  # type: ignore[no-untyped-def]
+    """Polls `condition` (state of another process or of observers) until it holds."""
+
+    async def poll() -> None:
+        while not condition():  # noqa: ASYNC110 - the state lives in other processes and tasks
+            await asyncio.sleep(0.02)
+
+    await asyncio.wait_for(poll(), timeout_s)
+
+
+OBSERVING: list = []
+
+
+async def observe(settings):  # type: ignore[no-untyped-def]
+    """Observers of the scenario's topics, started after its workers created them."""
+    context = observed_system(settings)
+    system = await context.__aenter__()
+    OBSERVING.append(context)
+    return system
+
+
+@pytest.fixture(autouse=True)
+async def stop_observers():  # type: ignore[no-untyped-def]
+    yield
+    while OBSERVING:
+        await OBSERVING.pop().__aexit__(None, None, None)
+
+
+def partition_of(job_id, partitions: int) -> int:  # type: ignore[no-untyped-def]
+    everyone = list(range(partitions))
+    return int(DefaultPartitioner()(str(job_id).encode(), everyone, everyone))
+
+
+def distinct_completions(system) -> int:  # type: ignore[no-untyped-def]
+    return len({c.job_id for c in system.completions.records})
+
+
+async def all_terminal(system, job_ids) -> None:  # type: ignore[no-untyped-def]
+    for job_id in job_ids:
+        await system.completion(job_id, timeout_s=120)
+    wanted = set(job_ids)
+    await system.events.wait_for(
+        lambda events: (
+            len({e.job_id for e in events if isinstance(e, TERMINAL) and e.job_id in wanted}) == len(wanted)
+        )
+    )
+
+
+async def test_a_worker_killed_three_times_mid_fetch_loses_nothing_and_forks_nothing(broker, tmp_path):
+    environment = worker_environment(broker.bootstrap, prefix(), tmp_path / "worker")
+    settings = settings_of(environment)
+    worker = WorkerProcess(environment)
+    watch = Stopwatch()
+    async with hostile_origin() as origin, workers(worker):
+        await worker.start()
+        system = await observe(settings)
+        jobs = {f"kill-{n}": await system.submit(origin.url("sleep", f"kill-{n}")) for n in range(40)}
+        recovery = []
+        for _ in range(3):
+            await until(lambda: origin.in_flight > 0)
+            worker.kill()
+            await worker.wait_dead()
+            killed_at, done_before = Stopwatch(), distinct_completions(system)
+            await worker.start()
+            await until(
+                lambda done=done_before: distinct_completions(system) > done or done == len(jobs), 120
+            )
+            recovery.append(killed_at.lap())
+        await all_terminal(system, jobs.values())
+        await worker.stop()
+        requests = {jobs[key]: count for key, count in origin.requests.items() if key in jobs}
+        counts = check_log(
+            "sigkill-three-times",
+            jobs.values(),
+            system.events.records,
+            system.completions.records,
+            requests,
+            5,
+            crash_window=3,
+        )
+    await assert_stores_match_the_log([environment], system.events)
+    assert {c.status for c in system.completions.records} == {JobStatus.SUCCEEDED}
+    counts.recovery_s = recovery
+    counts.notes = {"kills": 3, "elapsed_s": watch.lap(), "workers": 1}
+    report(counts)
+
+
+async def test_two_workers_one_killed_the_survivor_finishes_every_partition(broker, tmp_path):
+    name = prefix()
+    environments = [
+        worker_environment(broker.bootstrap, name, tmp_path / side, partitions=4) for side in ("a", "b")
+    ]
+    survivor, victim = WorkerProcess(environments[0], "a"), WorkerProcess(environments[1], "b")
+    settings = settings_of(environments[0])
+    async with hostile_origin() as origin, workers(survivor, victim):
+        await survivor.start()
+        await victim.start()
+        system = await observe(settings)
+        jobs = {f"pair-{n}": await system.submit(origin.url("sleep", f"pair-{n}")) for n in range(40)}
+        await until(lambda: distinct_completions(system) >= 8)
+        await until(lambda: origin.in_flight > 0)
+        orphaned = {job for job in jobs.values() if partition_of(job, 4) in await victim.owned()}
+        victim.kill()
+        await victim.wait_dead()
+        killed_at = Stopwatch()
+        waiting = orphaned - {c.job_id for c in system.completions.records}
+        # Recovered once the survivor completes a job of a partition the killed worker owned.
+        await until(lambda: not waiting or waiting & {c.job_id for c in system.completions.records}, 120)
+        recovery = killed_at.lap()
+        await all_terminal(system, jobs.values())
+        owned = await survivor.owned()
+        await survivor.stop()
+        requests = {jobs[key]: count for key, count in origin.requests.items() if key in jobs}
+        counts = check_log(
+            "two-workers-one-killed",
+            jobs.values(),
+            system.events.records,
+            system.completions.records,
+            requests,
+            5,
+            crash_window=1,
+        )
+    assert owned == [0, 1, 2, 3]
+    await assert_stores_match_the_log(environments, system.events)
+    counts.recovery_s = [recovery]
+    counts.notes = {"workers": 2, "survivor_owns": owned, "jobs_of_the_killed_worker": len(orphaned)}
+    report(counts)
+
+
+async def test_ten_percent_poison_of_every_kind_interleaved_with_valid_submissions(broker, tmp_path):
+    environment = worker_environment(broker.bootstrap, prefix(), tmp_path / "worker")
+    settings = settings_of(environment)
+    worker = WorkerProcess(environment)
+    kinds = cycle(poison_records().items())
+    async with hostile_origin() as origin, workers(worker):
+        await worker.start()
+        system = await observe(settings)
+        producer = AIOKafkaProducer(bootstrap_servers=settings.kafka_bootstrap, enable_idempotence=False)
+        await producer.start()
+        jobs, poison = {}, []
+        try:
+            for n in range(110):
+                if n % 10 == 9:
+                    _, value = next(kinds)
+                    poison.append(value)
+                else:
+                    command = SubmitJob(
+                        caller_identity="faults",
+                        request=Request(url=origin.url("page", f"mixed-{n}")),
+                        deadline_at=utc_now() + timedelta(minutes=5),
+                    )
+                    from projections.lifecycle.submission import submission_identity
+
+                    jobs[f"mixed-{n}"] = submission_identity(command)[0]
+                    value = encode(command)
+                await producer.send(settings.topic("submit"), value, key=f"r{n}".encode())
+            await producer.flush()
+        finally:
+            await producer.stop()
+        await all_terminal(system, jobs.values())
+        dead = await system.dead_input.wait_for(lambda records: len(records) >= len(poison))
+        await worker.stop()
+        requests = {jobs[key]: count for key, count in origin.requests.items() if key in jobs}
+        counts = check_log(
+            "poison-10-percent", jobs.values(), system.events.records, system.completions.records, requests, 5
+        )
+    assert sorted(record.value for record in dead) == sorted(poison)
+    await assert_stores_match_the_log([environment], system.events)
+    counts.dead_input = len(dead)
+    counts.notes = {"records": 110, "poison": len(poison), "kinds": len(poison_records())}
+    report(counts)
+
+
+HOSTILE = {
+    "drip": "TIMEOUT",
+    "huge": "BODY_TOO_LARGE",
+    "bomb": "BODY_TOO_LARGE",
+    "loop": "TOO_MANY_REDIRECTS",
+    "private": "ADDRESS_REFUSED",
+    "malformed": "PROTOCOL_ERROR",
+}
+
+
+async def test_hostile_origins_end_in_typed_failures_within_the_attempt_budget(broker, tmp_path):
+    environment = worker_environment(
+        broker.bootstrap,
+        prefix(),
+        tmp_path / "worker",
+        allow_private_networks="0",
+        allowed_networks=json.dumps(["127.0.0.1/32"]),
+        profiles=json.dumps({"http.fetch": [1_500, 3]}),
+        max_body_bytes=1_000_000,
+        max_decoded_bytes=2_000_000,
+    )
+    settings = settings_of(environment)
+    worker = WorkerProcess(environment)
+    async with hostile_origin() as origin, workers(worker):
+        await worker.start()
+        system = await observe(settings)
+        jobs = {
+            f"{behaviour}-{n}": (behaviour, await system.submit(origin.url(behaviour, f"{behaviour}-{n}")))
+            for behaviour in [*HOSTILE, "page"]
+            for n in range(2)
+        }
+        await all_terminal(system, [job_id for _, job_id in jobs.values()])
+        await worker.stop()
+        requests = {job_id: origin.requests[key] for key, (_, job_id) in jobs.items()}
+        counts = check_log(
+            "hostile-origins", requests, system.events.records, system.completions.records, requests, 3
+        )
+    for behaviour, job_id in jobs.values():
+        (completion,) = system.completions.of_job(job_id)
+        if behaviour == "page":
+            assert completion.status is JobStatus.SUCCEEDED
+        else:
+            assert completion.failure.code == HOSTILE[behaviour], behaviour
+    assert max(origin.hops.values()) <= settings.max_redirects
+    await assert_stores_match_the_log([environment], system.events)
+    counts.notes = {"behaviours": sorted(HOSTILE), "redirect_hops_max": max(origin.hops.values())}
+    report(counts)
+
+
+async def test_a_receiver_down_beyond_the_window_is_abandoned_and_one_back_in_time_gets_it(broker, tmp_path):
+    environment = worker_environment(
+        broker.bootstrap, prefix(), tmp_path / "worker", callback_max_elapsed_s=3, callback_retry_base_s=0.3
+    )
+    settings = settings_of(environment)
+    worker = WorkerProcess(environment)
+    async with hostile_origin() as origin, workers(worker):
+        await worker.start()
+        system = await observe(settings)
+        down = await system.submit(origin.url("page", "cb-a"), callback_url=origin.url("hook-down", "down"))
+        late = await system.submit(origin.url("page", "cb-b"), callback_url=origin.url("hook-late", "late"))
+        await system.events.wait_for(lambda _: "CallbackAbandoned" in system.event_kinds(down), 60)
+        await system.events.wait_for(lambda _: "CallbackDelivered" in system.event_kinds(late), 60)
+        await worker.stop()
+        counts = check_log(
+            "callback-receivers", [down, late], system.events.records, system.completions.records
+        )
+    assert origin.requests["late"] == 3
+    assert origin.requests["down"] >= 2
+    await assert_stores_match_the_log([environment], system.events)
+    counts.notes = {
+        "tries_to_down_receiver": origin.requests["down"],
+        "tries_to_late_receiver": origin.requests["late"],
+    }
+    report(counts)

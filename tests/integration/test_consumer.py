@@ -1,0 +1,121 @@
+"""The batch consumer on the real broker: what it retries, what it isolates, what it commits."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+from uuid import uuid4
+
+import pytest
+from aiokafka import AIOKafkaProducer, TopicPartition
+from aiokafka.errors import KafkaConnectionError
+
+from streams.broker.compat import EMBEDDED_TANSU
+from streams.consumer import QuietStage, StageConsumer
+from streams.deadinput import DeadLetters
+from streams.publisher import Publisher
+from streams.settings import load_settings
+from streams.topics import ensure_topics
+from tests.e2e.conftest import Observer
+
+
+class Recording(QuietStage):
+    """Handles records by remembering their values; some values make it fail."""
+
+    name = "recording"
+    max_batch = 50
+
+    def __init__(self, topic: str, broker_outages: int = 0) -> None:
+        self.topics = frozenset({topic})
+        self.handled: list[bytes] = []
+        self.batches: list[int] = []
+        self.recoveries = 0
+        self._outages = broker_outages
+        self.expected = 0
+        self.all_handled = asyncio.Event()
+
+    async def handle(self, records: Sequence[Any]) -> None:
+        if self._outages:
+            self._outages -= 1
+            raise KafkaConnectionError("broker away")
+        if any(record.value == b"bug" for record in records):
+            raise ValueError("this record breaks the stage")
+        self.batches.append(len(records))
+        self.handled += [record.value for record in records]
+        if len(self.handled) >= self.expected:
+            self.all_handled.set()
+
+    async def recover(self, records: Sequence[Any]) -> None:
+        self.recoveries += 1
+
+
+async def run(broker, stage_for, values: list[bytes]):  # type: ignore[no-untyped-def]
+    prefix = f"t{uuid4().hex[:8]}"
+    settings = load_settings(
+        kafka_bootstrap=broker.bootstrap,
+        broker_profile="embedded",
+        topic_prefix=prefix,
+        group_id=prefix,
+        partitions=1,
+    )
+    await ensure_topics(settings)
+    topic = settings.topic("submit")
+    producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, enable_idempotence=False)
+    await producer.start()
+    for value in values:
+        await producer.send(topic, value)
+    await producer.flush()
+    await producer.stop()
+    publisher = Publisher(broker.bootstrap, EMBEDDED_TANSU)
+    await publisher.start()
+    dead = await Observer(broker.bootstrap, settings.topic("dead-input")).start()
+    stage = stage_for(topic)
+    stage.expected = len([v for v in values if v != b"bug"])
+    consumer = StageConsumer(
+        broker.bootstrap, prefix, EMBEDDED_TANSU, [stage], DeadLetters(settings, publisher, Counter())
+    )
+    await consumer.start()
+    try:
+        await asyncio.wait_for(stage.all_handled.wait(), 30)
+        if b"bug" in values:
+            await dead.wait_for(lambda records: bool(records))
+    finally:
+        await consumer.stop()
+        await publisher.stop()
+        await dead.stop()
+    committed = await committed_offset(broker, prefix, topic)
+    return stage, dead.records, committed
+
+
+async def committed_offset(broker, group: str, topic: str) -> int:
+    from aiokafka import AIOKafkaConsumer
+
+    probe = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=group, enable_auto_commit=False)
+    await probe.start()
+    try:
+        return int(await probe.committed(TopicPartition(topic, 0)) or 0)
+    finally:
+        await probe.stop()
+
+
+@pytest.mark.timeout(60)
+async def test_a_record_that_breaks_a_stage_goes_to_dead_input_and_the_rest_are_handled(broker):
+    values = [f"r{n}".encode() for n in range(10)] + [b"bug"] + [f"s{n}".encode() for n in range(10)]
+    stage, dead, committed = await run(broker, Recording, values)
+    assert stage.handled == [v for v in values if v != b"bug"]
+    (record,) = dead
+    assert record.value == b"bug"
+    assert "ValueError: this record breaks the stage" in record.reason
+    assert committed == len(values)
+
+
+@pytest.mark.timeout(60)
+async def test_an_infrastructure_failure_retries_the_batch_after_recovery_and_skips_nothing(broker):
+    values = [f"r{n}".encode() for n in range(10)]
+    stage, dead, committed = await run(broker, lambda topic: Recording(topic, broker_outages=2), values)
+    assert stage.handled == values
+    assert stage.recoveries == 2
+    assert dead == []
+    assert committed == len(values)

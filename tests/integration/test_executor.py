@@ -1,0 +1,134 @@
+"""The executor against a loopback origin, with a sink that loses some records."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any
+from uuid import uuid4
+
+from aiokafka.errors import KafkaConnectionError
+
+from schemas.codec import decode
+from schemas.commands import RenewLease, ReportAttempt, StartAttempt
+from schemas.enums import AttemptOutcome
+from schemas.records import Request
+from schemas.work import DueWork
+from streams.agents.executor import HttpExecutor
+from streams.artifacts.local import LocalArtifactStore
+from streams.clock import utc_now
+from streams.deadinput import DeadLetters
+from streams.fetch.http import FetchResult
+from streams.publisher import Outgoing
+from streams.settings import load_settings
+
+
+class LosingRenewals:
+    """Acknowledges everything except lease renewals, which fail as if the broker were away."""
+
+    def __init__(self) -> None:
+        self.sent: list[Any] = []
+
+    async def send_all(self, messages: Sequence[Outgoing]) -> list[Any]:
+        records = [decode(message.value) for message in messages]
+        if any(isinstance(record, RenewLease) for record in records):
+            raise KafkaConnectionError("broker away")
+        self.sent += records
+        return [None] * len(records)
+
+
+class SlowFetcher:
+    """Takes longer than one renewal interval, once."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def fetch(self, request: Request, deadline_s: float, retry_until: Any = None) -> FetchResult:
+        self.calls += 1
+        await asyncio.sleep(5.5)
+        return FetchResult(outcome=AttemptOutcome.FETCHED, failure=None, http_status=200, body=b"ok")
+
+
+class Raising:
+    async def fetch(self, request: Request, deadline_s: float, retry_until: Any = None) -> FetchResult:
+        raise RuntimeError("a bug in a fetcher")
+
+
+def due(**overrides: Any) -> DueWork:
+    now = utc_now()
+    fields: dict[str, Any] = {
+        "job_id": uuid4(),
+        "attempt_number": 1,
+        "lease_id": uuid4(),
+        "lease_expires_at": now + timedelta(minutes=2),
+        "renew_interval_ms": 5_000,
+        "max_runtime_ms": 30_000,
+        "job_type": "http.fetch",
+        "request": Request(url="https://example.com/"),
+        "policy_class": "STANDARD",
+        "cache_mode": "BYPASS",
+        "capture_mode": "RAW_BODY",
+        "retention_class": "CACHE_7D",
+        "transport_policy": "DIRECT_ONLY",
+        "deadline_at": now + timedelta(hours=1),
+        "start_by": now + timedelta(minutes=1),
+    }
+    return DueWork(**(fields | overrides))
+
+
+class DueRecord:
+    def __init__(self, work: DueWork) -> None:
+        from schemas.codec import encode
+
+        self.topic, self.partition, self.offset, self.key = "due", 0, 0, b"k"
+        self.value = encode(work)
+
+
+def executor(tmp_path, fetcher, sink) -> HttpExecutor:
+    settings = load_settings(data_dir=tmp_path)
+    dead = DeadLetters(settings, sink, Counter())
+    return HttpExecutor(settings, fetcher, LocalArtifactStore(tmp_path / "artifacts"), sink, dead, utc_now)
+
+
+async def test_a_failed_renewal_publish_does_not_throw_away_a_finished_fetch(tmp_path):
+    sink, fetcher = LosingRenewals(), SlowFetcher()
+    running = executor(tmp_path, fetcher, sink)
+    await running.handle([DueRecord(due())])
+    await running.close()
+    kinds = [type(record).__name__ for record in sink.sent]
+    assert kinds == ["StartAttempt", "ReportAttempt"]
+    assert fetcher.calls == 1
+    assert sink.sent[1].attempt.outcome is AttemptOutcome.FETCHED
+
+
+async def test_an_exception_from_the_fetch_is_a_recorded_attempt_with_its_type(tmp_path):
+    sink = LosingRenewals()
+    running = executor(tmp_path, Raising(), sink)
+    await running.handle([DueRecord(due())])
+    await running.close()
+    report = sink.sent[-1]
+    assert isinstance(report, ReportAttempt)
+    assert report.attempt.failure.code == "FETCH_FAILED"
+    assert "RuntimeError" in report.attempt.failure.safe_message
+
+
+async def test_work_past_its_start_window_is_not_started(tmp_path):
+    sink, fetcher = LosingRenewals(), SlowFetcher()
+    running = executor(tmp_path, fetcher, sink)
+    await running.handle([DueRecord(due(start_by=utc_now() - timedelta(seconds=1)))])
+    await running.close()
+    assert sink.sent == []
+    assert fetcher.calls == 0
+
+
+async def test_work_of_a_type_this_executor_does_not_run_is_reported_not_dropped(tmp_path):
+    sink, fetcher = LosingRenewals(), SlowFetcher()
+    running = executor(tmp_path, fetcher, sink)
+    await running.handle([DueRecord(due(job_type="pdf.render"))])
+    (report,) = sink.sent
+    assert report.attempt.failure.code == "UNSUPPORTED_JOB_TYPE"
+    assert report.attempt.outcome is AttemptOutcome.DENIED
+    assert fetcher.calls == 0
+    assert not isinstance(report, StartAttempt)
