@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from datetime import timedelta
 from uuid import uuid4
@@ -208,8 +209,14 @@ def _a_completion() -> dict[str, object]:
 async def test_the_http_api_serves_the_job_projection(system, origin):
     job_id = await system.submit(origin.url("/page/api"))
     completion = await system.completion(job_id)
+    # The completion is published just before the events that cause it are folded.
+    await system.events.wait_for(lambda _: "JobSucceeded" in system.event_kinds(job_id))
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{system.worker.web_port}") as http:
-        job = (await http.get(f"/jobs/{job_id}")).json()
+        for _ in range(100):
+            job = (await http.get(f"/jobs/{job_id}")).json()
+            if job["state"] == "SUCCEEDED":
+                break
+            await asyncio.sleep(0.02)
         missing = await http.get(f"/jobs/{uuid4()}")
         malformed = await http.get("/jobs/not-a-uuid")
         health = (await http.get("/healthz")).json()
