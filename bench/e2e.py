@@ -1,9 +1,13 @@
-"""End-to-end benchmark: N jobs through the embedded broker and one worker against a loopback origin.
+"""End-to-end benchmark: N jobs through the embedded broker and a `scrapestream worker` process.
 
-    .venv/bin/python bench/e2e.py --jobs 2000
+    .venv/bin/python -m bench.e2e --jobs 3000
+    .venv/bin/python -m bench.e2e --jobs 200 --sequential
 
-Prints one JSON line: jobs/s from first submit to last completion, and submit→completion
-latency percentiles. Not a test; figures go to docs/PERFORMANCE.md with the command.
+The broker, the worker and a loopback origin (2 KiB page) each run in their own process; this
+process is the client: it publishes the submissions in batches and follows the completions.
+Prints one JSON line: jobs/s from first submit to last completion, submit→completion latency
+percentiles, and CPU milliseconds per job of each process. Not a test; figures go to
+docs/PERFORMANCE.md with the command.
 """
 
 from __future__ import annotations
@@ -14,7 +18,6 @@ import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -22,28 +25,17 @@ from datetime import timedelta
 from pathlib import Path
 from uuid import UUID
 
+from bench.processes import cpu_seconds, own_cpu_seconds, start_origin, start_worker, worker_environment
+from projections.lifecycle.submission import submission_identity
 from schemas.commands import SubmitJob
 from schemas.records import Request
 from streams.broker.compat import EMBEDDED_TANSU
 from streams.broker.embedded import EmbeddedBroker, free_loopback_port
 from streams.client import Client
 from streams.clock import utc_now
-from streams.settings import load_settings
-from streams.worker import Worker
+from streams.publisher import Publisher, outgoing
 
-ORIGIN = """
-import sys
-from aiohttp import web
-body = b"x" * 2048
-async def page(request):
-    return web.Response(body=body, content_type="text/html")
-app = web.Application()
-app.router.add_get("/{tail:.*}", page)
-web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), print=None, access_log=None)
-"""
-
-
-SUBMIT_CHUNK = 100
+SUBMIT_BATCH = 500
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -51,57 +43,63 @@ def percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
-def start_origin(port: int) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, "-c", ORIGIN, str(port)])  # noqa: S603
-
-
-async def wait_for_port(port: int) -> None:
-    for _ in range(100):
-        try:
-            _, writer = await asyncio.open_connection("127.0.0.1", port)
-        except OSError:
-            await asyncio.sleep(0.05)
-            continue
-        writer.close()
-        return
-    raise RuntimeError("origin did not start")
+def latency(values: list[float]) -> dict[str, float]:
+    return {
+        "latency_ms_p50": round(statistics.median(values), 1),
+        "latency_ms_p95": round(percentile(values, 0.95), 1),
+        "latency_ms_p99": round(percentile(values, 0.99), 1),
+    }
 
 
 async def main(jobs: int, concurrency: int, partitions: int, sequential: bool) -> dict[str, object]:
     port = free_loopback_port()
-    origin = start_origin(port)
+    origin = await start_origin(port)
+    data_dir = Path(tempfile.mkdtemp(prefix="scrapestream-bench-"))
     try:
-        await wait_for_port(port)
         async with EmbeddedBroker() as broker:
-            settings = load_settings(
-                kafka_bootstrap=broker.bootstrap,
-                broker_profile="embedded",
-                data_dir=Path(tempfile.mkdtemp(prefix="scrapestream-bench-")),
-                web_port=0,
-                partitions=partitions,
-                allow_private_networks=True,
-                executor_concurrency=concurrency,
+            environment = worker_environment(
+                broker.bootstrap, data_dir, partitions=partitions, executor_concurrency=concurrency
             )
-            worker = Worker(settings)
-            await worker.start()
+            worker = await start_worker(environment, data_dir / "worker.log")
             try:
+                pids = {"broker": broker.pid or 0, "worker": worker.pid, "origin": origin.pid}
                 run = drive_sequential if sequential else drive
-                return await run(settings.kafka_bootstrap, port, jobs) | {
-                    "executor_concurrency": concurrency,
-                    "partitions": partitions,
-                }
+                result = await run(broker.bootstrap, port, jobs, pids)
             finally:
                 await worker.stop()
     finally:
-        origin.terminate()
-        origin.wait()
+        await origin.stop()
+    return result | {"executor_concurrency": concurrency, "partitions": partitions}
 
 
-async def drive(bootstrap: str, port: int, jobs: int) -> dict[str, object]:
+def cpu_snapshot(pids: dict[str, int]) -> dict[str, float]:
+    return {name: cpu_seconds(pid) for name, pid in pids.items()} | {"client": own_cpu_seconds()}
+
+
+def cpu_per_job(before: dict[str, float], after: dict[str, float], jobs: int) -> dict[str, float]:
+    per_process = {
+        f"cpu_ms_per_job_{name}": round((after[name] - before[name]) * 1000 / jobs, 3) for name in before
+    }
+    return per_process | {"cpu_ms_per_job_total": round(sum(per_process.values()), 3)}
+
+
+def commands(port: int, jobs: int, tag: str) -> list[SubmitJob]:
+    deadline = utc_now() + timedelta(hours=1)
+    return [
+        SubmitJob(
+            caller_identity="bench",
+            request=Request(url=f"http://127.0.0.1:{port}/{tag}/{n}"),
+            deadline_at=deadline,
+        )
+        for n in range(jobs)
+    ]
+
+
+async def drive(bootstrap: str, port: int, jobs: int, pids: dict[str, int]) -> dict[str, object]:
     submitted: dict[UUID, float] = {}
     latencies_ms: list[float] = []
+    done = asyncio.Event()
     async with Client(bootstrap, EMBEDDED_TANSU) as client:
-        done = asyncio.Event()
 
         async def follow() -> None:
             async for completion in client.completions(from_beginning=True):
@@ -114,63 +112,61 @@ async def drive(bootstrap: str, port: int, jobs: int) -> dict[str, object]:
 
         follower = asyncio.create_task(follow())
         await asyncio.sleep(1)
-        deadline = utc_now() + timedelta(hours=1)
+        publisher = Publisher(bootstrap, EMBEDDED_TANSU)
+        await publisher.start()
+        pending = commands(port, jobs, "p")
+        before = cpu_snapshot(pids)
         started = time.monotonic()
-        for number in range(jobs):
-            command = SubmitJob(
-                caller_identity="bench",
-                request=Request(url=f"http://127.0.0.1:{port}/p/{number}"),
-                deadline_at=deadline,
-            )
-            submitted[await client.submit(command)] = time.monotonic()
+        for offset in range(0, jobs, SUBMIT_BATCH):
+            batch = pending[offset : offset + SUBMIT_BATCH]
+            messages = []
+            for command in batch:
+                job_id = submission_identity(command)[0]
+                messages.append(outgoing("scrapestream.submit", str(job_id), command))
+                submitted[job_id] = time.monotonic()
+            await publisher.send_all(messages)
         submit_s = time.monotonic() - started
         await asyncio.wait_for(done.wait(), 600)
         elapsed_s = time.monotonic() - started
+        after = cpu_snapshot(pids)
         follower.cancel()
-    return {
-        "jobs": jobs,
-        "jobs_per_s": round(jobs / elapsed_s, 1),
-        "submit_per_s": round(jobs / submit_s, 1),
-        "latency_ms_p50": round(statistics.median(latencies_ms), 1),
-        "latency_ms_p95": round(percentile(latencies_ms, 0.95), 1),
-        "latency_ms_p99": round(percentile(latencies_ms, 0.99), 1),
-        "cpus": os.cpu_count(),
-        "python": platform.python_version(),
-    }
+        await publisher.stop()
+    return (
+        {
+            "jobs": jobs,
+            "jobs_per_s": round(jobs / elapsed_s, 1),
+            "submit_per_s": round(jobs / submit_s, 1),
+        }
+        | latency(latencies_ms)
+        | cpu_per_job(before, after, jobs)
+        | {"cpus": os.cpu_count(), "python": platform.python_version()}
+    )
 
 
-async def drive_sequential(bootstrap: str, port: int, jobs: int) -> dict[str, object]:
-    """One job at a time on an idle system: the latency a lone job sees."""
+async def drive_sequential(bootstrap: str, port: int, jobs: int, pids: dict[str, int]) -> dict[str, object]:
+    """One job at a time on an otherwise idle system: the latency a lone job sees."""
     latencies_ms: list[float] = []
-    deadline = utc_now() + timedelta(hours=1)
     async with Client(bootstrap, EMBEDDED_TANSU) as client:
         completions = client.completions(from_beginning=False)
         await asyncio.sleep(1)
-        for number in range(jobs):
-            url = f"http://127.0.0.1:{port}/idle/{number}"
+        before = cpu_snapshot(pids)
+        for command in commands(port, jobs, "idle"):
             started = time.monotonic()
-            job_id = await client.submit(
-                SubmitJob(caller_identity="bench", request=Request(url=url), deadline_at=deadline)
-            )
+            job_id = await client.submit(command)
             async for completion in completions:
                 if completion.job_id == job_id:
                     break
             latencies_ms.append((time.monotonic() - started) * 1000)
-    return {
-        "mode": "sequential",
-        "jobs": jobs,
-        "latency_ms_p50": round(statistics.median(latencies_ms), 1),
-        "latency_ms_p95": round(percentile(latencies_ms, 0.95), 1),
-        "latency_ms_p99": round(percentile(latencies_ms, 0.99), 1),
-    }
+        after = cpu_snapshot(pids)
+    return {"mode": "sequential", "jobs": jobs} | latency(latencies_ms) | cpu_per_job(before, after, jobs)
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--jobs", type=int, default=2000)
-    parser.add_argument("--concurrency", type=int, default=8, help="executor concurrency")
+    parser.add_argument("--jobs", type=int, default=3000)
+    parser.add_argument("--concurrency", type=int, default=64, help="executor concurrency of the worker")
     parser.add_argument("--partitions", type=int, default=4)
-    parser.add_argument("--sequential", action="store_true", help="one job at a time: idle latency")
+    parser.add_argument("--sequential", action="store_true", help="one job at a time: lone-job latency")
     arguments = parser.parse_args()
     result = asyncio.run(
         main(arguments.jobs, arguments.concurrency, arguments.partitions, arguments.sequential)

@@ -83,18 +83,28 @@ class JobStore:
         value = self._store.get(_offset_key(partition))
         return 0 if value is None else int(value)
 
-    def commit(self, partition: int, events: Sequence[Event], next_offset: int | None) -> Folded:
-        """Fold and persist `events` (appended to the log of `partition`), with the new offset."""
+    def commit(
+        self,
+        partition: int,
+        events: Sequence[Event],
+        next_offset: int | None,
+        encoded: Sequence[bytes] | None = None,
+    ) -> Folded:
+        """Fold and persist `events` (appended to the log of `partition`), with the new offset.
+
+        `encoded` are the events' bytes as appended to the log, when the caller has them.
+        """
         changes: dict[bytes, bytes | None] = {}
         folded = Folded()
-        for event in events:
+        for index, event in enumerate(events):
             job_id = event.job_id
             before = folded.states[job_id] if job_id in folded.states else self.load(job_id)
             if event.sequence != (0 if before is None else before.sequence) + 1:
                 folded.ignored.append(event)  # a duplicate (or a gap): the first event of a sequence wins
                 continue
             folded.states[job_id] = evolve(before, event)
-            changes[_events_prefix(job_id) + f"{event.sequence:010d}".encode()] = encode(event)
+            value = encode(event) if encoded is None else encoded[index]
+            changes[_events_prefix(job_id) + f"{event.sequence:010d}".encode()] = value
         for job_id, state in folded.states.items():
             self._index(partition, job_id, state, changes)
         if next_offset is not None:

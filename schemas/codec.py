@@ -15,7 +15,7 @@ from typing import Any, TypeVar, cast
 import fastavro
 from pydantic import ValidationError
 
-from schemas import commands, events, records, work
+from schemas import binary, commands, events, records, work
 from schemas.errors import CodecError, TruncatedRecordError, UnknownSchemaError
 from schemas.registry import KnownSchema, current_schemas, writer_schemas
 from schemas.types import Record
@@ -39,17 +39,17 @@ def _record_classes() -> dict[str, type[Record]]:
 RECORD_CLASSES = _record_classes()
 
 
-def _body(record: Record) -> tuple[KnownSchema, bytes]:
+def _write(record: Record, header: bytes) -> bytes:
+    """`header` followed by the record's body, written by its generated encoder (`schemas.binary`)."""
     name = type(record).__name__
-    schema = current_schemas().get(name)
-    if schema is None:
+    if name not in current_schemas():
         raise CodecError(f"{name} has no Avro schema in scrapestream.v1")
-    buffer = io.BytesIO()
+    out = bytearray(header)
     try:
-        fastavro.schemaless_writer(buffer, schema.parsed, record.model_dump(mode="python"))
-    except Exception as exc:  # fastavro signals out-of-range values with many exception types
+        binary.encoder(name)(record, out)
+    except Exception as exc:  # an out-of-range value of any kind
         raise CodecError(f"cannot encode {name}: {type(exc).__name__}: {exc}") from exc
-    return schema, buffer.getvalue()
+    return bytes(out)
 
 
 def _read_body(writer: KnownSchema, body: bytes) -> Record:
@@ -57,6 +57,8 @@ def _read_body(writer: KnownSchema, body: bytes) -> Record:
     cls = RECORD_CLASSES.get(writer.name)
     if reader is None or cls is None:
         raise UnknownSchemaError(f"record {writer.name} is no longer known to this reader")
+    if reader.fingerprint == writer.fingerprint:
+        return _read_current(writer.name, body)
     buffer = io.BytesIO(body)
     try:
         data = cast(dict[str, Any], fastavro.schemaless_reader(buffer, writer.parsed, reader.parsed))
@@ -72,10 +74,26 @@ def _read_body(writer: KnownSchema, body: bytes) -> Record:
         raise CodecError(f"invalid {writer.name}: {exc.error_count()} field error(s): {exc}") from exc
 
 
+def _read_current(name: str, body: bytes) -> Record:
+    """A body written with the current schema, by its generated decoder."""
+    try:
+        record, end = binary.decoder(name)(body, 0)
+    except (IndexError, TruncatedRecordError) as exc:
+        raise TruncatedRecordError(f"{name} body ends early ({len(body)} bytes)") from exc
+    except Exception as exc:  # e.g. OverflowError for a timestamp past year 9999: all are bad input
+        raise CodecError(f"malformed {name} body: {type(exc).__name__}: {exc}") from exc
+    if end != len(body):
+        raise CodecError(f"{len(body) - end} trailing bytes after a {name} body")
+    return cast(Record, record)
+
+
 def encode(record: Record) -> bytes:
     """Encode in Avro single-object encoding."""
-    schema, body = _body(record)
-    return SINGLE_OBJECT_MARKER + schema.fingerprint + body
+    name = type(record).__name__
+    schema = current_schemas().get(name)
+    if schema is None:
+        raise CodecError(f"{name} has no Avro schema in scrapestream.v1")
+    return _write(record, SINGLE_OBJECT_MARKER + schema.fingerprint)
 
 
 def decode(data: bytes) -> Record:
@@ -110,11 +128,11 @@ class ConfluentFraming:
         self._writers_by_id = dict(writers_by_id)
 
     def encode(self, record: Record) -> bytes:
-        schema, body = _body(record)
-        schema_id = self._schema_ids.get(schema.name)
+        name = type(record).__name__
+        schema_id = self._schema_ids.get(name)
         if schema_id is None:
-            raise UnknownSchemaError(f"no registry id for {schema.name}")
-        return CONFLUENT_MAGIC + struct.pack(">I", schema_id) + body
+            raise UnknownSchemaError(f"no registry id for {name}")
+        return _write(record, CONFLUENT_MAGIC + struct.pack(">I", schema_id))
 
     def decode(self, data: bytes) -> Record:
         if len(data) < _CONFLUENT_HEADER:

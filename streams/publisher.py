@@ -1,5 +1,7 @@
 """Writes encoded records to Kafka and waits until the broker has them (acks=all).
 
+`send_all` groups the records per topic-partition into as few record batches as fit, hands them
+over together and awaits the acks once: a stage's whole output is one produce round trip.
 A record's timestamp is the time of what it says: the lifecycle decides a command at the
 timestamp of the command's record, so a redelivered command decides the same.
 """
@@ -7,18 +9,22 @@ timestamp of the command's record, so a redelivered command decides the same.
 from __future__ import annotations
 
 import asyncio
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
 from aiokafka import AIOKafkaProducer
-from aiokafka.errors import KafkaError
+from aiokafka.errors import KafkaError, MessageSizeTooLargeError
+from aiokafka.partitioner import DefaultPartitioner
 
 from schemas.codec import encode
 from schemas.types import Record
 from streams.broker.compat import BrokerProfile
 from streams.errors import BrokerError
+
+MAX_BATCH_BYTES = 1_000_000  # under the broker's default message.max.bytes (1,048,588)
 
 
 @dataclass(frozen=True)
@@ -28,6 +34,15 @@ class Outgoing:
     value: bytes
     partition: int | None = None
     timestamp_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class Written:
+    """Where the broker put a record."""
+
+    topic: str
+    partition: int
+    offset: int
 
 
 def outgoing(
@@ -47,8 +62,14 @@ class Sink(Protocol):
 class Publisher:
     def __init__(self, bootstrap: str, profile: BrokerProfile) -> None:
         self._bootstrap = bootstrap
+        self._partitioner = DefaultPartitioner()
         self._producer = AIOKafkaProducer(
-            bootstrap_servers=bootstrap, linger_ms=1, max_batch_size=512 * 1024, **profile.producer_options()
+            bootstrap_servers=bootstrap,
+            linger_ms=1,
+            max_batch_size=MAX_BATCH_BYTES,
+            max_request_size=MAX_BATCH_BYTES,
+            partitioner=self._partitioner,
+            **profile.producer_options(),
         )
 
     async def start(self) -> None:
@@ -61,12 +82,45 @@ class Publisher:
     async def stop(self) -> None:
         await self._producer.stop()
 
-    async def send_all(self, messages: Sequence[Outgoing]) -> list[Any]:
-        """Send in order; returns each message's record metadata once acknowledged."""
-        pending = [
-            await self._producer.send(
-                m.topic, m.value, key=m.key, partition=m.partition, timestamp_ms=m.timestamp_ms
-            )
-            for m in messages
-        ]
-        return list(await asyncio.gather(*pending))
+    async def send_all(self, messages: Sequence[Outgoing]) -> list[Written]:
+        """Send in order per partition; returns where each message landed, once all are acknowledged."""
+        groups: dict[tuple[str, int], list[int]] = defaultdict(list)
+        for index, message in enumerate(messages):
+            groups[(message.topic, await self._partition_of(message))].append(index)
+        pending: list[tuple[asyncio.Future[Any], str, int, list[int]]] = []
+        for (topic, partition), indexes in groups.items():
+            for members in self._fitting_runs(messages, indexes):
+                batch = self._producer.create_batch()
+                for index in members:
+                    message = messages[index]
+                    batch.append(key=message.key, value=message.value, timestamp=message.timestamp_ms)
+                future = await self._producer.send_batch(batch, topic, partition=partition)
+                pending.append((future, topic, partition, members))
+        written: list[Written | None] = [None] * len(messages)
+        for future, topic, partition, members in pending:
+            base = (await future).offset
+            for position, index in enumerate(members):
+                written[index] = Written(topic, partition, base + position)
+        return [w for w in written if w is not None]
+
+    def _fitting_runs(self, messages: Sequence[Outgoing], indexes: list[int]) -> list[list[int]]:
+        """Consecutive runs of `indexes` that fit one record batch each."""
+        runs: list[list[int]] = [[]]
+        size = 0
+        for index in indexes:
+            message = messages[index]
+            length = len(message.key) + len(message.value) + 64
+            if length > MAX_BATCH_BYTES:
+                raise MessageSizeTooLargeError(f"a record of {length} bytes exceeds {MAX_BATCH_BYTES}")
+            if size + length > MAX_BATCH_BYTES and runs[-1]:
+                runs.append([])
+                size = 0
+            runs[-1].append(index)
+            size += length
+        return runs
+
+    async def _partition_of(self, message: Outgoing) -> int:
+        if message.partition is not None:
+            return message.partition
+        partitions = sorted(await self._producer.partitions_for(message.topic))
+        return int(self._partitioner(message.key, partitions, partitions))

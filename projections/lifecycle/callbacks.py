@@ -6,13 +6,12 @@ outbox record cannot leave a callback pending forever.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from projections.lifecycle.limits import clip
 from projections.lifecycle.policy import Policy
-from projections.lifecycle.state import PendingCallback
+from projections.lifecycle.state import PendingCallback, updated
 from schemas.commands import ReportCallback
 from schemas.events import CallbackAbandoned, CallbackDelivered, CallbackDispatched, CallbackRetryScheduled
 from schemas.work import CallbackDue
@@ -30,19 +29,19 @@ def start_callback(due: CallbackDue, at: datetime) -> PendingCallback:
 def update_callback(
     callbacks: tuple[PendingCallback, ...], event: CallbackDispatched | CallbackRetryScheduled
 ) -> tuple[PendingCallback, ...]:
-    def updated(pending: PendingCallback) -> PendingCallback:
+    def advanced(pending: PendingCallback) -> PendingCallback:
         if isinstance(event, CallbackDispatched):
-            return replace(
+            return updated(
                 pending,
                 attempt_number=event.attempt_number,
                 dispatched_at=event.occurred_at,
                 next_attempt_at=None,
             )
-        return replace(
+        return updated(
             pending, dispatched_at=None, next_attempt_at=event.next_attempt_at, last_error=event.last_error
         )
 
-    return tuple(updated(p) if _matches(p, event.webhook_id) else p for p in callbacks)
+    return tuple(advanced(p) if _matches(p, event.webhook_id) else p for p in callbacks)
 
 
 def finish_callback(callbacks: tuple[PendingCallback, ...], webhook_id: str) -> tuple[PendingCallback, ...]:

@@ -4,6 +4,7 @@ from projections.lifecycle.state import Job
 from schemas.enums import FailureDisposition, JobStatus
 from schemas.events import Event, JobCompleted, JobRejected
 from schemas.records import Failure
+from schemas.types import build
 from schemas.work import CallbackDue
 
 
@@ -12,18 +13,21 @@ def completion_of(state: Job) -> JobCompleted | None:
     if not state.is_terminal or state.completed_at is None:
         return None
     accepted = state.accepted
-    return JobCompleted(
-        job_id=accepted.job_id,
-        caller_identity=accepted.caller_identity,
-        idempotency_key=accepted.idempotency_key,
-        job_type=accepted.job_type,
-        url=accepted.request.url,
-        status=state.status,
-        attempt_count=len(state.attempts),
-        artifacts=state.artifacts,
-        failure=state.failure,
-        completed_at=state.completed_at,
-        labels=accepted.labels,
+    return build(
+        JobCompleted,
+        {
+            "job_id": accepted.job_id,
+            "caller_identity": accepted.caller_identity,
+            "idempotency_key": accepted.idempotency_key,
+            "job_type": accepted.job_type,
+            "url": accepted.request.url,
+            "status": state.status,
+            "attempt_count": len(state.attempts),
+            "artifacts": state.artifacts,
+            "failure": state.failure,
+            "completed_at": state.completed_at,
+            "labels": accepted.labels,
+        },
     )
 
 

@@ -21,6 +21,7 @@ from schemas.events import (
     JobRejected,
     JobSucceeded,
 )
+from schemas.types import build
 from schemas.work import CallbackDue, DueWork
 
 TERMINAL_EVENTS = (JobSucceeded, JobDeadLettered, JobCancelled)
@@ -65,22 +66,25 @@ def _first_try(callbacks: tuple[PendingCallback, ...], terminal: Event) -> list[
 
 def due_work(state: Job, dispatched: JobDispatched, policy: Policy) -> DueWork:
     accepted = state.accepted
-    return DueWork(
-        job_id=state.job_id,
-        attempt_number=dispatched.attempt_number,
-        lease_id=dispatched.lease_id,
-        lease_expires_at=dispatched.lease_expires_at,
-        renew_interval_ms=renew_interval_ms(policy.lease_ms(accepted.max_runtime_ms)),
-        max_runtime_ms=accepted.max_runtime_ms,
-        job_type=accepted.job_type,
-        request=accepted.request,
-        policy_class=accepted.policy_class,
-        cache_mode=accepted.cache_mode,
-        capture_mode=accepted.capture_mode,
-        retention_class=accepted.retention_class,
-        transport_policy=accepted.transport_policy,
-        deadline_at=accepted.deadline_at,
-        start_by=dispatched.occurred_at + timedelta(milliseconds=policy.start_window_ms),
+    return build(
+        DueWork,
+        {
+            "job_id": state.job_id,
+            "attempt_number": dispatched.attempt_number,
+            "lease_id": dispatched.lease_id,
+            "lease_expires_at": dispatched.lease_expires_at,
+            "renew_interval_ms": renew_interval_ms(policy.lease_ms(accepted.max_runtime_ms)),
+            "max_runtime_ms": accepted.max_runtime_ms,
+            "job_type": accepted.job_type,
+            "request": accepted.request,
+            "policy_class": accepted.policy_class,
+            "cache_mode": accepted.cache_mode,
+            "capture_mode": accepted.capture_mode,
+            "retention_class": accepted.retention_class,
+            "transport_policy": accepted.transport_policy,
+            "deadline_at": accepted.deadline_at,
+            "start_by": dispatched.occurred_at + timedelta(milliseconds=policy.start_window_ms),
+        },
     )
 
 

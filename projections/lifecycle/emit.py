@@ -11,6 +11,7 @@ from uuid import UUID, uuid5
 from projections.lifecycle.identity import JOB_NAMESPACE, event_id_for
 from schemas.commands import Command
 from schemas.events import Event
+from schemas.types import build_with_defaults
 
 E = TypeVar("E", bound=Event)
 
@@ -35,13 +36,18 @@ class Emitter:
 
     def __call__(self, event_type: type[E], **fields: Any) -> E:
         index = len(self.events)
-        event = event_type(
-            event_id=event_id_for(self.command_id, self.job_id, index),
-            job_id=self.job_id,
-            sequence=self.sequence + index + 1,
-            occurred_at=self.now,
-            command_id=self.command_id,
-            **fields,
+        # Every value here comes from validated records or the core's own arithmetic (ms-precise
+        # UTC instants), so the event is built without validating it again.
+        event = build_with_defaults(
+            event_type,
+            {
+                "event_id": event_id_for(self.command_id, self.job_id, index),
+                "job_id": self.job_id,
+                "sequence": self.sequence + index + 1,
+                "occurred_at": self.now,
+                "command_id": self.command_id,
+                **fields,
+            },
         )
         self.events.append(event)
         return event

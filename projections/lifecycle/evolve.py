@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable
-from dataclasses import replace
 from typing import TypeVar, assert_never
 
 from projections.lifecycle.callbacks import finish_callback, start_callback, update_callback
 from projections.lifecycle.completion import callback_for, completion_of, rejection_completion
-from projections.lifecycle.state import RECENT_COMMANDS_KEPT, Job, Lease, State, Unaccepted
+from projections.lifecycle.state import RECENT_COMMANDS_KEPT, Job, Lease, State, Unaccepted, updated
 from schemas.enums import ExpiryReason, JobStatus
 from schemas.events import (
     AttemptRecorded,
@@ -39,7 +39,7 @@ def start(accepted: JobAccepted, before: Unaccepted | None = None) -> Job:
     job = Job(accepted=accepted, status=JobStatus.PENDING, sequence=0)
     if before is None:
         return job
-    return replace(
+    return updated(
         job,
         callbacks=before.callbacks,
         callbacks_finished=before.callbacks_finished,
@@ -58,7 +58,11 @@ def evolve(state: State, event: Event) -> State:
     recent = folded.recent_command_ids
     if event.command_id not in recent:
         recent = (*recent, event.command_id)[-RECENT_COMMANDS_KEPT:]
-    return replace(folded, sequence=event.sequence, recent_command_ids=recent)
+    # `folded` is a fresh copy unless the event changed nothing but the bookkeeping.
+    if folded is state:
+        folded = copy.copy(folded)
+    folded.__dict__.update(sequence=event.sequence, recent_command_ids=recent)
+    return folded
 
 
 def replay(events: Iterable[Event], state: State = None) -> State:
@@ -71,10 +75,10 @@ def _unaccepted(state: Unaccepted, event: Event) -> Unaccepted:
     match event:
         case JobRejected():
             if event.callback_url is None:
-                return replace(state, rejections=state.rejections + 1)
+                return updated(state, rejections=state.rejections + 1)
             due = callback_for(event, event.callback_url, rejection_completion(event))
             callbacks = (*state.callbacks, start_callback(due, event.occurred_at))
-            return replace(state, rejections=state.rejections + 1, callbacks=callbacks)
+            return updated(state, rejections=state.rejections + 1, callbacks=callbacks)
         case CallbackDispatched() | CallbackRetryScheduled() | CallbackDelivered() | CallbackAbandoned():
             return _callback(state, event)
         case _:
@@ -86,10 +90,10 @@ def _apply(state: Job, event: Event) -> Job:  # noqa: C901 - one flat case per e
         case JobAccepted() | JobRejected() | StaleReportIgnored() | AuditRecorded():
             return state
         case SubmissionReused():
-            return replace(state, reuse_count=state.reuse_count + 1)
+            return updated(state, reuse_count=state.reuse_count + 1)
         case JobDispatched():
             lease = Lease(event.attempt_number, event.lease_id, event.lease_expires_at)
-            return replace(
+            return updated(
                 state,
                 status=JobStatus.LEASED,
                 lease=lease,
@@ -98,15 +102,15 @@ def _apply(state: Job, event: Event) -> Job:  # noqa: C901 - one flat case per e
             )
         case AttemptStarted():
             lease = Lease(event.attempt_number, event.lease_id, event.lease_expires_at, event.occurred_at)
-            return replace(state, lease=lease)
+            return updated(state, lease=lease)
         case LeaseRenewed():
             started_at = state.lease.started_at if state.lease is not None else None
             lease = Lease(event.attempt_number, event.lease_id, event.lease_expires_at, started_at)
-            return replace(state, lease=replace(lease, started_at=started_at or event.occurred_at))
+            return updated(state, lease=updated(lease, started_at=started_at or event.occurred_at))
         case AttemptRecorded():
-            return replace(state, attempts=(*state.attempts, event.attempt))
+            return updated(state, attempts=(*state.attempts, event.attempt))
         case RetryScheduled():
-            return replace(
+            return updated(
                 state,
                 status=JobStatus.RETRY_WAIT,
                 lease=None,
@@ -115,7 +119,7 @@ def _apply(state: Job, event: Event) -> Job:  # noqa: C901 - one flat case per e
             )
         case LeaseExpired():
             charged = 0 if event.reason is ExpiryReason.NOT_STARTED else 1
-            return replace(
+            return updated(
                 state, lease=None, lease_expiries=state.lease_expiries + charged, failure=event.failure
             )
         case JobSucceeded():
@@ -137,9 +141,9 @@ def _callback(
     state: S, event: CallbackDispatched | CallbackRetryScheduled | CallbackDelivered | CallbackAbandoned
 ) -> S:
     if isinstance(event, CallbackDispatched | CallbackRetryScheduled):
-        return replace(state, callbacks=update_callback(state.callbacks, event))
+        return updated(state, callbacks=update_callback(state.callbacks, event))
     finished = finish_callback(state.callbacks, event.webhook_id)
-    return replace(state, callbacks=finished, callbacks_finished=state.callbacks_finished + 1)
+    return updated(state, callbacks=finished, callbacks_finished=state.callbacks_finished + 1)
 
 
 def _terminal(
@@ -149,7 +153,7 @@ def _terminal(
     artifacts: tuple[Artifact, ...],
     failure: Failure | None,
 ) -> Job:
-    ended = replace(
+    ended = updated(
         state,
         status=status,
         lease=None,
@@ -158,9 +162,9 @@ def _terminal(
         artifacts=artifacts,
         failure=failure,
     )
-    completion = completion_of(ended)
     url = state.accepted.callback_url
+    completion = None if url is None else completion_of(ended)
     if url is None or completion is None:
         return ended
     pending = start_callback(callback_for(event, url, completion), event.occurred_at)
-    return replace(ended, callbacks=(*ended.callbacks, pending))
+    return updated(ended, callbacks=(*ended.callbacks, pending))

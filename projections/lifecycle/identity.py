@@ -5,21 +5,24 @@ The same input always yields the same id, so a redelivered command cannot mint a
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 from urllib.parse import SplitResult, urlsplit, urlunsplit
-from uuid import UUID, uuid5
+from uuid import UUID, SafeUUID
 
 import idna
 
 from projections.lifecycle.limits import MAX_HEADER_VALUE_BYTES, clip, utf8_len
-from schemas.enums import RejectionReason
+from schemas.enums import HttpMethod, RejectionReason
 from schemas.records import Request
 
 JOB_NAMESPACE = UUID("6f1c7c2e-3f0a-5d1e-9a47-0c2b8d6e4f11")
 ALLOWED_HEADERS = frozenset({"accept", "accept-language", "user-agent", "referer", "cache-control"})
 ALLOWED_SCHEMES = frozenset({"http", "https"})
+_CONTROL_OR_SPACE = re.compile(r"[\x00-\x20\x7f]")
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
@@ -38,7 +41,7 @@ class CanonicalRequest:
 def _canonical_url(url: str) -> SplitResult | Rejection:
     shown = clip(url, 256)
     text = url.strip()
-    if any(ord(char) < 0x21 or ord(char) == 0x7F for char in text):
+    if _CONTROL_OR_SPACE.search(text):
         return Rejection(
             RejectionReason.INVALID_URL, f"URL {shown!r} contains whitespace or control characters"
         )
@@ -88,15 +91,21 @@ def _header_problem(headers: dict[str, str]) -> str | None:
 
 def canonicalize(request: Request) -> CanonicalRequest | Rejection:
     """Normalise once: canonical URL, method, lower-cased allowed headers; hash the result."""
-    parts = _canonical_url(request.url)
+    return _canonicalize(request.url, request.method, tuple(request.headers.items()))
+
+
+@functools.lru_cache(maxsize=4096)  # one submission is canonicalized by intake, identity and validation
+def _canonicalize(
+    url: str, method: HttpMethod, raw_headers: tuple[tuple[str, str], ...]
+) -> CanonicalRequest | Rejection:
+    parts = _canonical_url(url)
     if isinstance(parts, Rejection):
         return parts
-    headers = {name.strip().lower(): value.strip() for name, value in request.headers.items()}
+    headers = {name.strip().lower(): value.strip() for name, value in raw_headers}
     problem = _header_problem(headers)
     if problem is not None:
         return Rejection(RejectionReason.DISALLOWED_HEADER, problem)
-    url = urlunsplit(parts)
-    canonical = Request(url=url, method=request.method, headers=dict(sorted(headers.items())))
+    canonical = Request(url=urlunsplit(parts), method=method, headers=dict(sorted(headers.items())))
     payload = json.dumps(canonical.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
     return CanonicalRequest(canonical, hashlib.sha256(payload.encode()).hexdigest())
 
@@ -110,13 +119,28 @@ def host_of(url: str) -> str:
     return (urlsplit(url).hostname or "").lower()
 
 
+@functools.lru_cache(maxsize=4096)  # intake, the lifecycle and the client all derive it
 def job_id_for(caller_identity: str, idempotency_key: str) -> UUID:
-    return uuid5(JOB_NAMESPACE, f"{caller_identity}\n{idempotency_key}")
+    return name_based(JOB_NAMESPACE, f"{caller_identity}\n{idempotency_key}")
 
 
 def lease_id_for(job_id: UUID, attempt_number: int) -> UUID:
-    return uuid5(job_id, f"lease:{attempt_number}")
+    return name_based(job_id, f"lease:{attempt_number}")
 
 
 def event_id_for(command_id: UUID, job_id: UUID, index: int) -> UUID:
-    return uuid5(command_id, f"{job_id}:{index}")
+    return name_based(command_id, f"{job_id}:{index}")
+
+
+_VERSION_5 = (0x5000 << 64) | (0x8000 << 48)
+_VERSION_MASK = ~((0xF000 << 64) | (0xC000 << 48))
+
+
+def name_based(namespace: UUID, name: str) -> UUID:
+    """`uuid.uuid5(namespace, name)`, built without the checks of `UUID.__init__` (a hot path)."""
+    digest = hashlib.sha1(namespace.bytes + name.encode(), usedforsecurity=False).digest()
+    value = (int.from_bytes(digest[:16], "big") & _VERSION_MASK) | _VERSION_5
+    identity = object.__new__(UUID)
+    object.__setattr__(identity, "int", value)
+    object.__setattr__(identity, "is_safe", SafeUUID.unknown)
+    return identity

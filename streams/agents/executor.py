@@ -3,17 +3,15 @@
 Per batch of due work:
 1. refuse work of a type this executor does not run (a zero-cost `UNSUPPORTED_JOB_TYPE` report),
    and leave work whose start window passed (the lifecycle re-dispatches it, uncharged);
-2. tell the lifecycle the rest starts (`StartAttempt`) and wait for the acks; only then do the
-   records count as processed, so a crash before it re-reads them and one after it is reaped;
-3. run each fetch in its own task, bounded by the job type's runtime, and report it.
-Whatever a fetch or its storage raises is itself a recorded, budget-counted attempt.
+2. run each fetch in its own task, bounded by the job type's runtime, and report it; the batch
+   counts as processed at once, so a rebalance never hands started work to a second executor.
+An attempt still running after a second tells the lifecycle it started (`Renewals`), so its
+lease runs from there and a crash from then on is charged. Whatever a fetch or its storage
+raises is itself a recorded, budget-counted attempt.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import itertools
 import logging
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -23,11 +21,12 @@ from uuid import UUID, uuid5
 
 from projections.lifecycle.outcomes import local_failure
 from schemas.codec import decode_as
-from schemas.commands import RenewLease, ReportAttempt, StartAttempt
+from schemas.commands import ReportAttempt
 from schemas.enums import ArtifactTrust, AttemptOutcome, CaptureMode, TransportRoute
 from schemas.errors import CodecError
 from schemas.records import Artifact, Attempt, Cost
 from schemas.work import DueWork
+from streams.agents.renewals import Renewals
 from streams.agents.slots import Slots
 from streams.artifacts.local import LocalArtifactStore
 from streams.consumer import QuietStage, Record
@@ -69,6 +68,7 @@ class HttpExecutor(QuietStage):
         self.topics = frozenset({settings.topic("due")})
         self.not_started = 0
         self._started: OrderedDict[UUID, None] = OrderedDict()
+        self._renewals = Renewals(self._reports, self._commands, clock)
 
     def capacity(self) -> int:
         return self._slots.free()
@@ -91,16 +91,13 @@ class HttpExecutor(QuietStage):
             elif now > _start_by(work):
                 self.not_started += 1
                 log.info(
-                    "job %s attempt %d: its start window passed in the queue",
-                    work.job_id,
-                    work.attempt_number,
+                    "job %s attempt %d: start window passed in the queue", work.job_id, work.attempt_number
                 )
-            else:
+            elif work.lease_id not in self._started:  # due work published twice carries the same lease
+                self._remember_started(work.lease_id)
                 startable.append(work)
-        # Step 2
-        starts = [self._start_message(work, now) for work in startable]
-        await self._publisher.send_all([*immediate, *starts])
-        # Step 3
+        if immediate:
+            await self._publisher.send_all(immediate)
         for work in startable:
             self._slots.start(self._attempt(work))
 
@@ -109,27 +106,16 @@ class HttpExecutor(QuietStage):
         if len(self._started) > STARTED_REMEMBERED:
             self._started.popitem(last=False)
 
-    def _start_message(self, work: DueWork, now: datetime) -> Outgoing:
-        start = StartAttempt(
-            command_id=uuid5(work.lease_id, "start"),
-            job_id=work.job_id,
-            attempt_number=work.attempt_number,
-            lease_id=work.lease_id,
-        )
-        return outgoing(self._commands, str(work.job_id), start, at=now)
-
     def _report_message(self, work: DueWork, attempt: Attempt, now: datetime) -> Outgoing:
         report = ReportAttempt(command_id=uuid5(work.lease_id, "report"), job_id=work.job_id, attempt=attempt)
         return outgoing(self._commands, str(work.job_id), report, at=now)
 
     async def _attempt(self, work: DueWork) -> None:
-        renewing = asyncio.create_task(self._renew(work))
+        self._renewals.add(work)
         try:
             attempt = await self._run(work)
         finally:
-            renewing.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await renewing
+            self._renewals.discard(work)
         await self._report(work, attempt)
 
     async def _run(self, work: DueWork) -> Attempt:
@@ -153,23 +139,6 @@ class HttpExecutor(QuietStage):
             result.body, result.content_type, work.retention_class, self._clock()
         )
         return (stored,)
-
-    async def _renew(self, work: DueWork) -> None:
-        """Renew on the derived interval; a failed renewal is logged, never fatal to the fetch."""
-        for renewal in itertools.count(1):
-            await asyncio.sleep(work.renew_interval_ms / 1000)
-            command = RenewLease(
-                command_id=uuid5(work.lease_id, f"renew:{renewal}"),
-                job_id=work.job_id,
-                attempt_number=work.attempt_number,
-                lease_id=work.lease_id,
-            )
-            try:
-                await self._reports.send(
-                    outgoing(self._commands, str(work.job_id), command, at=self._clock())
-                )
-            except Exception as exc:
-                log.warning("job %s: lease renewal not published (%s); the fetch goes on", work.job_id, exc)
 
     async def _report(self, work: DueWork, attempt: Attempt) -> None:
         """Publish the report, waiting out broker failures; the fetch is never redone for it."""
@@ -203,6 +172,7 @@ class HttpExecutor(QuietStage):
     async def close(self) -> None:
         """Let running attempts finish within the shutdown grace; the rest are left to the reaper."""
         await self._slots.close(self._settings.shutdown_grace_s)
+        await self._renewals.close()
 
 
 def _start_by(work: DueWork) -> datetime:

@@ -152,10 +152,12 @@ class Lifecycle(QuietStage):
         written = await self._publisher.send_all([message for _, message in appended])
         # Step 4
         offsets: dict[int, list[int]] = defaultdict(list)
-        for (partition, _), meta in zip(appended, written, strict=True):
+        values: dict[int, list[bytes]] = defaultdict(list)
+        for (partition, message), meta in zip(appended, written, strict=True):
             offsets[partition].append(meta.offset)
+            values[partition].append(message.value)
         for partition, events in appending.items():
-            await self._fold(partition, events, offsets[partition])
+            await self._fold(partition, events, offsets[partition], values[partition])
         return [event for events in appending.values() for event in events]
 
     def _decide(self, item: Incoming, states: dict[UUID, State]) -> tuple[list[Event], list[Outgoing]]:
@@ -179,10 +181,12 @@ class Lifecycle(QuietStage):
             )
         return owned
 
-    async def _fold(self, partition: int, events: list[Event], offsets: list[int]) -> None:
+    async def _fold(
+        self, partition: int, events: list[Event], offsets: list[int], values: list[bytes]
+    ) -> None:
         start = self._store.events_offset(partition)
         if offsets == list(range(start, start + len(offsets))):
-            self._store.commit(partition, events, next_offset=offsets[-1] + 1)
+            self._store.commit(partition, events, next_offset=offsets[-1] + 1, encoded=values)
             return
         log.warning("events partition %d holds another writer's records: folding it from the log", partition)
         await self.catch_up(partition)
@@ -276,8 +280,9 @@ async def fold_log(
             # Up to `end` exactly: a replay compared with a store must stop where that store stopped.
             records = [record for record in batch.get(events_partition, []) if record.offset < end]
             if records:
+                events, values = _decoded(records)
                 store.commit(
-                    events_partition.partition, _decoded(records), next_offset=records[-1].offset + 1
+                    events_partition.partition, events, next_offset=records[-1].offset + 1, encoded=values
                 )
                 folded += len(records)
     finally:
@@ -285,8 +290,9 @@ async def fold_log(
     return folded
 
 
-def _decoded(records: list[Any]) -> list[Event]:
-    events = []
+def _decoded(records: list[Any]) -> tuple[list[Event], list[bytes]]:
+    """The events of `records` and their bytes; an event that cannot be decoded is logged and skipped."""
+    events, values = [], []
     for record in records:
         try:
             events.append(decode_event(record.value or b""))
@@ -294,4 +300,6 @@ def _decoded(records: list[Any]) -> list[Event]:
             log.error(
                 "events %d@%d cannot be decoded and is skipped: %s", record.partition, record.offset, exc
             )
-    return events
+            continue
+        values.append(record.value)
+    return events, values

@@ -1,11 +1,13 @@
-"""Content-addressed artifacts in a local directory; writes are atomic (temp file, then rename)."""
+"""Content-addressed artifacts in a local directory; writes are atomic (temp file, then rename).
+
+Writes handed in while others are being written go to disk together, in one trip to a thread.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
 import os
-import tempfile
 from datetime import datetime
 from pathlib import Path
 
@@ -17,6 +19,8 @@ from schemas.records import Artifact
 class LocalArtifactStore:
     def __init__(self, root: Path) -> None:
         self.root = root
+        self._pending: list[tuple[Path, bytes, asyncio.Future[None]]] = []
+        self._writing: asyncio.Task[None] | None = None
 
     def path_of(self, key: str) -> Path:
         return self.root / key
@@ -24,7 +28,11 @@ class LocalArtifactStore:
     async def put(self, body: bytes, content_type: str, retention: RetentionClass, now: datetime) -> Artifact:
         digest = hashlib.sha256(body).hexdigest()
         key = content_key(digest)
-        await asyncio.to_thread(self._write, self.path_of(key), body)
+        written: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._pending.append((self.path_of(key), body, written))
+        if self._writing is None or self._writing.done():
+            self._writing = asyncio.create_task(self._write_pending())
+        await written
         return Artifact(
             artifact_id=artifact_id_for(digest),
             key=key,
@@ -34,13 +42,37 @@ class LocalArtifactStore:
             expires_at=retention_expiry(retention, now),
         )
 
-    @staticmethod
-    def _write(path: Path, body: bytes) -> None:
-        if path.exists():
-            return  # content-addressed: same key, same bytes
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=path.parent, delete=False) as handle:
-            handle.write(body)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(handle.name, path)
+    async def _write_pending(self) -> None:
+        while self._pending:
+            group, self._pending = self._pending, []
+            outcomes = await asyncio.to_thread(_write_all, [(path, body) for path, body, _ in group])
+            for (_, _, written), error in zip(group, outcomes, strict=True):
+                if written.done():
+                    continue
+                if error is None:
+                    written.set_result(None)
+                else:
+                    written.set_exception(error)
+
+
+def _write_all(files: list[tuple[Path, bytes]]) -> list[OSError | None]:
+    outcomes: list[OSError | None] = []
+    for path, body in files:
+        try:
+            _write(path, body)
+            outcomes.append(None)
+        except OSError as exc:
+            outcomes.append(exc)
+    return outcomes
+
+
+def _write(path: Path, body: bytes) -> None:
+    if path.exists():
+        return  # content-addressed: same key, same bytes
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with temporary.open("wb") as handle:
+        handle.write(body)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, path)

@@ -11,14 +11,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-import httpx
-
 from projections.lifecycle.limits import clip
 from schemas.work import CallbackDue
 from streams.callbacks.signing import signature_headers
 from streams.fetch.addresses import IPNetwork
-from streams.fetch.guard import AddressRefusedError
-from streams.fetch.http import GuardedTransport, error_code
+from streams.fetch.guard import AddressPolicy, AddressRefusedError, guarded_session
+from streams.fetch.http import classify
 
 MAX_RESPONSE_BYTES = 64 * 1024
 
@@ -43,14 +41,10 @@ class CallbackSender:
         self._secret = secret
         self._timeout_s = timeout_s
         self._clock = clock
-        self._client = httpx.AsyncClient(
-            transport=GuardedTransport(allow_private, allowed_networks),
-            follow_redirects=False,
-            timeout=httpx.Timeout(timeout_s),
-        )
+        self._session = guarded_session(AddressPolicy(allow_private, allowed_networks), connections=100)
 
     async def close(self) -> None:
-        await self._client.aclose()
+        await self._session.close()
 
     async def attempt(self, due: CallbackDue) -> TryResult:
         body = due.completion.model_dump_json().encode()
@@ -64,9 +58,9 @@ class CallbackSender:
         except AddressRefusedError as exc:
             return TryResult(False, None, f"refused: {exc}", retryable=False)
         except Exception as exc:  # a receiver's failure of any kind is this try's outcome
-            code = error_code(exc)
+            code, detail = classify(exc)
             retryable = code not in ("INVALID_URL", "TLS_FAILED")
-            return TryResult(False, None, clip(f"{code}: {type(exc).__name__}: {exc}"), retryable)
+            return TryResult(False, None, clip(f"{code}: {detail}"), retryable)
         if 200 <= status < 300:
             return TryResult(True, status, None, retryable=False)
         # 410 Gone says the receiver is gone for good; a redirect would bypass the address checks.
@@ -75,10 +69,10 @@ class CallbackSender:
 
     async def _post(self, url: str, body: bytes, headers: dict[str, str]) -> int:
         """POST and read at most `MAX_RESPONSE_BYTES` of the answer (a receiver cannot hold a slot)."""
-        async with self._client.stream("POST", url, content=body, headers=headers) as response:
+        async with self._session.post(url, data=body, headers=headers, allow_redirects=False) as response:
             received = 0
-            async for chunk in response.aiter_raw():
+            async for chunk in response.content.iter_any():
                 received += len(chunk)
                 if received >= MAX_RESPONSE_BYTES:
                     break
-            return response.status_code
+            return response.status

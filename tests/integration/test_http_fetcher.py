@@ -248,3 +248,17 @@ async def test_a_redirect_chain_keeps_the_fetch_within_one_deadline(fetcher):
     async with raw_loopback(respond) as port:
         result = await fetcher.fetch(Request(url=f"http://127.0.0.1:{port}/"), 0.5)
     assert result.failure.code in ("TIMEOUT", "TOO_MANY_REDIRECTS")
+
+
+async def test_a_cookie_one_job_receives_is_never_sent_for_another(fetcher):
+    seen: list[bytes] = []
+
+    async def respond(request: bytes) -> list[bytes]:
+        seen.append(request)
+        return [b"HTTP/1.1 200 OK\r\nSet-Cookie: session=secret; Path=/\r\nContent-Length: 2\r\n\r\nok"]
+
+    async with raw_loopback(respond) as port:
+        await fetcher.fetch(Request(url=f"http://127.0.0.1:{port}/first"), 5)
+        await fetcher.fetch(Request(url=f"http://127.0.0.1:{port}/second"), 5)
+    assert len(seen) == 2
+    assert b"secret" not in seen[1].lower()

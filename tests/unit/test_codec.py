@@ -1,3 +1,4 @@
+import contextlib
 import json
 from pathlib import Path
 
@@ -119,3 +120,37 @@ def test_a_reader_resolves_an_older_writer_that_lacked_a_defaulted_field():
     body = io.BytesIO()
     fastavro.schemaless_writer(body, writer.parsed, completed.model_dump(exclude={"labels"}))
     assert _read_body(writer, body.getvalue()) == completed.model_copy(update={"labels": {}})
+
+
+@settings(max_examples=600)
+@given(ALL_RECORDS)
+def test_the_generated_codec_writes_the_bytes_fastavro_writes_and_reads_them_back_the_same(record):
+    import io
+
+    import fastavro
+
+    from schemas.codec import _read_body
+    from schemas.registry import current_schemas
+
+    schema = current_schemas()[type(record).__name__]
+    reference = io.BytesIO()
+    fastavro.schemaless_writer(reference, schema.parsed, record.model_dump(mode="python"))
+    encoded = encode(record)
+    assert encoded[10:] == reference.getvalue()
+    data = fastavro.schemaless_reader(io.BytesIO(reference.getvalue()), schema.parsed, schema.parsed)
+    validated = type(record).model_validate(data)
+    decoded = _read_body(schema, reference.getvalue())
+    assert decoded == validated == record
+    assert decoded.model_dump() == validated.model_dump()
+
+
+@settings(max_examples=600)
+@given(ALL_RECORDS, st.data())
+def test_corrupted_bytes_decode_to_a_record_or_a_codec_error_and_nothing_else(record, data):
+    encoded = bytearray(encode(record))
+    for _ in range(data.draw(st.integers(1, 4))):
+        position = data.draw(st.integers(10, max(10, len(encoded) - 1)))
+        if position < len(encoded):
+            encoded[position] = data.draw(st.integers(0, 255))
+    with contextlib.suppress(CodecError):
+        decode(bytes(encoded))

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from projections.lifecycle import decide, replay
 from projections.lifecycle.state import TERMINAL_STATUSES, Job, Lease, accepted_job
+from schemas.codec import decode, encode
 from schemas.commands import CancelJob, ReportCallback
 from schemas.enums import ActorRole, AttemptOutcome, JobStatus
 from schemas.events import (
@@ -145,6 +146,9 @@ def test_random_command_sequences_keep_every_lifecycle_invariant(data):
         assert decide(lifecycle.state, command, now, POLICY) == decide(lifecycle.state, command, now, POLICY)
         events = lifecycle(command, now)
         after = accepted_job(lifecycle.state)
+        # The core builds events without validating them: each must survive the wire unchanged.
+        for event in events:
+            assert decode(encode(event)) == event
         if events:
             sent.append(command)
             # Once applied, the same command decides nothing again.

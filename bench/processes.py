@@ -1,0 +1,92 @@
+"""The processes a benchmark runs apart from itself: a loopback origin and `scrapestream worker`.
+
+CPU time is read from /proc, so each process's share of a run can be reported on its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+ORIGIN = """
+import sys
+from aiohttp import web
+body = b"x" * 2048
+async def page(request):
+    return web.Response(body=body, content_type="text/html")
+app = web.Application()
+app.router.add_get("/{tail:.*}", page)
+web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), print=None, access_log=None)
+"""
+SCRAPESTREAM = str(Path(sys.executable).with_name("scrapestream"))
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of a process (children that were waited for included)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    utime, stime, cutime, cstime = (int(fields[index]) for index in (11, 12, 13, 14))
+    return (utime + stime + cutime + cstime) / TICKS
+
+
+def own_cpu_seconds() -> float:
+    return cpu_seconds(os.getpid())
+
+
+@dataclass
+class Child:
+    name: str
+    process: asyncio.subprocess.Process
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    async def stop(self) -> None:
+        if self.process.returncode is None:
+            self.process.terminate()
+            try:
+                await asyncio.wait_for(self.process.wait(), 30)
+            except TimeoutError:
+                self.process.kill()
+                await self.process.wait()
+
+
+async def start_origin(port: int) -> Child:
+    process = await asyncio.create_subprocess_exec(sys.executable, "-c", ORIGIN, str(port))
+    for _ in range(200):
+        try:
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+        except OSError:
+            await asyncio.sleep(0.05)
+            continue
+        writer.close()
+        return Child("origin", process)
+    raise RuntimeError("the origin did not start")
+
+
+async def start_worker(environment: dict[str, str], log_path: Path) -> Child:
+    with log_path.open("wb") as log:
+        process = await asyncio.create_subprocess_exec(
+            SCRAPESTREAM, "worker", env=environment, stdout=asyncio.subprocess.PIPE, stderr=log
+        )
+    assert process.stdout is not None
+    line = await asyncio.wait_for(process.stdout.readline(), 60)
+    if b"serving HTTP" not in line:
+        raise RuntimeError(f"the worker did not start: {line!r}; see {log_path}")
+    return Child("worker", process)
+
+
+def worker_environment(bootstrap: str, data_dir: Path, **settings: object) -> dict[str, str]:
+    values: dict[str, object] = {
+        "kafka_bootstrap": bootstrap,
+        "broker_profile": "embedded",
+        "data_dir": data_dir,
+        "web_port": 0,
+        "allow_private_networks": 1,
+    } | settings
+    inherited = {k: v for k, v in os.environ.items() if not k.startswith("SCRAPESTREAM_")}
+    return inherited | {f"SCRAPESTREAM_{name.upper()}": str(value) for name, value in values.items()}
