@@ -19,7 +19,7 @@ import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from uuid import uuid4
+from uuid import UUID, uuid4
 
 from aiokafka import TopicPartition
 
@@ -27,6 +27,7 @@ from projections.jobstore import JobStore
 from projections.lifecycle import Policy, State, decide, replay
 from projections.lifecycle.policy import ExecutionProfile
 from projections.storage.rocks import RocksStore
+from schemas.codec import encode
 from schemas.commands import Command, ReportAttempt, SubmitJob
 from schemas.enums import ArtifactTrust, AttemptOutcome, TransportRoute
 from schemas.events import Event
@@ -76,14 +77,15 @@ def report_for(state: State) -> ReportAttempt:
 def fold(store: JobStore, commands: list[Command]) -> list[Event]:
     """Decide a batch of commands on the store's states and commit their events, as the agent does."""
     events: list[Event] = []
-    states: dict[object, State] = {}
+    states: dict[UUID, State] = {}
     for command in commands:
         job_id = target_job(command)
         state = states[job_id] if job_id in states else store.load(job_id)
         decided = decide(state, command, NOW, POLICY)
         states[job_id] = replay(decided, state)
         events += decided
-    store.commit(0, events, next_offset=None)
+    # Encoded once, as for the append to the events topic, and stored as those bytes.
+    store.commit(0, events, None, encoded=[encode(event) for event in events], folded_by_caller=states)
     return events
 
 

@@ -14,20 +14,21 @@ from __future__ import annotations
 
 import typing
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import cast
 from uuid import UUID
 
 from projections.lifecycle.consequences import lease_expiry, next_due_at
-from projections.lifecycle.evolve import evolve, replay
+from projections.lifecycle.evolve import replay
 from projections.lifecycle.policy import Policy
 from projections.lifecycle.state import Job, State, accepted_job
 from projections.storage.base import KeyValueStore
 from schemas.codec import decode, encode
 from schemas.errors import CodecError
 from schemas.events import Event
+from schemas.types import uuid_text
 
 EVENT_TYPES = typing.get_args(Event)
 CACHE_SIZE = 20_000
@@ -35,12 +36,12 @@ _MAX_UUID = UUID(int=2**128 - 1)
 
 
 def _events_prefix(job_id: UUID) -> bytes:
-    return f"e/{job_id}/".encode()
+    return f"e/{uuid_text(job_id)}/".encode()
 
 
 def _timer_key(kind: str, partition: int, due_at: datetime, job_id: UUID) -> bytes:
     due_ms = int(due_at.timestamp() * 1000)
-    return f"{kind}/{partition:05d}/{max(due_ms, 0):015d}/{job_id}".encode()
+    return f"{kind}/{partition:05d}/{max(due_ms, 0):015d}/{uuid_text(job_id)}".encode()
 
 
 def _offset_key(partition: int) -> bytes:
@@ -89,22 +90,35 @@ class JobStore:
         events: Sequence[Event],
         next_offset: int | None,
         encoded: Sequence[bytes] | None = None,
+        folded_by_caller: Mapping[UUID, State] | None = None,
     ) -> Folded:
         """Fold and persist `events` (appended to the log of `partition`), with the new offset.
 
-        `encoded` are the events' bytes as appended to the log, when the caller has them.
+        `encoded` are the events' bytes as appended to the log, and `folded_by_caller` the states
+        the caller already reached with them, when it has them (the fold is not done twice).
         """
         changes: dict[bytes, bytes | None] = {}
         folded = Folded()
+        before: dict[UUID, State] = {}
+        accepted: dict[UUID, list[Event]] = {}
         for index, event in enumerate(events):
             job_id = event.job_id
-            before = folded.states[job_id] if job_id in folded.states else self.load(job_id)
-            if event.sequence != (0 if before is None else before.sequence) + 1:
+            if job_id not in before:
+                before[job_id] = self.load(job_id)
+                accepted[job_id] = []
+            last = accepted[job_id][-1].sequence if accepted[job_id] else _sequence(before[job_id])
+            if event.sequence != last + 1:
                 folded.ignored.append(event)  # a duplicate (or a gap): the first event of a sequence wins
                 continue
-            folded.states[job_id] = evolve(before, event)
+            accepted[job_id].append(event)
             value = encode(event) if encoded is None else encoded[index]
             changes[_events_prefix(job_id) + f"{event.sequence:010d}".encode()] = value
+        for job_id, kept in accepted.items():
+            if not kept:
+                continue
+            known = None if folded_by_caller is None else folded_by_caller.get(job_id)
+            ok = known is not None and known.sequence == kept[-1].sequence and not folded.ignored
+            folded.states[job_id] = known if ok else replay(kept, before[job_id])
         for job_id, state in folded.states.items():
             self._index(partition, job_id, state, changes)
         if next_offset is not None:
@@ -116,7 +130,7 @@ class JobStore:
         return folded
 
     def _index(self, partition: int, job_id: UUID, state: State, changes: dict[bytes, bytes | None]) -> None:
-        pointer = f"t/{job_id}".encode()
+        pointer = f"t/{uuid_text(job_id)}".encode()
         previous = self._store.get(pointer)
         due_at, lease_at = next_due_at(state, self._policy), lease_expiry(state)
         current = [
@@ -154,6 +168,10 @@ class JobStore:
 
     def close(self) -> None:
         self._store.close()
+
+
+def _sequence(state: State) -> int:
+    return 0 if state is None else state.sequence
 
 
 def _parse_timer(key: bytes) -> tuple[int, UUID]:

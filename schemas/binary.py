@@ -18,7 +18,7 @@ from typing import Any
 from uuid import UUID, SafeUUID
 
 from schemas.errors import CodecError, TruncatedRecordError
-from schemas.types import Record, build
+from schemas.types import Record, build, uuid_text
 
 Encoder = Callable[[Any, bytearray], None]
 Decoder = Callable[[bytes, int], tuple[Any, int]]
@@ -73,6 +73,13 @@ def uuid_of(text: str) -> UUID:
     return identity
 
 
+@functools.lru_cache(maxsize=8192)  # a job's records repeat its instants (deadline, decision times)
+def timestamp_bytes(value: _dt.datetime) -> bytes:
+    out = bytearray()
+    write_long(out, millis_of(value))
+    return bytes(out)
+
+
 def millis_of(value: _dt.datetime) -> int:
     delta = value - EPOCH
     return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
@@ -82,6 +89,7 @@ def from_millis(value: int) -> _dt.datetime:
     return EPOCH + _dt.timedelta(milliseconds=value)
 
 
+@functools.lru_cache(maxsize=1024)  # most costs are zero
 def decimal_bytes(value: decimal.Decimal, scale: int) -> bytes:
     """Two's-complement big-endian unscaled value, in as few bytes as fastavro writes."""
     exponent = value.as_tuple().exponent
@@ -107,10 +115,12 @@ class _Generator:
             "write_checked_long": write_checked_long,
             "read_long": read_long,
             "millis_of": millis_of,
+            "timestamp_bytes": timestamp_bytes,
             "from_millis": from_millis,
             "decimal_bytes": decimal_bytes,
             "decimal_of": decimal_of,
             "uuid_of": uuid_of,
+            "uuid_text": uuid_text,
             "build": build,
             "CodecError": CodecError,
         }
@@ -189,9 +199,9 @@ class _Generator:
         if isinstance(kind, dict | list):
             return self.write(kind, value, indent)
         if logical == "uuid":
-            return [f"{indent}out.append(72)", f"{indent}out += str({value}).encode()"]  # 36 characters
+            return [f"{indent}out.append(72)", f"{indent}out += uuid_text({value}).encode()"]  # 36 characters
         if logical == "timestamp-millis":
-            return [f"{indent}write_long(out, millis_of({value}))"]
+            return [f"{indent}out += timestamp_bytes({value})"]
         if logical == "decimal":
             return [
                 f"{indent}raw = decimal_bytes({value}, {schema['scale']})",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import struct
+from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any, TypeVar, cast
 
@@ -25,6 +26,21 @@ CONFLUENT_MAGIC = b"\x00"
 _SINGLE_OBJECT_HEADER = len(SINGLE_OBJECT_MARKER) + 8
 _CONFLUENT_HEADER = len(CONFLUENT_MAGIC) + 4
 R = TypeVar("R", bound=Record)
+RECENT_KEPT = 4096
+_PASSED_ON = frozenset(
+    {
+        "SubmitJob",
+        "CancelJob",
+        "ReportAttempt",
+        "StartAttempt",
+        "RenewLease",
+        "CheckTimers",
+        "ReportCallback",
+        "DueWork",
+        "CallbackDue",
+    }
+)
+_RECENT: OrderedDict[bytes, Record] = OrderedDict()
 
 
 def _record_classes() -> dict[str, type[Record]]:
@@ -93,11 +109,30 @@ def encode(record: Record) -> bytes:
     schema = current_schemas().get(name)
     if schema is None:
         raise CodecError(f"{name} has no Avro schema in scrapestream.v1")
-    return _write(record, SINGLE_OBJECT_MARKER + schema.fingerprint)
+    data = _write(record, SINGLE_OBJECT_MARKER + schema.fingerprint)
+    _remember(data, record)
+    return data
 
 
 def decode(data: bytes) -> Record:
     """Decode single-object-encoded bytes written with any known version of any record."""
+    known = _RECENT.get(data)
+    if known is not None:
+        return known
+    record = _decode(data)
+    _remember(data, record)
+    return record
+
+
+def _remember(data: bytes, record: Record) -> None:
+    """Records handed from one stage to the next inside a worker are decoded once (frozen, so shared)."""
+    if type(record).__name__ in _PASSED_ON:
+        _RECENT[data] = record
+        if len(_RECENT) > RECENT_KEPT:
+            _RECENT.popitem(last=False)
+
+
+def _decode(data: bytes) -> Record:
     if len(data) < _SINGLE_OBJECT_HEADER:
         if not SINGLE_OBJECT_MARKER.startswith(data[:2]):
             raise CodecError("not Avro single-object encoding (no C3 01 marker)")

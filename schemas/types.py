@@ -17,6 +17,12 @@ EventId = NewType("EventId", UUID)
 COST_QUANTUM = Decimal("0.000001")
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def uuid_text(value: UUID) -> str:
+    """`str(value)`, remembered: a job's id is written into keys and records many times over."""
+    return str(value)
+
+
 def to_utc_millis(value: datetime) -> datetime:
     """Truncate to whole milliseconds in UTC, as `timestamp-millis` does on the wire."""
     if value.tzinfo is UTC and value.microsecond % 1000 == 0:

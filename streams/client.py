@@ -7,7 +7,6 @@ from types import TracebackType
 from uuid import UUID, uuid4
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.partitioner import DefaultPartitioner
 
 from projections.lifecycle.completion import rejection_completion
 from projections.lifecycle.submission import submission_identity
@@ -17,7 +16,7 @@ from schemas.enums import JobStatus
 from schemas.errors import ScrapestreamError
 from schemas.events import JobCompleted, JobRejected
 from streams.broker.compat import BrokerProfile
-from streams.publisher import Publisher, outgoing
+from streams.publisher import Publisher, outgoing, partition_of
 
 
 class Client:
@@ -112,4 +111,4 @@ class Client:
         partitions = sorted(consumer.partitions_for_topic(topic) or ())
         if not partitions:
             raise ScrapestreamError(f"topic {topic} does not exist: is a worker running?")
-        return TopicPartition(topic, DefaultPartitioner()(key, partitions, partitions))
+        return TopicPartition(topic, partition_of(key, len(partitions)))

@@ -222,7 +222,8 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
     async def _run(self, stage: Stage, batch: list[Record]) -> list[Record]:
         """Handle `batch`; returns the records done (handled or sent to dead input)."""
         for attempt in range(1_000_000):
-            batch = [r for r in batch if TopicPartition(r.topic, r.partition) not in self._revoking]
+            if self._revoking:
+                batch = [r for r in batch if TopicPartition(r.topic, r.partition) not in self._revoking]
             if not batch:
                 return []  # the partitions moved to another worker meanwhile: it reads them again
             try:
@@ -269,9 +270,12 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
     # Offsets and rebalancing ---------------------------------------------------------------------
 
     def _mark_processed(self, batch: list[Record]) -> None:
+        last: dict[tuple[str, int], int] = {}
         for record in batch:
-            tp = TopicPartition(record.topic, record.partition)
-            self._processed[tp] = max(self._processed.get(tp, 0), record.offset + 1)
+            last[(record.topic, record.partition)] = record.offset + 1
+        for (topic, partition), offset in last.items():
+            tp = TopicPartition(topic, partition)
+            self._processed[tp] = max(self._processed.get(tp, 0), offset)
 
     async def _commit(self, only: set[TopicPartition] | None = None) -> None:
         assignment = self._consumer.assignment()

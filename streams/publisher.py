@@ -9,22 +9,25 @@ timestamp of the command's record, so a redelivered command decides the same.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
+from uuid import UUID
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError, MessageSizeTooLargeError
 from aiokafka.partitioner import DefaultPartitioner
 
 from schemas.codec import encode
-from schemas.types import Record
+from schemas.types import Record, uuid_text
 from streams.broker.compat import BrokerProfile
 from streams.errors import BrokerError
 
 MAX_BATCH_BYTES = 1_000_000  # under the broker's default message.max.bytes (1,048,588)
+_PARTITIONER = DefaultPartitioner()
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,13 @@ class Outgoing:
     value: bytes
     partition: int | None = None
     timestamp_ms: int | None = None
+
+
+@functools.lru_cache(maxsize=65_536)
+def partition_of(key: bytes, partitions: int) -> int:
+    """The partition Kafka's default partitioner gives a keyed record (murmur2, as in Java clients)."""
+    everyone = list(range(partitions))
+    return int(_PARTITIONER(key, everyone, everyone))
 
 
 @dataclass(frozen=True)
@@ -46,9 +56,16 @@ class Written:
 
 
 def outgoing(
-    topic: str, key: str | bytes, record: Record, partition: int | None = None, at: datetime | None = None
+    topic: str,
+    key: str | bytes | UUID,
+    record: Record,
+    partition: int | None = None,
+    at: datetime | None = None,
 ) -> Outgoing:
-    raw_key = key.encode() if isinstance(key, str) else key
+    """An encoded record; a UUID key is written in its canonical text form."""
+    raw_key = (
+        uuid_text(key).encode() if isinstance(key, UUID) else key.encode() if isinstance(key, str) else key
+    )
     timestamp_ms = None if at is None else int(at.timestamp() * 1000)
     return Outgoing(topic, raw_key, encode(record), partition, timestamp_ms)
 
@@ -62,13 +79,12 @@ class Sink(Protocol):
 class Publisher:
     def __init__(self, bootstrap: str, profile: BrokerProfile) -> None:
         self._bootstrap = bootstrap
-        self._partitioner = DefaultPartitioner()
         self._producer = AIOKafkaProducer(
             bootstrap_servers=bootstrap,
             linger_ms=1,
             max_batch_size=MAX_BATCH_BYTES,
             max_request_size=MAX_BATCH_BYTES,
-            partitioner=self._partitioner,
+            partitioner=_PARTITIONER,
             **profile.producer_options(),
         )
 
@@ -85,8 +101,14 @@ class Publisher:
     async def send_all(self, messages: Sequence[Outgoing]) -> list[Written]:
         """Send in order per partition; returns where each message landed, once all are acknowledged."""
         groups: dict[tuple[str, int], list[int]] = defaultdict(list)
+        counts = {
+            topic: len(await self._producer.partitions_for(topic)) for topic in {m.topic for m in messages}
+        }
         for index, message in enumerate(messages):
-            groups[(message.topic, await self._partition_of(message))].append(index)
+            partition = message.partition
+            if partition is None:
+                partition = partition_of(message.key, counts[message.topic])
+            groups[(message.topic, partition)].append(index)
         pending: list[tuple[asyncio.Future[Any], str, int, list[int]]] = []
         for (topic, partition), indexes in groups.items():
             for members in self._fitting_runs(messages, indexes):
@@ -118,9 +140,3 @@ class Publisher:
             runs[-1].append(index)
             size += length
         return runs
-
-    async def _partition_of(self, message: Outgoing) -> int:
-        if message.partition is not None:
-            return message.partition
-        partitions = sorted(await self._producer.partitions_for(message.topic))
-        return int(self._partitioner(message.key, partitions, partitions))

@@ -18,6 +18,7 @@ import idna
 from projections.lifecycle.limits import MAX_HEADER_VALUE_BYTES, clip, utf8_len
 from schemas.enums import HttpMethod, RejectionReason
 from schemas.records import Request
+from schemas.types import uuid_text
 
 JOB_NAMESPACE = UUID("6f1c7c2e-3f0a-5d1e-9a47-0c2b8d6e4f11")
 ALLOWED_HEADERS = frozenset({"accept", "accept-language", "user-agent", "referer", "cache-control"})
@@ -114,6 +115,7 @@ def is_valid_callback_url(url: str) -> bool:
     return not isinstance(_canonical_url(url), Rejection)
 
 
+@functools.lru_cache(maxsize=4096)
 def host_of(url: str) -> str:
     """The politeness key of a URL: its lower-cased host."""
     return (urlsplit(url).hostname or "").lower()
@@ -129,7 +131,7 @@ def lease_id_for(job_id: UUID, attempt_number: int) -> UUID:
 
 
 def event_id_for(command_id: UUID, job_id: UUID, index: int) -> UUID:
-    return name_based(command_id, f"{job_id}:{index}")
+    return name_based(command_id, f"{uuid_text(job_id)}:{index}")
 
 
 _VERSION_5 = (0x5000 << 64) | (0x8000 << 48)

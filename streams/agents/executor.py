@@ -108,7 +108,7 @@ class HttpExecutor(QuietStage):
 
     def _report_message(self, work: DueWork, attempt: Attempt, now: datetime) -> Outgoing:
         report = ReportAttempt(command_id=uuid5(work.lease_id, "report"), job_id=work.job_id, attempt=attempt)
-        return outgoing(self._commands, str(work.job_id), report, at=now)
+        return outgoing(self._commands, work.job_id, report, at=now)
 
     async def _attempt(self, work: DueWork) -> None:
         self._renewals.add(work)

@@ -13,9 +13,10 @@ from typing import cast
 from uuid import UUID, uuid5
 
 from projections.lifecycle.submission import submission_identity
-from schemas.codec import decode_as
+from schemas.codec import SINGLE_OBJECT_MARKER, decode_as
 from schemas.commands import CancelJob, SubmitJob
 from schemas.errors import CodecError
+from schemas.types import uuid_text
 from streams.consumer import QuietStage, Record
 from streams.deadinput import DeadLetters
 from streams.publisher import Outgoing, Sink, outgoing
@@ -61,8 +62,14 @@ class Intake(QuietStage):
         )
 
     def _command(self, record: Record, now: datetime) -> Outgoing:
-        command_id = uuid5(INTAKE_NAMESPACE, f"{record.topic}:{record.partition}:{record.offset}")
         command = cast(SubmitJob | CancelJob, decode_as(record.value or b"", SubmitJob, CancelJob))
-        command = command.model_copy(update={"command_id": command.command_id or command_id})
         job_id = submission_identity(command)[0] if isinstance(command, SubmitJob) else command.job_id
-        return outgoing(self._settings.topic("commands"), str(job_id), command, at=now)
+        topic = self._settings.topic("commands")
+        if command.command_id is not None and record.value.startswith(SINGLE_OBJECT_MARKER):
+            # Already a complete command in single-object encoding: forwarded as it came.
+            return Outgoing(
+                topic, uuid_text(job_id).encode(), record.value, None, int(now.timestamp() * 1000)
+            )
+        command_id = uuid5(INTAKE_NAMESPACE, f"{record.topic}:{record.partition}:{record.offset}")
+        command = command.model_copy(update={"command_id": command.command_id or command_id})
+        return outgoing(topic, job_id, command, at=now)

@@ -145,7 +145,7 @@ class Lifecycle(QuietStage):
         appending = {p: events for p, events in decided.items() if events and self._may_write(p)}
         topic = self._settings.topic("events")
         appended = [
-            (partition, outgoing(topic, str(event.job_id), event, partition=partition, at=event.occurred_at))
+            (partition, outgoing(topic, event.job_id, event, partition=partition, at=event.occurred_at))
             for partition, events in appending.items()
             for event in events
         ]
@@ -157,7 +157,7 @@ class Lifecycle(QuietStage):
             offsets[partition].append(meta.offset)
             values[partition].append(message.value)
         for partition, events in appending.items():
-            await self._fold(partition, events, offsets[partition], values[partition])
+            await self._fold(partition, events, offsets[partition], values[partition], states)
         return [event for events in appending.values() for event in events]
 
     def _decide(self, item: Incoming, states: dict[UUID, State]) -> tuple[list[Event], list[Outgoing]]:
@@ -182,11 +182,16 @@ class Lifecycle(QuietStage):
         return owned
 
     async def _fold(
-        self, partition: int, events: list[Event], offsets: list[int], values: list[bytes]
+        self,
+        partition: int,
+        events: list[Event],
+        offsets: list[int],
+        values: list[bytes],
+        states: dict[UUID, State],
     ) -> None:
         start = self._store.events_offset(partition)
         if offsets == list(range(start, start + len(offsets))):
-            self._store.commit(partition, events, next_offset=offsets[-1] + 1, encoded=values)
+            self._store.commit(partition, events, offsets[-1] + 1, encoded=values, folded_by_caller=states)
             return
         log.warning("events partition %d holds another writer's records: folding it from the log", partition)
         await self.catch_up(partition)
@@ -197,8 +202,8 @@ class Lifecycle(QuietStage):
         at = events[-1].occurred_at
         return [
             *(outgoing(topic("due"), host_of(work.request.url), work, at=at) for work in result.due),
-            *(outgoing(topic("completions"), str(c.job_id), c, at=at) for c in result.completions),
-            *(outgoing(topic("outbox"), str(c.job_id), c, at=at) for c in result.callbacks),
+            *(outgoing(topic("completions"), c.job_id, c, at=at) for c in result.completions),
+            *(outgoing(topic("outbox"), c.job_id, c, at=at) for c in result.callbacks),
         ]
 
     async def recover(self, records: Sequence[Record]) -> None:

@@ -84,7 +84,7 @@ class Outbox(QuietStage):
             http_status=result.http_status,
             last_error=result.error,
         )
-        message = outgoing(self._settings.topic("commands"), str(due.job_id), report, at=self._clock())
+        message = outgoing(self._settings.topic("commands"), due.job_id, report, at=self._clock())
         await self._reports.deliver(message, f"the report of callback {due.webhook_id}")
 
     async def close(self) -> None:

@@ -67,7 +67,7 @@ class Renewals:
             lease_id=work.lease_id,
         )
         try:
-            await self._sink.send(outgoing(self._topic, str(work.job_id), command, at=self._clock()))
+            await self._sink.send(outgoing(self._topic, work.job_id, command, at=self._clock()))
         except Exception as exc:
             log.warning("job %s: lease renewal not published (%s); the fetch goes on", work.job_id, exc)
 

@@ -74,9 +74,7 @@ class Timers:
         topic = self._settings.topic("commands")
         await self._publisher.send_all(
             [
-                outgoing(
-                    topic, str(job_id), CheckTimers(command_id=uuid5(job_id, label), job_id=job_id), at=now
-                )
+                outgoing(topic, job_id, CheckTimers(command_id=uuid5(job_id, label), job_id=job_id), at=now)
                 for job_id, label in fresh
             ]
         )

@@ -112,7 +112,10 @@ class GuardedConnector(aiohttp.TCPConnector):
 
 
 def guarded_session(policy: AddressPolicy, connections: int, per_host: int = 0) -> aiohttp.ClientSession:
-    """An aiohttp session for untrusted targets: guarded addresses, no cookies kept, raw bodies."""
+    """An aiohttp session for untrusted targets: guarded addresses, no cookies kept, raw bodies.
+
+    Callers must bound every request in time themselves.
+    """
     connector = GuardedConnector(
         policy,
         limit=connections,
@@ -126,4 +129,6 @@ def guarded_session(policy: AddressPolicy, connections: int, per_host: int = 0) 
         cookie_jar=aiohttp.DummyCookieJar(),
         auto_decompress=False,
         skip_auto_headers=("User-Agent",),
+        # Callers bound each exchange as a whole (`asyncio.timeout`); per-request timers only cost.
+        timeout=aiohttp.ClientTimeout(total=None, sock_connect=None),
     )

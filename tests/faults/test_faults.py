@@ -14,13 +14,13 @@ from uuid import uuid4
 
 import pytest
 from aiokafka import AIOKafkaProducer
-from aiokafka.partitioner import DefaultPartitioner
 
 from schemas.codec import encode
 from schemas.commands import SubmitJob
 from schemas.enums import JobStatus
 from schemas.records import Request
 from streams.clock import utc_now
+from streams.publisher import partition_of
 from tests.e2e.conftest import observed_system
 from tests.faults.harness import (
     TERMINAL,
@@ -69,11 +69,6 @@ async def stop_observers():  # type: ignore[no-untyped-def]
     yield
     while OBSERVING:
         await OBSERVING.pop().__aexit__(None, None, None)
-
-
-def partition_of(job_id, partitions: int) -> int:  # type: ignore[no-untyped-def]
-    everyone = list(range(partitions))
-    return int(DefaultPartitioner()(str(job_id).encode(), everyone, everyone))
 
 
 def distinct_completions(system) -> int:  # type: ignore[no-untyped-def]
@@ -144,7 +139,9 @@ async def test_two_workers_one_killed_the_survivor_finishes_every_partition(brok
         jobs = {f"pair-{n}": await system.submit(origin.url("sleep", f"pair-{n}")) for n in range(40)}
         await until(lambda: distinct_completions(system) >= 8)
         await until(lambda: origin.in_flight > 0)
-        orphaned = {job for job in jobs.values() if partition_of(job, 4) in await victim.owned()}
+        orphaned = {
+            job for job in jobs.values() if partition_of(str(job).encode(), 4) in await victim.owned()
+        }
         victim.kill()
         await victim.wait_dead()
         killed_at = Stopwatch()
