@@ -44,6 +44,10 @@ def _timer_key(kind: str, partition: int, due_at: datetime, job_id: UUID) -> byt
     return f"{kind}/{partition:05d}/{max(due_ms, 0):015d}/{uuid_text(job_id)}".encode()
 
 
+def _sequence_key(sequence: int) -> bytes:
+    return f"{sequence:010d}".encode()
+
+
 def _offset_key(partition: int) -> bytes:
     return f"o/{partition:05d}".encode()
 
@@ -69,7 +73,9 @@ class JobStore:
         if job_id in self._cache:
             self._cache.move_to_end(job_id)
             return self._cache[job_id]
-        state = replay(self.events_of(job_id))
+        # A point read of the first event answers the common case, a job never seen, without a scan.
+        first = self._store.get(_events_prefix(job_id) + _sequence_key(1))
+        state = None if first is None else replay(self.events_of(job_id))
         self._remember(job_id, state)
         return state
 
@@ -112,7 +118,7 @@ class JobStore:
                 continue
             accepted[job_id].append(event)
             value = encode(event) if encoded is None else encoded[index]
-            changes[_events_prefix(job_id) + f"{event.sequence:010d}".encode()] = value
+            changes[_events_prefix(job_id) + _sequence_key(event.sequence)] = value
         for job_id, kept in accepted.items():
             if not kept:
                 continue

@@ -18,12 +18,13 @@ import idna
 from projections.lifecycle.limits import MAX_HEADER_VALUE_BYTES, clip, utf8_len
 from schemas.enums import HttpMethod, RejectionReason
 from schemas.records import Request
-from schemas.types import uuid_text
+from schemas.types import build, uuid_text
 
 JOB_NAMESPACE = UUID("6f1c7c2e-3f0a-5d1e-9a47-0c2b8d6e4f11")
 ALLOWED_HEADERS = frozenset({"accept", "accept-language", "user-agent", "referer", "cache-control"})
 ALLOWED_SCHEMES = frozenset({"http", "https"})
 _CONTROL_OR_SPACE = re.compile(r"[\x00-\x20\x7f]")
+_NOT_PRINTABLE = re.compile(r"[^\t\x20-\x7e]")
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
@@ -85,7 +86,7 @@ def _header_problem(headers: dict[str, str]) -> str | None:
     for name, value in headers.items():
         if utf8_len(value) > MAX_HEADER_VALUE_BYTES:
             return f"header {name} is longer than {MAX_HEADER_VALUE_BYTES} bytes"
-        if not all(char == "\t" or 0x20 <= ord(char) < 0x7F for char in value):
+        if _NOT_PRINTABLE.search(value):
             return f"header {name} has characters other than printable ASCII"
     return None
 
@@ -95,7 +96,7 @@ def canonicalize(request: Request) -> CanonicalRequest | Rejection:
     return _canonicalize(request.url, request.method, tuple(request.headers.items()))
 
 
-@functools.lru_cache(maxsize=4096)  # one submission is canonicalized by intake, identity and validation
+@functools.lru_cache(maxsize=16_384)  # one submission is canonicalized by intake, identity and validation
 def _canonicalize(
     url: str, method: HttpMethod, raw_headers: tuple[tuple[str, str], ...]
 ) -> CanonicalRequest | Rejection:
@@ -106,9 +107,9 @@ def _canonicalize(
     problem = _header_problem(headers)
     if problem is not None:
         return Rejection(RejectionReason.DISALLOWED_HEADER, problem)
-    canonical = Request(url=urlunsplit(parts), method=method, headers=dict(sorted(headers.items())))
-    payload = json.dumps(canonical.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
-    return CanonicalRequest(canonical, hashlib.sha256(payload.encode()).hexdigest())
+    fields = {"url": urlunsplit(parts), "method": method, "headers": dict(sorted(headers.items()))}
+    payload = json.dumps({**fields, "method": method.value}, sort_keys=True, separators=(",", ":"))
+    return CanonicalRequest(build(Request, fields), hashlib.sha256(payload.encode()).hexdigest())
 
 
 def is_valid_callback_url(url: str) -> bool:
@@ -121,7 +122,7 @@ def host_of(url: str) -> str:
     return (urlsplit(url).hostname or "").lower()
 
 
-@functools.lru_cache(maxsize=4096)  # intake, the lifecycle and the client all derive it
+@functools.lru_cache(maxsize=16_384)  # intake, the lifecycle and the client all derive it
 def job_id_for(caller_identity: str, idempotency_key: str) -> UUID:
     return name_based(JOB_NAMESPACE, f"{caller_identity}\n{idempotency_key}")
 

@@ -141,3 +141,26 @@ def test_an_oversized_cancel_is_refused_and_audited_with_its_fields_cut():
     assert "reason is 100000 bytes" in audit.detail
     assert len(audit.reason) <= 1_024
     assert lifecycle.job.status is JobStatus.LEASED
+
+
+@pytest.mark.parametrize(
+    "request_",
+    [
+        Request(url="https://example.com/page"),
+        Request(url="HTTP://Example.COM:80/a?b=c#frag", headers={"Accept": " text/html ", "user-agent": "x"}),
+        Request(url="https://Bücher.example/ü?q=ä", method="HEAD"),
+    ],
+)
+def test_the_request_hash_is_the_one_every_earlier_release_computed(request_):
+    """Job ids of default-keyed submissions derive from it: it must never change."""
+    import hashlib
+    import json
+
+    from projections.lifecycle.identity import canonicalize
+
+    canonical = canonicalize(request_)
+    legacy_payload = json.dumps(
+        canonical.request.model_dump(mode="json"), sort_keys=True, separators=(",", ":")
+    )
+    assert canonical.request_hash == hashlib.sha256(legacy_payload.encode()).hexdigest()
+    assert canonical.request == Request.model_validate(canonical.request.model_dump())
