@@ -51,25 +51,36 @@ def latency(values: list[float]) -> dict[str, float]:
     }
 
 
-async def main(jobs: int, concurrency: int, partitions: int, sequential: bool) -> dict[str, object]:
+async def main(
+    jobs: int, concurrency: int, partitions: int, sequential: bool, workers: int = 1
+) -> dict[str, object]:
     port = free_loopback_port()
     origin = await start_origin(port)
     data_dir = Path(tempfile.mkdtemp(prefix="scrapestream-bench-"))
     try:
         async with EmbeddedBroker() as broker:
-            environment = worker_environment(
-                broker.bootstrap, data_dir, partitions=partitions, executor_concurrency=concurrency
-            )
-            worker = await start_worker(environment, data_dir / "worker.log")
+            running = []
+            for number in range(workers):
+                environment = worker_environment(
+                    broker.bootstrap,
+                    data_dir / str(number),
+                    partitions=partitions,
+                    executor_concurrency=concurrency,
+                )
+                (data_dir / str(number)).mkdir()
+                running.append(await start_worker(environment, data_dir / f"worker-{number}.log"))
             try:
-                pids = {"broker": broker.pid or 0, "worker": worker.pid, "origin": origin.pid}
+                pids = {"broker": broker.pid or 0, "origin": origin.pid}
+                pids |= {"worker" if n == 0 else f"worker{n}": w.pid for n, w in enumerate(running)}
+                await asyncio.sleep(8 if workers > 1 else 0)  # the group settles before the clock starts
                 run = drive_sequential if sequential else drive
                 result = await run(broker.bootstrap, port, jobs, pids)
             finally:
-                await worker.stop()
+                for worker in running:
+                    await worker.stop()
     finally:
         await origin.stop()
-    return result | {"executor_concurrency": concurrency, "partitions": partitions}
+    return result | {"executor_concurrency": concurrency, "partitions": partitions, "workers": workers}
 
 
 def cpu_snapshot(pids: dict[str, int]) -> dict[str, float]:
@@ -167,8 +178,14 @@ if __name__ == "__main__":
     parser.add_argument("--concurrency", type=int, default=64, help="executor concurrency of the worker")
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--sequential", action="store_true", help="one job at a time: lone-job latency")
+    parser.add_argument("--workers", type=int, default=1, help="worker processes sharing the partitions")
     arguments = parser.parse_args()
-    result = asyncio.run(
-        main(arguments.jobs, arguments.concurrency, arguments.partitions, arguments.sequential)
+    options = (
+        arguments.jobs,
+        arguments.concurrency,
+        arguments.partitions,
+        arguments.sequential,
+        arguments.workers,
     )
+    result = asyncio.run(main(*options))
     sys.stdout.write(json.dumps(result) + "\n")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import logging
 import os
@@ -31,6 +32,7 @@ from streams.worker import Worker
 
 EXIT_FAILED = 1
 T = TypeVar("T")
+GC_THRESHOLDS = (20_000, 20, 20)
 
 
 class WorkerCrashedError(ScrapestreamError):
@@ -120,7 +122,13 @@ async def _serve(command: str, settings: Settings) -> None:
 
 
 def run(main: Coroutine[Any, Any, T]) -> T:
-    """Runs on uvloop where it is installed: the event loop's own costs are a large part of a job's."""
+    """Runs on uvloop where it is installed: the event loop's own costs are a large part of a job's.
+
+    The cyclic garbage collector runs far less often than by default: with its default thresholds
+    it took a fifth of a worker's CPU, mostly rescanning long-lived caches (docs/PERFORMANCE.md).
+    """
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
     try:
         import uvloop
     except ImportError:

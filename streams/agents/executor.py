@@ -17,14 +17,16 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
-from uuid import UUID, uuid5
+from uuid import UUID
 
+from projections.lifecycle.identity import name_based
 from projections.lifecycle.outcomes import local_failure
 from schemas.codec import decode_as
 from schemas.commands import ReportAttempt
 from schemas.enums import ArtifactTrust, AttemptOutcome, CaptureMode, TransportRoute
 from schemas.errors import CodecError
 from schemas.records import Artifact, Attempt, Cost
+from schemas.types import build, build_with_defaults, to_utc_millis
 from schemas.work import DueWork
 from streams.agents.renewals import Renewals
 from streams.agents.slots import Slots
@@ -107,7 +109,12 @@ class HttpExecutor(QuietStage):
             self._started.popitem(last=False)
 
     def _report_message(self, work: DueWork, attempt: Attempt, now: datetime) -> Outgoing:
-        report = ReportAttempt(command_id=uuid5(work.lease_id, "report"), job_id=work.job_id, attempt=attempt)
+        values = {
+            "command_id": name_based(work.lease_id, "report"),
+            "job_id": work.job_id,
+            "attempt": attempt,
+        }
+        report = build(ReportAttempt, values)
         return outgoing(self._commands, work.job_id, report, at=now)
 
     async def _attempt(self, work: DueWork) -> None:
@@ -151,22 +158,26 @@ class HttpExecutor(QuietStage):
         return self._attempt_of(work, replace(base, outcome=outcome, failure=failure), ())
 
     def _attempt_of(self, work: DueWork, result: FetchResult, artifacts: tuple[Artifact, ...]) -> Attempt:
-        return Attempt(
-            attempt_number=work.attempt_number,
-            lease_id=work.lease_id,
-            route=TransportRoute.DIRECT,
-            outcome=result.outcome,
-            trust=ArtifactTrust.VERIFIED,
-            http_status=result.http_status,
-            final_url=result.final_url,
-            bytes=result.wire_bytes,
-            elapsed_ms=result.elapsed_ms,
-            failure=result.failure,
-            cost=Cost(bytes=result.wire_bytes),
-            artifacts=artifacts,
-            etag=result.etag,
-            last_modified=result.last_modified,
-            finished_at=self._clock(),
+        # Built without validating again: every value is this executor's own, of the field's type.
+        return build(
+            Attempt,
+            {
+                "attempt_number": work.attempt_number,
+                "lease_id": work.lease_id,
+                "route": TransportRoute.DIRECT,
+                "outcome": result.outcome,
+                "trust": ArtifactTrust.VERIFIED,
+                "http_status": result.http_status,
+                "final_url": result.final_url,
+                "bytes": result.wire_bytes,
+                "elapsed_ms": result.elapsed_ms,
+                "failure": result.failure,
+                "cost": build_with_defaults(Cost, {"bytes": result.wire_bytes}),
+                "artifacts": artifacts,
+                "etag": result.etag,
+                "last_modified": result.last_modified,
+                "finished_at": to_utc_millis(self._clock()),
+            },
         )
 
     async def close(self) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 from projections.artifacts import artifact_id_for, content_key, retention_expiry
 from schemas.enums import RetentionClass
 from schemas.records import Artifact
+from schemas.types import build, to_utc_millis
 
 
 class LocalArtifactStore:
@@ -33,14 +34,16 @@ class LocalArtifactStore:
         if self._writing is None or self._writing.done():
             self._writing = asyncio.create_task(self._write_pending())
         await written
-        return Artifact(
-            artifact_id=artifact_id_for(digest),
-            key=key,
-            content_type=content_type,
-            size_bytes=len(body),
-            sha256=digest,
-            expires_at=retention_expiry(retention, now),
-        )
+        expires_at = retention_expiry(retention, now)
+        fields = {
+            "artifact_id": artifact_id_for(digest),
+            "key": key,
+            "content_type": content_type,
+            "size_bytes": len(body),
+            "sha256": digest,
+            "expires_at": None if expires_at is None else to_utc_millis(expires_at),
+        }
+        return build(Artifact, fields)
 
     async def _write_pending(self) -> None:
         while self._pending:
