@@ -24,7 +24,7 @@ from typing import Any, Protocol
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import KafkaError
 
-from streams.broker.compat import BrokerProfile
+from streams.broker.compat import BrokerProfile, FetchPacer
 from streams.deadinput import DeadLetters
 from streams.errors import BrokerError
 from streams.failures import waiting_for
@@ -32,6 +32,7 @@ from streams.failures import waiting_for
 log = logging.getLogger(__name__)
 COMMIT_EVERY_S = 0.2
 RETRY_BACKOFF_S = (0.2, 0.5, 1.0, 2.0, 5.0)
+SETTLE_BELOW_RECORDS = 32
 Record = Any  # aiokafka's ConsumerRecord
 
 
@@ -62,6 +63,9 @@ class Stage(Protocol):
     async def recover(self, records: Sequence[Record]) -> None:
         """Make the stage's state consistent before a failed batch is retried."""
 
+    async def settled(self) -> None:
+        """Returns once work that earlier batches started has sent its output."""
+
     async def assigned(self, partitions: set[TopicPartition], control: PartitionControl) -> None: ...
 
     async def revoked(self, partitions: set[TopicPartition]) -> None: ...
@@ -85,6 +89,9 @@ class QuietStage:
     async def recover(self, records: Sequence[Record]) -> None:
         return
 
+    async def settled(self) -> None:
+        return
+
     async def assigned(self, partitions: set[TopicPartition], control: PartitionControl) -> None:
         return
 
@@ -101,6 +108,7 @@ class _Lane:
     queue: deque[Record] = field(default_factory=deque)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
+    idle: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -132,6 +140,8 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
         self._stopping = False
         self.joined = asyncio.Event()
         self.crashed: asyncio.Future[BaseException] = asyncio.get_running_loop().create_future()
+        self._pacer = FetchPacer(self._consumer, profile)
+        self._settle_s = profile.settle_before_fetch_ms / 1000
 
     async def start(self) -> None:
         try:
@@ -189,12 +199,32 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
                 log.warning("fetching records failed (%s); retrying", exc)
                 await asyncio.sleep(RETRY_BACKOFF_S[2])
                 continue
+            polled = sum(len(records) for records in batches.values())
+            self._pacer.observed(polled)
             for tp, records in batches.items():
                 lane = self._by_topic[tp.topic]
                 lane.queue.extend(records)
+                lane.idle.clear()
                 lane.wake.set()
                 if len(lane.queue) >= 2 * lane.stage.max_batch:
                     self.hold(self._lane_partitions(lane), "backpressure")
+            if 0 < polled < SETTLE_BELOW_RECORDS and self._settle_s:
+                await self._settle()
+
+    async def _settle(self) -> None:
+        """Hold the next fetch (briefly) until the stages wrote what the last records caused."""
+        partitions = set(self._consumer.assignment())
+        self.hold(partitions, "settling")  # before the fetcher task runs: no fetch goes out meanwhile
+        try:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._settled(), self._settle_s)
+        finally:
+            self.release(partitions, "settling")
+
+    async def _settled(self) -> None:
+        for lane in self._lanes:
+            await lane.idle.wait()
+            await lane.stage.settled()
 
     def _lane_partitions(self, lane: _Lane) -> list[TopicPartition]:
         return [tp for tp in self._consumer.assignment() if tp.topic in lane.stage.topics]
@@ -205,6 +235,7 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
         stage = lane.stage
         while not self._stopping:
             if not lane.queue:
+                lane.idle.set()
                 await lane.wake.wait()
                 lane.wake.clear()
                 continue

@@ -81,7 +81,7 @@ class Publisher:
         self._bootstrap = bootstrap
         self._producer = AIOKafkaProducer(
             bootstrap_servers=bootstrap,
-            linger_ms=1,
+            linger_ms=0,  # send_all hands over whole batches; a linger only delays them
             max_batch_size=MAX_BATCH_BYTES,
             max_request_size=MAX_BATCH_BYTES,
             partitioner=_PARTITIONER,

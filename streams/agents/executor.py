@@ -75,6 +75,9 @@ class HttpExecutor(QuietStage):
     def capacity(self) -> int:
         return self._slots.free()
 
+    async def settled(self) -> None:
+        await self._slots.idle()
+
     async def wait_capacity(self) -> None:
         await self._slots.wait_free()
 

@@ -51,6 +51,9 @@ class Outbox(QuietStage):
     def capacity(self) -> int:
         return self._slots.free()
 
+    async def settled(self) -> None:
+        await self._slots.idle()
+
     async def wait_capacity(self) -> None:
         await self._slots.wait_free()
 

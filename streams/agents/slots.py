@@ -30,6 +30,11 @@ class Slots:
         self._running.discard(task)
         self._freed.set()
 
+    async def idle(self) -> None:
+        """Returns once no task runs."""
+        while self._running:
+            await asyncio.wait(set(self._running))
+
     async def close(self, grace_s: float) -> None:
         """Let running tasks finish within `grace_s`, then cancel the rest."""
         running = set(self._running)

@@ -5,12 +5,17 @@ Each setting answers one measured defect of tansu 0.6.0 (docs/BROKER.md):
    from the high watermark of a Fetch at the reported offset.
 2. InitProducerId fails: the idempotent producer is off (scrapestream is at-least-once anyway).
 3. The first JoinGroup is held for half the session timeout: short group timeouts.
-4. A waiting Fetch is not cut short when data arrives: a short fetch wait.
+4. A waiting Fetch is not cut short when data arrives: a short fetch wait while records flow,
+   a longer one once the consumer has been idle for a while (`FetchPacer`), so an idle worker
+   costs the broker and itself little and the first record after a pause waits one long poll.
+   After a small poll the worker lets its stages write their outputs before it fetches again,
+   so a record one stage hands to the next is in that fetch rather than one wait later.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +33,8 @@ class BrokerProfile:
     rebalance_timeout_ms: int
     fetch_max_wait_ms: int
     end_offsets_from_fetch: bool
+    idle_fetch_max_wait_ms: int = 0
+    settle_before_fetch_ms: int = 0
 
     def producer_options(self) -> dict[str, Any]:
         return {"enable_idempotence": self.enable_idempotence, "acks": "all"}
@@ -56,9 +63,42 @@ EMBEDDED_TANSU = BrokerProfile(
     session_timeout_ms=6_000,
     heartbeat_interval_ms=1_000,
     rebalance_timeout_ms=3_000,
-    fetch_max_wait_ms=10,
+    fetch_max_wait_ms=5,
     end_offsets_from_fetch=True,
+    idle_fetch_max_wait_ms=250,
+    settle_before_fetch_ms=10,
 )
+
+IDLE_AFTER_S = 2.0
+
+
+class FetchPacer:
+    """Sets a consumer's fetch wait from what it sees: short while records flow, long when idle."""
+
+    def __init__(
+        self, consumer: AIOKafkaConsumer, profile: BrokerProfile, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._consumer = consumer
+        self._clock = clock
+        self._busy_ms = profile.fetch_max_wait_ms
+        self._idle_ms = max(profile.idle_fetch_max_wait_ms, profile.fetch_max_wait_ms)
+        self._quiet_since: float | None = None
+
+    def observed(self, records: int) -> None:
+        """Called after each poll with the number of records it returned."""
+        now = self._clock()
+        if records:
+            self._quiet_since = None
+            self._set(self._busy_ms)
+        elif self._quiet_since is None:
+            self._quiet_since = now
+        elif now - self._quiet_since > IDLE_AFTER_S:
+            self._set(self._idle_ms)
+
+    def _set(self, wait_ms: int) -> None:
+        fetcher = getattr(self._consumer, "_fetcher", None)  # aiokafka reads it for every fetch request
+        if fetcher is not None:
+            fetcher._fetch_max_wait_ms = wait_ms
 
 
 async def end_offsets(

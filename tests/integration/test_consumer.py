@@ -51,7 +51,7 @@ class Recording(QuietStage):
         self.recoveries += 1
 
 
-async def run(broker, stage_for, values: list[bytes]):  # type: ignore[no-untyped-def]
+async def run(broker, stage_for, values: list[bytes], later: Sequence[bytes] = ()):  # type: ignore[no-untyped-def]
     prefix = f"t{uuid4().hex[:8]}"
     settings = load_settings(
         kafka_bootstrap=broker.bootstrap,
@@ -62,12 +62,7 @@ async def run(broker, stage_for, values: list[bytes]):  # type: ignore[no-untype
     )
     await ensure_topics(settings)
     topic = settings.topic("submit")
-    producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, enable_idempotence=False)
-    await producer.start()
-    for value in values:
-        await producer.send(topic, value)
-    await producer.flush()
-    await producer.stop()
+    await produce(broker, topic, values)
     publisher = Publisher(broker.bootstrap, EMBEDDED_TANSU)
     await publisher.start()
     dead = await Observer(broker.bootstrap, settings.topic("dead-input")).start()
@@ -79,6 +74,11 @@ async def run(broker, stage_for, values: list[bytes]):  # type: ignore[no-untype
     await consumer.start()
     try:
         await asyncio.wait_for(stage.all_handled.wait(), 30)
+        if later:
+            stage.all_handled.clear()
+            stage.expected += len(later)
+            await produce(broker, topic, later)
+            await asyncio.wait_for(stage.all_handled.wait(), 30)
         if b"bug" in values:
             await dead.wait_for(lambda records: bool(records))
     finally:
@@ -87,6 +87,15 @@ async def run(broker, stage_for, values: list[bytes]):  # type: ignore[no-untype
         await dead.stop()
     committed = await committed_offset(broker, prefix, topic)
     return stage, dead.records, committed
+
+
+async def produce(broker, topic: str, values: Sequence[bytes]) -> None:  # type: ignore[no-untyped-def]
+    producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, enable_idempotence=False)
+    await producer.start()
+    for value in values:
+        await producer.send(topic, value)
+    await producer.flush()
+    await producer.stop()
 
 
 async def committed_offset(broker, group: str, topic: str) -> int:
@@ -119,3 +128,19 @@ async def test_an_infrastructure_failure_retries_the_batch_after_recovery_and_sk
     assert stage.recoveries == 2
     assert dead == []
     assert committed == len(values)
+
+
+class NeverSettles(Recording):
+    """Its started work never finishes: the consumer must fetch again anyway."""
+
+    async def settled(self) -> None:
+        await asyncio.Event().wait()
+
+
+@pytest.mark.timeout(60)
+async def test_a_stage_whose_work_never_settles_still_gets_the_next_records(broker):
+    first = [f"r{n}".encode() for n in range(5)]
+    later = [f"s{n}".encode() for n in range(5)]
+    stage, _, committed = await run(broker, NeverSettles, first, later)
+    assert stage.handled == first + later
+    assert committed == len(first + later)
