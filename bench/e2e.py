@@ -2,6 +2,7 @@
 
     .venv/bin/python -m bench.e2e --jobs 3000
     .venv/bin/python -m bench.e2e --jobs 200 --sequential
+    .venv/bin/python -m bench.e2e --jobs 6000 --runs 5     # each run, then the medians
 
 The broker, the worker and a loopback origin (2 KiB page) each run in their own process; this
 process is the client: it publishes the submissions in batches and follows the completions.
@@ -23,7 +24,8 @@ import tempfile
 import time
 from datetime import timedelta
 from pathlib import Path
-from uuid import UUID
+from typing import cast
+from uuid import UUID, uuid4
 
 from bench.processes import cpu_seconds, own_cpu_seconds, start_origin, start_worker, worker_environment
 from projections.lifecycle.submission import submission_identity
@@ -98,6 +100,7 @@ def commands(port: int, jobs: int, tag: str) -> list[SubmitJob]:
     deadline = utc_now() + timedelta(hours=1)
     return [
         SubmitJob(
+            command_id=uuid4(),  # as the Python client sends them
             caller_identity="bench",
             request=Request(url=f"http://127.0.0.1:{port}/{tag}/{n}"),
             deadline_at=deadline,
@@ -172,6 +175,15 @@ async def drive_sequential(bootstrap: str, port: int, jobs: int, pids: dict[str,
     return {"mode": "sequential", "jobs": jobs} | latency(latencies_ms) | cpu_per_job(before, after, jobs)
 
 
+def median_of(results: list[dict[str, object]]) -> dict[str, object]:
+    """Each numeric figure's median over the runs (other values from the first run)."""
+    summary = dict(results[0])
+    for key, value in results[0].items():
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            summary[key] = statistics.median(cast(float, result[key]) for result in results)
+    return summary | {"median_of_runs": len(results)}
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=3000)
@@ -179,6 +191,7 @@ if __name__ == "__main__":
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--sequential", action="store_true", help="one job at a time: lone-job latency")
     parser.add_argument("--workers", type=int, default=1, help="worker processes sharing the partitions")
+    parser.add_argument("--runs", type=int, default=1, help="repeat; a last line gives the medians")
     arguments = parser.parse_args()
     options = (
         arguments.jobs,
@@ -187,5 +200,10 @@ if __name__ == "__main__":
         arguments.sequential,
         arguments.workers,
     )
-    result = asyncio.run(main(*options))
-    sys.stdout.write(json.dumps(result) + "\n")
+    results = []
+    for _ in range(arguments.runs):
+        results.append(asyncio.run(main(*options)))
+        sys.stdout.write(json.dumps(results[-1]) + "\n")
+        sys.stdout.flush()
+    if arguments.runs > 1:
+        sys.stdout.write(json.dumps(median_of(results)) + "\n")

@@ -61,15 +61,21 @@ def write_checked_long(out: bytearray, value: int) -> None:
 
 
 _UUID_FORM = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_UNKNOWN_SAFETY = SafeUUID.unknown  # an enum member read through its class costs a descriptor call
 
 
 def uuid_of(text: str) -> UUID:
     """`UUID(text)`, without its parsing for the canonical lower-case form every writer here uses."""
     if _UUID_FORM.fullmatch(text) is None:
         return UUID(text)
+    return uuid_from_int(int(text.replace("-", ""), 16))
+
+
+def uuid_from_int(value: int) -> UUID:
+    """`UUID(int=value)` without its range check, for values made from 16 bytes."""
     identity = object.__new__(UUID)
-    object.__setattr__(identity, "int", int(text.replace("-", ""), 16))
-    object.__setattr__(identity, "is_safe", SafeUUID.unknown)
+    object.__setattr__(identity, "int", value)
+    object.__setattr__(identity, "is_safe", _UNKNOWN_SAFETY)
     return identity
 
 

@@ -11,11 +11,12 @@ import json
 import re
 from dataclasses import dataclass
 from urllib.parse import SplitResult, urlsplit, urlunsplit
-from uuid import UUID, SafeUUID
+from uuid import UUID
 
 import idna
 
 from projections.lifecycle.limits import MAX_HEADER_VALUE_BYTES, clip, utf8_len
+from schemas.binary import uuid_from_int
 from schemas.enums import HttpMethod, RejectionReason
 from schemas.records import Request
 from schemas.types import build, uuid_text
@@ -143,7 +144,4 @@ def name_based(namespace: UUID, name: str) -> UUID:
     """`uuid.uuid5(namespace, name)`, built without the checks of `UUID.__init__` (a hot path)."""
     digest = hashlib.sha1(namespace.bytes + name.encode(), usedforsecurity=False).digest()
     value = (int.from_bytes(digest[:16], "big") & _VERSION_MASK) | _VERSION_5
-    identity = object.__new__(UUID)
-    object.__setattr__(identity, "int", value)
-    object.__setattr__(identity, "is_safe", SafeUUID.unknown)
-    return identity
+    return uuid_from_int(value)

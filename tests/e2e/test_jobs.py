@@ -78,7 +78,8 @@ async def test_a_long_fetch_reports_its_start_then_renews_its_lease_on_the_deriv
         e for e in system.events.of_job(job_id) if type(e).__name__ in ("AttemptStarted", "LeaseRenewed")
     )
     assert renewed.lease_id == started.lease_id
-    assert renewed.occurred_at - started.occurred_at >= timedelta(seconds=5)
+    # 5 s by the worker's monotonic clock; event times are wall-clock milliseconds, so not exactly.
+    assert renewed.occurred_at - started.occurred_at > timedelta(seconds=4)
     assert renewed.lease_expires_at > started.lease_expires_at
 
 
