@@ -114,11 +114,11 @@ async def with_faust_agent(bootstrap: str, topic: str, records: int) -> dict[str
     )
     source = app.topic(topic, key_serializer="raw", value_serializer="raw", partitions=PARTITIONS)
 
-    @app.agent(source)
     async def counting(stream: Any) -> None:
         async for events in stream.take_events(500, within=0.005):
             clock.count(len(events))
 
+    app.agent(source)(counting)
     await app.start()
     try:
         await asyncio.wait_for(clock.done.wait(), 600)
