@@ -56,7 +56,12 @@ class Child:
 
 
 async def start_origin(port: int) -> Child:
-    process = await asyncio.create_subprocess_exec(sys.executable, "-c", ORIGIN, str(port))
+    return await start_server("origin", port, ORIGIN, str(port))
+
+
+async def start_server(name: str, port: int, source: str, *arguments: str) -> Child:
+    """Runs `source` as a Python program and returns once it accepts connections on `port`."""
+    process = await asyncio.create_subprocess_exec(sys.executable, "-c", source, *arguments)
     for _ in range(200):
         try:
             _, writer = await asyncio.open_connection("127.0.0.1", port)
@@ -64,8 +69,8 @@ async def start_origin(port: int) -> Child:
             await asyncio.sleep(0.05)
             continue
         writer.close()
-        return Child("origin", process)
-    raise RuntimeError("the origin did not start")
+        return Child(name, process)
+    raise RuntimeError(f"the {name} did not start")
 
 
 async def start_worker(environment: dict[str, str], log_path: Path) -> Child:
@@ -86,6 +91,7 @@ def worker_environment(bootstrap: str, data_dir: Path, **settings: object) -> di
         "broker_profile": "embedded",
         "data_dir": data_dir,
         "web_port": 0,
+        "auth_enabled": "false",
         "allow_private_networks": 1,
     } | settings
     inherited = {k: v for k, v in os.environ.items() if not k.startswith("SCRAPESTREAM_")}

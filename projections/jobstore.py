@@ -6,15 +6,17 @@ Keys (all ASCII):
   d/<partition>/<due_ms>/<job_id> the due index, ordered by time
   l/<partition>/<due_ms>/<job_id> the expiry of running leases, for the horizon sweep
   o/<partition>                   offset in scrapestream.events up to which this store is complete
-A commit writes all of them in one atomic batch, so state and offset never disagree.
+and the read indexes of `projections.readindex`.
+A commit writes all of them in one atomic batch, so state and offset never disagree. Deleting a
+job's history removes its events but its audit records, and leaves a tombstone.
 The fold keeps the first event of each job and sequence: a later duplicate is ignored and counted.
 """
 
 from __future__ import annotations
 
 import typing
-from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import cast
@@ -24,14 +26,52 @@ from projections.lifecycle.consequences import lease_expiry, next_due_at
 from projections.lifecycle.evolve import replay
 from projections.lifecycle.policy import Policy
 from projections.lifecycle.state import Job, State, accepted_job
+from projections.readindex import (
+    Page,
+    artifact_ref_key,
+    artifact_refs_prefix,
+    audit_key,
+    caller_key,
+    count_key,
+    dead_letter_key,
+    index_prefix,
+    job_key,
+    scan_page,
+    tombstone_key,
+)
 from projections.storage.base import KeyValueStore
 from schemas.codec import decode, encode
+from schemas.enums import JobStatus
 from schemas.errors import CodecError
-from schemas.events import Event
+from schemas.events import AttemptRecorded, AuditRecorded, Event, JobHistoryDeleted
+from schemas.records import Artifact
 from schemas.types import uuid_text
 
 EVENT_TYPES = typing.get_args(Event)
 CACHE_SIZE = 20_000
+SCAN_BUDGET = 5_000  # index entries one page may read
+
+
+@dataclass(frozen=True)
+class JobQuery:
+    """Filters of a job listing; `dead_letters` lists dead-lettered jobs by completion time."""
+
+    caller: str | None = None
+    statuses: frozenset[JobStatus] | None = None
+    job_type: str | None = None
+    since: datetime | None = None
+    dead_letters: bool = False
+
+    def matches(self, job: Job) -> bool:
+        if self.dead_letters and job.status is not JobStatus.DEAD_LETTER:
+            return False
+        if self.caller is not None and job.accepted.caller_identity != self.caller:
+            return False
+        if self.statuses is not None and job.status not in self.statuses:
+            return False
+        return self.job_type is None or job.accepted.job_type == self.job_type
+
+
 _MAX_UUID = UUID(int=2**128 - 1)
 
 
@@ -75,7 +115,8 @@ class JobStore:
             return self._cache[job_id]
         # A point read of the first event answers the common case, a job never seen, without a scan.
         first = self._store.get(_events_prefix(job_id) + _sequence_key(1))
-        state = None if first is None else replay(self.events_of(job_id))
+        seen = first is not None or self._store.get(tombstone_key(job_id)) is not None
+        state = replay(self.events_of(job_id)) if seen else None
         self._remember(job_id, state)
         return state
 
@@ -125,8 +166,11 @@ class JobStore:
             known = None if folded_by_caller is None else folded_by_caller.get(job_id)
             ok = known is not None and known.sequence == kept[-1].sequence and not folded.ignored
             folded.states[job_id] = known if ok else replay(kept, before[job_id])
+        counts: Counter[bytes] = Counter()
         for job_id, state in folded.states.items():
             self._index(partition, job_id, state, changes)
+            self._index_reads(partition, before[job_id], state, accepted[job_id], changes, counts)
+        self._count(counts, changes)
         if next_offset is not None:
             changes[_offset_key(partition)] = str(next_offset).encode()
         self._store.write(changes)
@@ -149,6 +193,114 @@ class JobStore:
         for key in current:
             changes[key] = b""
         changes[pointer] = b"\n".join(current) if current else None
+
+    def _index_reads(
+        self,
+        partition: int,
+        before: State,
+        after: State,
+        kept: list[Event],
+        changes: dict[bytes, bytes | None],
+        counts: Counter[bytes],
+    ) -> None:
+        old, new = accepted_job(before), accepted_job(after)
+        deletion = next((event for event in kept if isinstance(event, JobHistoryDeleted)), None)
+        if old is not None:
+            counts[count_key(partition, old.status)] -= 1
+            _list_dead_letter(partition, old, None, changes)
+        if deletion is not None:
+            gone = accepted_job(replay([e for e in kept if e.sequence < deletion.sequence], before))
+            if gone is not None:
+                self._forget(partition, gone, deletion, kept, changes)
+        if new is not None:
+            counts[count_key(partition, new.status)] += 1
+            if old is None or deletion is not None:
+                _list_job(partition, new, b"", changes)
+            _list_dead_letter(partition, new, b"", changes)
+        _index_events(partition, kept, 0 if deletion is None else deletion.sequence, changes)
+
+    def _forget(
+        self,
+        partition: int,
+        job: Job,
+        deletion: JobHistoryDeleted,
+        kept: list[Event],
+        changes: dict[bytes, bytes | None],
+    ) -> None:
+        """A deleted history keeps its audit records; its other events and list entries go."""
+        _list_job(partition, job, None, changes)
+        changes[tombstone_key(job.job_id)] = b""
+        for attempt in job.attempts:
+            for artifact in attempt.artifacts:
+                changes[artifact_ref_key(partition, artifact.artifact_id, job.job_id)] = None
+        prefix = _events_prefix(job.job_id)
+        stored = [(key, decode_event(value)) for key, value in self._store.scan(prefix, prefix + b"\xff")]
+        pending = [(prefix + _sequence_key(event.sequence), event) for event in kept]
+        for key, event in stored + pending:
+            if event.sequence < deletion.sequence and not isinstance(event, AuditRecorded):
+                changes[key] = None
+
+    def _count(self, counts: Counter[bytes], changes: dict[bytes, bytes | None]) -> None:
+        for key, delta in counts.items():
+            if delta:
+                total = int(self._store.get(key) or b"0") + delta
+                changes[key] = str(total).encode() if total else None
+
+    def status_counts(self, partitions: Iterable[int]) -> Counter[str]:
+        """Jobs by status over `partitions`."""
+        totals: Counter[str] = Counter()
+        for partition in partitions:
+            prefix = index_prefix("n", partition).encode()
+            for key, value in self._store.scan(prefix, prefix + b"\xff"):
+                totals[key.decode().rsplit("/", 1)[1]] += int(value)
+        return totals
+
+    def jobs_page(
+        self, partitions: Iterable[int], query: JobQuery, after: str | None, limit: int
+    ) -> Page[Job]:
+        """Jobs of `partitions` matching `query`, newest first, from after the position `after`."""
+        if query.dead_letters:
+            prefixes = [index_prefix("x", partition) for partition in partitions]
+        elif query.caller is not None:
+            prefixes = [index_prefix("c", partition, query.caller) for partition in partitions]
+        else:
+            prefixes = [index_prefix("j", partition) for partition in partitions]
+
+        def load(at: str, _: bytes) -> Job | None:
+            job = self.load_job(UUID(at[16:]))
+            return job if job is not None and query.matches(job) else None
+
+        oldest_ms = None if query.since is None else int(query.since.timestamp() * 1000)
+        return scan_page(self._store, prefixes, load, after, limit, SCAN_BUDGET, oldest_ms)
+
+    def artifact_refs(self, partitions: Iterable[int], artifact_id: UUID) -> list[tuple[Job, Artifact]]:
+        """The jobs of `partitions` that stored the artifact, with its record."""
+        found = []
+        for partition in partitions:
+            prefix = artifact_refs_prefix(partition, artifact_id)
+            for key, value in self._store.scan(prefix, prefix + b"\xff"):
+                job = self.load_job(UUID(key.decode().rsplit("/", 1)[1]))
+                artifact = decode(value)
+                if job is not None and isinstance(artifact, Artifact):
+                    found.append((job, artifact))
+        return found
+
+    def audit_page(
+        self,
+        partitions: Iterable[int],
+        matches: Callable[[AuditRecorded], bool],
+        after: str | None,
+        limit: int,
+    ) -> Page[AuditRecorded]:
+        """Audit records of `partitions` for which `matches` holds, newest first."""
+
+        def load(_: str, event_key: bytes) -> AuditRecorded | None:
+            value = self._store.get(event_key)
+            event = None if value is None else decode_event(value)
+            return event if isinstance(event, AuditRecorded) and matches(event) else None
+
+        prefixes = [index_prefix("a", partition) for partition in partitions]
+        return scan_page(self._store, prefixes, load, after, limit, SCAN_BUDGET)
 
     def due(self, partition: int, until: datetime) -> list[tuple[int, UUID]]:
         """(due ms, job id) of `partition` whose next timer is at or before `until`, oldest first."""
@@ -174,6 +326,32 @@ class JobStore:
 
     def close(self) -> None:
         self._store.close()
+
+
+def _list_job(partition: int, job: Job, value: bytes | None, changes: dict[bytes, bytes | None]) -> None:
+    accepted = job.accepted
+    changes[job_key(partition, accepted.occurred_at, job.job_id)] = value
+    changes[caller_key(partition, accepted.caller_identity, accepted.occurred_at, job.job_id)] = value
+
+
+def _list_dead_letter(
+    partition: int, job: Job, value: bytes | None, changes: dict[bytes, bytes | None]
+) -> None:
+    if job.status is JobStatus.DEAD_LETTER and job.completed_at is not None:
+        changes[dead_letter_key(partition, job.completed_at, job.job_id)] = value
+
+
+def _index_events(
+    partition: int, kept: list[Event], deleted_before: int, changes: dict[bytes, bytes | None]
+) -> None:
+    """Audit records always; the artifacts of attempts that are not in a deleted history."""
+    for event in kept:
+        if isinstance(event, AuditRecorded):
+            key = _events_prefix(event.job_id) + _sequence_key(event.sequence)
+            changes[audit_key(partition, event.occurred_at, event.audit_id)] = key
+        elif isinstance(event, AttemptRecorded) and event.sequence > deleted_before:
+            for artifact in event.attempt.artifacts:
+                changes[artifact_ref_key(partition, artifact.artifact_id, event.job_id)] = encode(artifact)
 
 
 def _sequence(state: State) -> int:

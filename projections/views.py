@@ -1,34 +1,288 @@
-"""Read-side views of a job as JSON-ready dicts."""
+"""Read-side views: what the HTTP API returns, as models (its OpenAPI document is generated from them)."""
 
+from __future__ import annotations
+
+from datetime import datetime
 from typing import Any
+from uuid import UUID
 
-from projections.lifecycle.state import Job
+from pydantic import BaseModel, ConfigDict, Field
+
+from projections.lifecycle.state import Job, is_denial
+from schemas.enums import (
+    ActorRole,
+    ArtifactTrust,
+    AttemptOutcome,
+    AuditAction,
+    AuditOutcome,
+    CacheMode,
+    CaptureMode,
+    FailureDisposition,
+    HttpMethod,
+    JobStatus,
+    PolicyClass,
+    RetentionClass,
+    TransportPolicy,
+    TransportRoute,
+)
+from schemas.events import AuditRecorded, Event
+from schemas.records import Artifact, Attempt, Failure
 
 
-def job_view(job: Job) -> dict[str, Any]:
+class View(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class FailureView(View):
+    code: str
+    disposition: FailureDisposition
+    message: str
+    retry_at: datetime | None = None
+
+
+class CostView(View):
+    estimated: str = Field(description="Decimal amount, as a string")
+    actual: str = Field(description="Decimal amount, as a string")
+    bytes: int
+    browser_seconds: str = Field(description="Decimal seconds, as a string")
+
+
+class ArtifactView(View):
+    artifact_id: UUID
+    content_type: str
+    size_bytes: int
+    sha256: str
+    expires_at: datetime | None
+    download_path: str = Field(description="GET this path of any worker for the bytes")
+
+
+class AttemptView(View):
+    attempt_number: int
+    route: TransportRoute
+    outcome: AttemptOutcome
+    trust: ArtifactTrust
+    http_status: int | None
+    final_url: str | None
+    bytes: int
+    elapsed_ms: int
+    failure: FailureView | None
+    cost: CostView
+    artifacts: list[ArtifactView]
+    finished_at: datetime
+
+
+class RequestSummary(View):
+    method: HttpMethod
+    url: str
+    header_names: list[str]
+
+
+class LeaseView(View):
+    attempt_number: int
+    lease_id: UUID
+    lease_expires_at: datetime
+    started_at: datetime | None
+
+
+class Totals(View):
+    attempts: int = Field(description="Attempts recorded, denials included")
+    charged_attempts: int = Field(description="Attempts and lapsed leases charged to budgets")
+    budget_spent: int = Field(description="Charged since the budget was granted (acceptance or redrive)")
+    bytes: int
+    elapsed_ms: int
+    cost_actual: str = Field(description="Decimal sum of the attempts' actual cost, as a string")
+
+
+class JobView(View):
+    job_id: UUID
+    state: JobStatus
+    caller_identity: str
+    idempotency_key: str
+    job_type: str
+    request: RequestSummary
+    policy_class: PolicyClass
+    cache_mode: CacheMode
+    capture_mode: CaptureMode
+    retention_class: RetentionClass
+    transport_policy: TransportPolicy
+    labels: dict[str, str]
+    attempt_limit: int
+    attempts: list[AttemptView]
+    artifacts: list[ArtifactView]
+    failure: FailureView | None
+    lease: LeaseView | None
+    totals: Totals
+    accepted_at: datetime
+    deadline_at: datetime
+    next_attempt_at: datetime | None
+    completed_at: datetime | None
+    reuse_count: int
+    callbacks_pending: int
+    sequence: int
+
+
+class JobList(View):
+    items: list[JobView]
+    next_cursor: str | None = Field(description="Pass as `cursor` for the next page; null at the end")
+
+
+class EventView(View):
+    type: str
+    sequence: int
+    event_id: UUID
+    occurred_at: datetime
+    command_id: UUID
+    data: dict[str, Any] = Field(description="The event's own fields, as in its Avro schema")
+
+
+class EventList(View):
+    job_id: UUID
+    items: list[EventView]
+
+
+class AuditView(View):
+    audit_id: UUID
+    job_id: UUID
+    occurred_at: datetime
+    actor_id: str
+    actor_role: ActorRole
+    action: AuditAction
+    outcome: AuditOutcome
+    reason: str
+    detail: str
+    refusal: str
+    request_id: str
+    target: str
+
+
+class AuditList(View):
+    items: list[AuditView]
+    next_cursor: str | None
+
+
+ENVELOPE_FIELDS = frozenset({"event_id", "job_id", "sequence", "occurred_at", "command_id"})
+
+
+def failure_view(failure: Failure | None) -> FailureView | None:
+    if failure is None:
+        return None
+    return FailureView.model_construct(
+        code=failure.code,
+        disposition=failure.disposition,
+        message=failure.safe_message,
+        retry_at=failure.retry_at,
+    )
+
+
+def artifact_view(artifact: Artifact) -> ArtifactView:
+    return ArtifactView.model_construct(
+        artifact_id=artifact.artifact_id,
+        content_type=artifact.content_type,
+        size_bytes=artifact.size_bytes,
+        sha256=artifact.sha256,
+        expires_at=artifact.expires_at,
+        download_path=f"/artifacts/{artifact.artifact_id}",
+    )
+
+
+def attempt_view(attempt: Attempt) -> AttemptView:
+    cost = attempt.cost
+    return AttemptView.model_construct(
+        attempt_number=attempt.attempt_number,
+        route=attempt.route,
+        outcome=attempt.outcome,
+        trust=attempt.trust,
+        http_status=attempt.http_status,
+        final_url=attempt.final_url,
+        bytes=attempt.bytes,
+        elapsed_ms=attempt.elapsed_ms,
+        failure=failure_view(attempt.failure),
+        cost=CostView.model_construct(
+            estimated=str(cost.estimated),
+            actual=str(cost.actual),
+            bytes=cost.bytes,
+            browser_seconds=str(cost.browser_seconds),
+        ),
+        artifacts=[artifact_view(artifact) for artifact in attempt.artifacts],
+        finished_at=attempt.finished_at,
+    )
+
+
+def job_view(job: Job) -> JobView:
+    """Built from the job's own validated state: no second validation on the read path."""
     accepted = job.accepted
-    return {
-        "job_id": str(job.job_id),
-        "state": job.status.value,
-        "caller_identity": accepted.caller_identity,
-        "idempotency_key": accepted.idempotency_key,
-        "job_type": accepted.job_type,
-        "url": accepted.request.url,
-        "accepted_at": accepted.occurred_at.isoformat(),
-        "deadline_at": accepted.deadline_at.isoformat(),
-        "attempt_limit": accepted.attempt_limit,
-        "attempts": [attempt.model_dump(mode="json") for attempt in job.attempts],
-        "lease": None
-        if job.lease is None
-        else {
-            "attempt_number": job.lease.attempt_number,
-            "lease_id": str(job.lease.lease_id),
-            "lease_expires_at": job.lease.lease_expires_at.isoformat(),
-        },
-        "next_attempt_at": None if job.next_attempt_at is None else job.next_attempt_at.isoformat(),
-        "artifacts": [artifact.model_dump(mode="json") for artifact in job.artifacts],
-        "failure": None if job.failure is None else job.failure.model_dump(mode="json"),
-        "completed_at": None if job.completed_at is None else job.completed_at.isoformat(),
-        "reuse_count": job.reuse_count,
-        "sequence": job.sequence,
-    }
+    lease = job.lease
+    return JobView.model_construct(
+        job_id=job.job_id,
+        state=job.status,
+        caller_identity=accepted.caller_identity,
+        idempotency_key=accepted.idempotency_key,
+        job_type=accepted.job_type,
+        request=RequestSummary.model_construct(
+            method=accepted.request.method,
+            url=accepted.request.url,
+            header_names=sorted(accepted.request.headers),
+        ),
+        policy_class=accepted.policy_class,
+        cache_mode=accepted.cache_mode,
+        capture_mode=accepted.capture_mode,
+        retention_class=accepted.retention_class,
+        transport_policy=accepted.transport_policy,
+        labels=dict(accepted.labels),
+        attempt_limit=accepted.attempt_limit,
+        attempts=[attempt_view(attempt) for attempt in job.attempts],
+        artifacts=[artifact_view(artifact) for artifact in job.artifacts],
+        failure=failure_view(job.failure),
+        lease=None
+        if lease is None
+        else LeaseView.model_construct(
+            attempt_number=lease.attempt_number,
+            lease_id=lease.lease_id,
+            lease_expires_at=lease.lease_expires_at,
+            started_at=lease.started_at,
+        ),
+        totals=Totals.model_construct(
+            attempts=len(job.attempts),
+            charged_attempts=job.charged_attempts,
+            budget_spent=job.budget_spent,
+            bytes=sum(attempt.bytes for attempt in job.attempts),
+            elapsed_ms=sum(attempt.elapsed_ms for attempt in job.attempts),
+            cost_actual=str(sum((a.cost.actual for a in job.attempts if not is_denial(a)), start=0)),
+        ),
+        accepted_at=accepted.occurred_at,
+        deadline_at=accepted.deadline_at,
+        next_attempt_at=job.next_attempt_at,
+        completed_at=job.completed_at,
+        reuse_count=job.reuse_count,
+        callbacks_pending=len(job.callbacks),
+        sequence=job.sequence,
+    )
+
+
+def event_view(event: Event) -> EventView:
+    data = event.model_dump(mode="json", exclude=set(ENVELOPE_FIELDS))
+    return EventView.model_construct(
+        type=type(event).__name__,
+        sequence=event.sequence,
+        event_id=event.event_id,
+        occurred_at=event.occurred_at,
+        command_id=event.command_id,
+        data=data,
+    )
+
+
+def audit_view(audit: AuditRecorded) -> AuditView:
+    return AuditView.model_construct(
+        audit_id=audit.audit_id,
+        job_id=audit.job_id,
+        occurred_at=audit.occurred_at,
+        actor_id=audit.actor_id,
+        actor_role=audit.actor_role,
+        action=audit.action,
+        outcome=audit.outcome,
+        reason=audit.reason,
+        detail=audit.detail,
+        refusal=audit.refusal,
+        request_id=audit.request_id,
+        target=audit.target,
+    )

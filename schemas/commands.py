@@ -1,4 +1,5 @@
-"""Commands: imperative requests to the lifecycle. SubmitJob and CancelJob are public input."""
+"""Commands: imperative requests to the lifecycle. SubmitJob, CancelJob, RedriveJob and
+DeleteJobHistory are public input; RecordAudit comes from the workers' HTTP API."""
 
 from uuid import UUID
 
@@ -6,6 +7,8 @@ from pydantic import Field
 
 from schemas.enums import (
     ActorRole,
+    AuditAction,
+    AuditOutcome,
     CacheMode,
     CaptureMode,
     PolicyClass,
@@ -31,6 +34,8 @@ class SubmitJob(Record):
     attempt_limit: int | None = None
     callback_url: str | None = None
     labels: dict[str, str] = Field(default_factory=dict)
+    submitted_by: str | None = None
+    submitter_role: ActorRole | None = None
 
 
 class CancelJob(Record):
@@ -79,4 +84,47 @@ class ReportCallback(Record):
     retryable: bool = False
 
 
-Command = SubmitJob | CancelJob | ReportAttempt | RenewLease | StartAttempt | CheckTimers | ReportCallback
+class RedriveJob(Record):
+    command_id: UUID | None = None
+    job_id: UUID
+    actor_id: str
+    actor_role: ActorRole
+    reason: str
+    deadline_at: Instant | None = None
+    request_id: str = ""
+
+
+class DeleteJobHistory(Record):
+    command_id: UUID | None = None
+    job_id: UUID
+    actor_id: str
+    actor_role: ActorRole
+    reason: str
+    request_id: str = ""
+
+
+class RecordAudit(Record):
+    command_id: UUID
+    job_id: UUID
+    actor_id: str
+    actor_role: ActorRole
+    action: AuditAction
+    outcome: AuditOutcome
+    detail: str
+    target: str = ""
+    request_id: str = ""
+
+
+MutationCommand = CancelJob | RedriveJob | DeleteJobHistory
+Command = (
+    SubmitJob
+    | CancelJob
+    | RedriveJob
+    | DeleteJobHistory
+    | RecordAudit
+    | ReportAttempt
+    | RenewLease
+    | StartAttempt
+    | CheckTimers
+    | ReportCallback
+)

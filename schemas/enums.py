@@ -88,6 +88,7 @@ class RejectionReason(StrEnum):
     INVALID_CALLBACK_URL = "INVALID_CALLBACK_URL"
     INPUT_TOO_LARGE = "INPUT_TOO_LARGE"
     UNSUPPORTED_JOB_TYPE = "UNSUPPORTED_JOB_TYPE"
+    NOT_PERMITTED = "NOT_PERMITTED"
 
 
 class ActorRole(StrEnum):
@@ -99,6 +100,11 @@ class ActorRole(StrEnum):
 
 class AuditAction(StrEnum):
     JOB_CANCEL = "JOB_CANCEL"
+    JOB_CREATE = "JOB_CREATE"
+    JOB_READ = "JOB_READ"
+    JOB_REDRIVE = "JOB_REDRIVE"
+    JOB_HISTORY_DELETE = "JOB_HISTORY_DELETE"
+    ARTIFACT_DOWNLOAD = "ARTIFACT_DOWNLOAD"
 
 
 class AuditOutcome(StrEnum):

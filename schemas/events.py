@@ -156,6 +156,22 @@ class AuditRecorded(EventEnvelope):
     reason: str
     detail: str
     request_id: str
+    target: str = ""
+    refusal: str = ""
+
+
+class JobRedriven(EventEnvelope):
+    actor_id: str
+    actor_role: ActorRole
+    reason: str
+    deadline_at: Instant
+    budget_spent_before: int
+
+
+class JobHistoryDeleted(EventEnvelope):
+    actor_id: str
+    actor_role: ActorRole
+    reason: str
 
 
 Event = (
@@ -177,6 +193,8 @@ Event = (
     | CallbackDelivered
     | CallbackAbandoned
     | AuditRecorded
+    | JobRedriven
+    | JobHistoryDeleted
 )
 
 

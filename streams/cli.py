@@ -1,4 +1,4 @@
-"""The `scrapestream` command: dev, worker, submit."""
+"""The `scrapestream` command: dev, worker, submit, watch, replay, and the API commands of `cli_api`."""
 
 from __future__ import annotations
 
@@ -16,18 +16,24 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
+from rich.console import Console
+
 from schemas.commands import SubmitJob
 from schemas.enums import JobStatus
 from schemas.errors import ScrapestreamError
 from schemas.events import JobCompleted
 from schemas.records import Request
 from streams.agents.executor import SUPPORTED_JOB_TYPES
+from streams.auth.principals import PrincipalsError
+from streams.auth.signing import private_key_from_text
 from streams.broker.compat import EMBEDDED_TANSU, KAFKA
-from streams.client import Client
+from streams.cli_api import add_commands, run_api_command
+from streams.client import Client, Signer
 from streams.clock import utc_now
 from streams.dev import read_dev_state, run_dev
 from streams.replay import rebuild, verify
 from streams.settings import Settings, SettingsError, load_settings
+from streams.tables import completion_line
 from streams.worker import Worker
 
 EXIT_FAILED = 1
@@ -40,6 +46,8 @@ class WorkerCrashedError(ScrapestreamError):
 
 
 EXIT_USAGE = 2
+API_COMMANDS = frozenset({"get", "list", "events", "cancel", "redrive", "delete-history", "principal"})
+ACCEPTANCE_TIMEOUT_S = 30.0
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -48,7 +56,9 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     dev = commands.add_parser("dev", help="embedded broker + worker + HTTP API, for local use")
     dev.add_argument("--allow-private", action="store_true", help="let jobs fetch loopback/private addresses")
-    dev.add_argument("--port", type=int, default=None, help="HTTP port (default: a free one)")
+    dev.add_argument(
+        "--port", type=int, default=None, help="HTTP port (default: SCRAPESTREAM_WEB_PORT, else a free one)"
+    )
     commands.add_parser("worker", help="join the cluster at SCRAPESTREAM_KAFKA_BOOTSTRAP and run every agent")
     submit = commands.add_parser("submit", help="publish a SubmitJob")
     submit.add_argument("url")
@@ -60,6 +70,10 @@ def _parser() -> argparse.ArgumentParser:
     submit.add_argument("--wait", action="store_true", help="print the JobCompleted record when it arrives")
     submit.add_argument("--timeout-s", type=float, default=300.0, help="how long --wait waits")
     submit.add_argument("--json", action="store_true", help="print JSON")
+    watch = commands.add_parser("watch", help="print completions as they are published")
+    watch.add_argument("--from-beginning", action="store_true", help="start at the oldest completion")
+    watch.add_argument("--json", action="store_true", help="print one JSON record per line")
+    add_commands(commands)
     replay = commands.add_parser("replay", help="rebuild the lifecycle store from the events topic")
     target = replay.add_mutually_exclusive_group(required=True)
     target.add_argument(
@@ -80,16 +94,24 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run(_submit(arguments))
         if arguments.command == "replay":
             return run(_replay(arguments))
+        if arguments.command == "watch":
+            return run(_watch(arguments))
+        if arguments.command in API_COMMANDS:
+            return run_api_command(arguments)
         overrides: dict[str, Any] = {}
         if arguments.command == "dev":
-            overrides = {"web_port": 0 if arguments.port is None else arguments.port}
+            overrides = {"auth_enabled": False}
+            if arguments.port is not None:
+                overrides["web_port"] = arguments.port
+            elif "SCRAPESTREAM_WEB_PORT" not in os.environ:
+                overrides["web_port"] = 0
             if arguments.allow_private:
                 overrides["allow_private_networks"] = True
         settings = load_settings(**overrides)
         run(_serve(arguments.command, settings))
     except ScrapestreamError as exc:
         sys.stderr.write(f"scrapestream: {exc}\n")
-        return EXIT_USAGE if isinstance(exc, SettingsError) else EXIT_FAILED
+        return EXIT_USAGE if isinstance(exc, SettingsError | PrincipalsError) else EXIT_FAILED
     return 0
 
 
@@ -183,21 +205,68 @@ async def _submit(arguments: argparse.Namespace) -> int:
         deadline_at=utc_now() + timedelta(seconds=arguments.deadline_s),
         callback_url=arguments.callback_url,
     )
-    async with Client(bootstrap, profile) as client:
+    progress = Console(stderr=True)
+    async with Client(bootstrap, profile, signer=_signer()) as client:
         job_id = await client.submit(command)
-        if not arguments.wait:
-            _print({"job_id": str(job_id)} if arguments.json else f"submitted job {job_id}", arguments.json)
+        with progress.status(f"waiting for a worker to take job {job_id}"):
+            try:
+                submission = await asyncio.wait_for(client.submission(job_id), ACCEPTANCE_TIMEOUT_S)
+            except TimeoutError:
+                submission = None
+        said = "submitted, not yet taken by a worker" if submission is None else submission.value
+        if not arguments.wait or submission is None:
+            answer = {"job_id": str(job_id), "submission": said}
+            _print(answer if arguments.json else f"job {job_id}: {said}", arguments.json)
             return 0
+        if not arguments.json:
+            _print(f"job {job_id}: {said}", False)
         try:
-            completion = await asyncio.wait_for(client.wait_for(job_id), arguments.timeout_s)
+            with progress.status(f"waiting for job {job_id} to complete"):
+                completion = await asyncio.wait_for(client.wait_for(job_id), arguments.timeout_s)
         except TimeoutError:
             sys.stderr.write(f"scrapestream: job {job_id} did not complete within {arguments.timeout_s} s\n")
             return EXIT_FAILED
     if arguments.json:
-        _print(json.loads(completion.model_dump_json()), True)
+        _print(json.loads(completion.model_dump_json()) | {"submission": said}, True)
     else:
         _print(_outcome_line(completion), False)
     return 0 if completion.status.value == "SUCCEEDED" else EXIT_FAILED
+
+
+async def _watch(arguments: argparse.Namespace) -> int:
+    bootstrap, profile = _connection()
+    console = Console()
+    async with Client(bootstrap, profile) as client:
+        async for completion in client.completions(from_beginning=arguments.from_beginning):
+            document = json.loads(completion.model_dump_json())
+            if arguments.json:
+                sys.stdout.write(json.dumps(document) + "\n")
+                sys.stdout.flush()
+            else:
+                console.print(completion_line(document))
+    return 0
+
+
+def _signer() -> Signer | None:
+    """Who signs commands: SCRAPESTREAM_PRINCIPAL, with SCRAPESTREAM_SIGNING_KEY or its _FILE."""
+    name = os.environ.get("SCRAPESTREAM_PRINCIPAL")
+    text = os.environ.get("SCRAPESTREAM_SIGNING_KEY")
+    path = os.environ.get("SCRAPESTREAM_SIGNING_KEY_FILE")
+    if path and text is None:
+        try:
+            text = Path(path).read_text().strip()
+        except OSError as exc:
+            raise ScrapestreamError(f"cannot read SCRAPESTREAM_SIGNING_KEY_FILE {path}: {exc}") from exc
+    if not name and not text:
+        return None
+    if not name or not text:
+        raise ScrapestreamError(
+            "signing needs both SCRAPESTREAM_PRINCIPAL and SCRAPESTREAM_SIGNING_KEY(_FILE)"
+        )
+    try:
+        return Signer(name, private_key_from_text(text))
+    except ValueError as exc:
+        raise ScrapestreamError(f"SCRAPESTREAM_SIGNING_KEY: {exc}") from exc
 
 
 def _outcome_line(completion: JobCompleted) -> str:

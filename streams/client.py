@@ -1,29 +1,60 @@
-"""A Python client: publish submissions and cancellations, follow completions."""
+"""A Python client: publish submissions and mutations (signed when given a key), follow outcomes."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import dataclasses
+from collections.abc import AsyncIterator, Callable
+from enum import StrEnum
 from types import TracebackType
+from typing import Any, TypeVar
 from uuid import UUID, uuid4
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from projections.lifecycle.completion import rejection_completion
 from projections.lifecycle.submission import submission_identity
 from schemas.codec import decode
-from schemas.commands import CancelJob, SubmitJob
+from schemas.commands import CancelJob, DeleteJobHistory, RedriveJob, SubmitJob
 from schemas.enums import JobStatus
 from schemas.errors import ScrapestreamError
-from schemas.events import JobCompleted, JobRejected
+from schemas.events import JobAccepted, JobCompleted, JobRejected, SubmissionReused
+from schemas.types import Record
+from streams.auth.signing import sign
 from streams.broker.compat import BrokerProfile
 from streams.publisher import Publisher, outgoing, partition_of
 
+T = TypeVar("T")
+
+
+class Submission(StrEnum):
+    """What a submission did: started a job, joined an existing one, or was refused."""
+
+    CREATED = "created"
+    REUSED = "reused"
+    REJECTED = "rejected"
+
+
+@dataclasses.dataclass(frozen=True)
+class Signer:
+    """Who signs this client's commands, for a worker with auth on."""
+
+    principal: str
+    key: Ed25519PrivateKey
+
 
 class Client:
-    def __init__(self, bootstrap: str, profile: BrokerProfile, topic_prefix: str = "scrapestream") -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        profile: BrokerProfile,
+        topic_prefix: str = "scrapestream",
+        signer: Signer | None = None,
+    ) -> None:
         self._bootstrap = bootstrap
         self._profile = profile
         self._prefix = topic_prefix
+        self._signer = signer
         self._publisher = Publisher(bootstrap, profile)
         self._submissions: dict[UUID, UUID] = {}
 
@@ -41,12 +72,25 @@ class Client:
         if command.command_id is None:
             command = command.model_copy(update={"command_id": uuid4()})
         job_id, _ = submission_identity(command)
-        await self._publisher.send_all([outgoing(f"{self._prefix}.submit", str(job_id), command)])
+        await self._send(job_id, command)
         self._submissions[job_id] = command.command_id or uuid4()
         return job_id
 
     async def cancel(self, command: CancelJob) -> None:
-        await self._publisher.send_all([outgoing(f"{self._prefix}.submit", str(command.job_id), command)])
+        await self._send(command.job_id, command)
+
+    async def redrive(self, command: RedriveJob) -> None:
+        await self._send(command.job_id, command)
+
+    async def delete_history(self, command: DeleteJobHistory) -> None:
+        await self._send(command.job_id, command)
+
+    async def _send(self, job_id: UUID, command: Record) -> None:
+        message = outgoing(f"{self._prefix}.submit", str(job_id), command)
+        if self._signer is not None:
+            headers = sign(self._signer.principal, self._signer.key, message.value)
+            message = dataclasses.replace(message, headers=tuple(headers))
+        await self._publisher.send_all([message])
 
     async def completions(self, from_beginning: bool = True) -> AsyncIterator[JobCompleted]:
         """Every completion on the topic, from its start or from now, until the caller stops."""
@@ -66,14 +110,49 @@ class Client:
         finally:
             await consumer.stop()
 
+    async def submission(self, job_id: UUID) -> Submission:
+        """Whether this client's submission for `job_id` created the job, reused it, or was rejected."""
+        command_id = self._submissions.get(job_id)
+        if command_id is None:
+            raise ScrapestreamError(f"this client made no submission for job {job_id}")
+        outcomes: dict[type, Submission] = {
+            JobAccepted: Submission.CREATED,
+            SubmissionReused: Submission.REUSED,
+            JobRejected: Submission.REJECTED,
+        }
+
+        def decided(record: Any) -> Submission | None:
+            if getattr(record, "command_id", None) != command_id:
+                return None
+            return outcomes.get(type(record))
+
+        return await self._first(job_id, ("events",), decided)
+
     async def wait_for(self, job_id: UUID) -> JobCompleted:
         """How the submission this client made for `job_id` ended: `REJECTED`, or the job's completion.
 
-        For a job this client did not submit, the first completion published for it. Reads only the
-        job's partition of the completions and events topics, from their start, so an outcome
-        published before this call is found too.
+        For a job this client did not submit, the first completion published for it.
         """
         submission = self._submissions.get(job_id)
+
+        def ended(record: Any) -> JobCompleted | None:
+            if isinstance(record, JobRejected) and record.command_id == submission:
+                return rejection_completion(record)
+            # A submission that was not rejected ends with the job's one other completion.
+            if isinstance(record, JobCompleted) and (
+                submission is None or record.status is not JobStatus.REJECTED
+            ):
+                return record
+            return None
+
+        return await self._first(job_id, ("completions", "events"), ended)
+
+    async def _first(self, job_id: UUID, topics: tuple[str, ...], found: Callable[[Any], T | None]) -> T:
+        """The first record of the job for which `found` gives a value.
+
+        Reads the job's partition of each topic from its start, so what was published before the
+        call is found too.
+        """
         key = str(job_id).encode()
         consumer = AIOKafkaConsumer(
             bootstrap_servers=self._bootstrap,
@@ -83,24 +162,15 @@ class Client:
         await consumer.start()
         try:
             await consumer.topics()
-            partitions = [
-                self._partition_of(consumer, f"{self._prefix}.{name}", key)
-                for name in ("completions", "events")
-            ]
+            partitions = [self._partition_of(consumer, f"{self._prefix}.{name}", key) for name in topics]
             consumer.assign(partitions)
             for partition in partitions:
                 consumer.seek(partition, 0)
             async for record in consumer:
-                if record.key != key:
-                    continue
-                outcome = decode(record.value)
-                if isinstance(outcome, JobRejected) and outcome.command_id == submission:
-                    return rejection_completion(outcome)
-                # A submission that was not rejected ends with the job's one other completion.
-                if isinstance(outcome, JobCompleted) and (
-                    submission is None or outcome.status is not JobStatus.REJECTED
-                ):
-                    return outcome
+                if record.key == key:
+                    value = found(decode(record.value))
+                    if value is not None:
+                        return value
         finally:
             await consumer.stop()
         raise AssertionError("unreachable: a consumer never ends")

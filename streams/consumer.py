@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
+from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 from aiokafka.errors import KafkaError
 
 from streams.broker.compat import BrokerProfile, FetchPacer
@@ -119,6 +120,7 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
         profile: BrokerProfile,
         stages: Sequence[Stage],
         dead_letters: DeadLetters,
+        assignor: Any = None,
     ) -> None:
         self._lanes = [_Lane(stage) for stage in stages]
         self._by_topic = {topic: lane for lane in self._lanes for topic in lane.stage.topics}
@@ -130,6 +132,10 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
             auto_offset_reset="earliest",
             max_poll_records=max(stage.max_batch for stage in stages),
             rebalance_timeout_ms=profile.rebalance_timeout_ms,
+            # `assignor` when every member offers it, else aiokafka's default: upgrades in place.
+            partition_assignment_strategy=(
+                (assignor, RoundRobinPartitionAssignor) if assignor else (RoundRobinPartitionAssignor,)
+            ),
             **profile.consumer_options(),
         )
         self._processed: dict[TopicPartition, int] = {}
@@ -176,6 +182,18 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
 
     def owns(self, partition: TopicPartition) -> bool:
         return partition in self._consumer.assignment()
+
+    def assigned(self) -> set[TopicPartition]:
+        return set(self._consumer.assignment())
+
+    def lag(self) -> dict[tuple[str, int], int]:
+        """Records not yet processed, per assigned topic-partition (from the last fetch's high watermark)."""
+        behind = {}
+        for tp in self._consumer.assignment():
+            highwater = self._consumer.highwater(tp)
+            if highwater is not None:
+                behind[(tp.topic, tp.partition)] = max(highwater - self._processed.get(tp, 0), 0)
+        return behind
 
     def hold(self, partitions: Iterable[TopicPartition], reason: str) -> None:
         held = [tp for tp in partitions if self.owns(tp)]

@@ -37,6 +37,7 @@ class Outgoing:
     value: bytes
     partition: int | None = None
     timestamp_ms: int | None = None
+    headers: tuple[tuple[str, bytes], ...] = ()
 
 
 @functools.lru_cache(maxsize=65_536)
@@ -98,6 +99,18 @@ class Publisher:
     async def stop(self) -> None:
         await self._producer.stop()
 
+    async def reachable(self, timeout_s: float) -> bool:
+        """Whether a broker answers a metadata request now (not from cached metadata)."""
+        try:
+            await asyncio.wait_for(self._producer.client.fetch_all_metadata(), timeout_s)
+        except (KafkaError, TimeoutError, OSError):
+            return False
+        return True
+
+    async def partitions(self, topic: str) -> int:
+        """How many partitions `topic` has (from the producer's metadata)."""
+        return len(await self._producer.partitions_for(topic))
+
     async def send_all(self, messages: Sequence[Outgoing]) -> list[Written]:
         """Send in order per partition; returns where each message landed, once all are acknowledged."""
         groups: dict[tuple[str, int], list[int]] = defaultdict(list)
@@ -115,7 +128,15 @@ class Publisher:
                 batch = self._producer.create_batch()
                 for index in members:
                     message = messages[index]
-                    batch.append(key=message.key, value=message.value, timestamp=message.timestamp_ms)
+                    if message.headers:
+                        batch.append(
+                            key=message.key,
+                            value=message.value,
+                            timestamp=message.timestamp_ms,
+                            headers=list(message.headers),
+                        )
+                    else:
+                        batch.append(key=message.key, value=message.value, timestamp=message.timestamp_ms)
                 future = await self._producer.send_batch(batch, topic, partition=partition)
                 pending.append((future, topic, partition, members))
         written: list[Written | None] = [None] * len(messages)
@@ -131,7 +152,9 @@ class Publisher:
         size = 0
         for index in indexes:
             message = messages[index]
-            length = len(message.key) + len(message.value) + 64
+            length = (
+                len(message.key) + len(message.value) + 64 + sum(len(k) + len(v) for k, v in message.headers)
+            )
             if length > MAX_BATCH_BYTES:
                 raise MessageSizeTooLargeError(f"a record of {length} bytes exceeds {MAX_BATCH_BYTES}")
             if size + length > MAX_BATCH_BYTES and runs[-1]:

@@ -51,6 +51,12 @@ class Settings(BaseSettings):
     max_decoded_bytes: int = Field(default=20 * 1024 * 1024, ge=1)
     max_redirects: int = Field(default=5, ge=0, le=20)
 
+    auth_enabled: bool = True
+    principals_file: Path | None = None
+    principals: SecretStr | None = None
+    advertised_url: str | None = None
+    peer_timeout_s: float = Field(default=5.0, gt=0, le=60)
+
     callback_secret: SecretStr | None = None
     callback_max_elapsed_s: float = Field(default=86_400.0, gt=0)
     callback_max_attempts: int = Field(default=25, ge=1)

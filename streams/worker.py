@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 from collections import Counter
 from typing import Any
 
@@ -17,16 +18,22 @@ from streams.agents.lifecycle import Lifecycle
 from streams.agents.outbox import Outbox
 from streams.agents.timers import Timers
 from streams.artifacts.local import LocalArtifactStore
+from streams.auth.principals import Principals, load_principals
 from streams.broker.compat import EMBEDDED_TANSU, KAFKA
 from streams.callbacks.sender import CallbackSender
 from streams.clock import utc_now
 from streams.consumer import Stage, StageConsumer
 from streams.deadinput import DeadLetters
 from streams.fetch.http import FetchLimits, HttpFetcher
+from streams.metrics import Metrics, ScrapeTimeGauges
 from streams.publisher import Publisher
+from streams.routing import Routing, RoutingAssignor
 from streams.settings import Settings
 from streams.topics import ensure_topics
-from streams.web import build_web, serve
+from streams.web.api import build_api
+from streams.web.context import ApiContext
+from streams.web.peers import Peers
+from streams.web.server import ApiServer
 
 log = logging.getLogger(__name__)
 JOIN_TIMEOUT_S = 60.0
@@ -41,6 +48,7 @@ class Worker:
         self.policy = settings.policy(runnable=SUPPORTED_JOB_TYPES)
         self.counters: Counter[str] = Counter()
         self.web_port: int | None = None
+        self.metrics = Metrics()
         self.store: JobStore | None = None
         self.lifecycle: Lifecycle | None = None
         self.consumer: StageConsumer | None = None
@@ -59,6 +67,11 @@ class Worker:
             log.warning(warning)
         if settings.callback_secret is None:
             log.warning("SCRAPESTREAM_CALLBACK_SECRET is not set: callbacks are sent unsigned")
+        principals = self._principals()
+        server = ApiServer(settings.web_host, settings.web_port)
+        stack.push_async_callback(server.stop)
+        self.web_port = server.port
+        routing = Routing(settings.advertised_url or _own_url(settings.web_host, server.port))
         await ensure_topics(settings)
         store = self.store = JobStore(RocksStore(settings.data_dir / "lifecycle"), self.policy)
         stack.callback(store.close)
@@ -67,33 +80,62 @@ class Worker:
         stack.push_async_callback(publisher.stop)
         dead = DeadLetters(settings, publisher, self.counters)
         lifecycle = self.lifecycle = Lifecycle(
-            settings, self.profile, store, publisher, self.policy, dead, utc_now
+            settings, self.profile, store, publisher, self.policy, dead, utc_now, self.metrics.observe_events
         )
-        stages: list[Stage] = [Intake(settings, publisher, dead, self.counters, utc_now), lifecycle]
+        intake = Intake(settings, publisher, dead, self.counters, utc_now, principals)
+        stages: list[Stage] = [intake, lifecycle]
         if settings.executor_concurrency > 0:
             stages.append(self._executor(publisher, dead))
-        stages.append(Outbox(settings, self._callback_sender(), publisher, dead, utc_now))
+        stages.append(Outbox(settings, self._callback_sender(), publisher, dead, utc_now, self.metrics))
+        assignor = RoutingAssignor(routing, settings.topic("commands"))
         consumer = self.consumer = StageConsumer(
-            settings.kafka_bootstrap, settings.group_id, self.profile, stages, dead
+            settings.kafka_bootstrap, settings.group_id, self.profile, stages, dead, assignor
         )
         await consumer.start()
         stack.push_async_callback(consumer.stop)
+        self.metrics.watch(
+            ScrapeTimeGauges(lambda: store.status_counts(lifecycle.owned), self.counters, consumer.lag)
+        )
+        peers = Peers(settings.peer_timeout_s)
+        stack.push_async_callback(peers.close)
+        partitions = await publisher.partitions(settings.topic("commands"))
+        context = ApiContext(
+            settings,
+            partitions,
+            store,
+            lifecycle,
+            consumer,
+            publisher,
+            routing,
+            principals,
+            self.metrics,
+            self.counters,
+            self._artifacts(),
+            peers,
+        )
+        await server.serve(build_api(context))
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(consumer.joined.wait(), JOIN_TIMEOUT_S)
-        runner, self.web_port = await serve(
-            build_web(store, lifecycle, self.counters), settings.web_host, settings.web_port
-        )
-        stack.push_async_callback(runner.cleanup)
         timers = Timers(settings, store, lambda: lifecycle.owned, publisher, self.policy, utc_now)
         stack.push_async_callback(_cancelled, asyncio.create_task(timers.run()))
+
+    def _principals(self) -> Principals | None:
+        settings = self.settings
+        document = None if settings.principals is None else settings.principals.get_secret_value()
+        principals = load_principals(settings.auth_enabled, settings.principals_file, document)
+        if principals is None:
+            log.warning("auth is off: every HTTP request and every command is trusted as ADMIN")
+        return principals
+
+    def _artifacts(self) -> LocalArtifactStore:
+        return LocalArtifactStore(self.settings.data_dir / "artifacts")
 
     def _executor(self, publisher: Publisher, dead: DeadLetters) -> HttpExecutor:
         settings = self.settings
         limits = FetchLimits(settings.max_body_bytes, settings.max_decoded_bytes, settings.max_redirects)
         fetcher = HttpFetcher(limits, settings.allow_private_networks, settings.allowed_networks)
         self._stack.push_async_callback(fetcher.close)
-        artifacts = LocalArtifactStore(settings.data_dir / "artifacts")
-        return HttpExecutor(settings, fetcher, artifacts, publisher, dead, utc_now)
+        return HttpExecutor(settings, fetcher, self._artifacts(), publisher, dead, utc_now, self.metrics)
 
     def _callback_sender(self) -> CallbackSender:
         settings = self.settings
@@ -122,3 +164,10 @@ async def _cancelled(task: asyncio.Task[Any]) -> None:
     task.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await task
+
+
+def _own_url(host: str, port: int) -> str:
+    """This worker's address for its peers: the bound host, or the machine's name when bound to all."""
+    if host in ("", "0.0.0.0", "::"):  # noqa: S104 - a comparison, not a bind
+        host = socket.gethostname()
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"

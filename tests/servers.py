@@ -8,8 +8,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
 
-from streams.web import serve
-
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -18,9 +16,12 @@ async def loopback(handler: Handler, host: str = "127.0.0.1") -> AsyncIterator[i
     """Serves `handler` on `host` and yields the port; always stops the server."""
     app = web.Application()
     app.router.add_route("*", "/{tail:.*}", handler)
-    runner, port = await serve(app, host, 0)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
     try:
-        yield port
+        site = web.TCPSite(runner, host, 0)
+        await site.start()
+        yield int(runner.addresses[0][1])
     finally:
         await runner.cleanup()
 

@@ -13,7 +13,7 @@ from uuid import UUID
 from projections.lifecycle.callbacks import check_callbacks, report_callback
 from projections.lifecycle.dispatch import dispatch
 from projections.lifecycle.emit import Emitter, command_id_of
-from projections.lifecycle.limits import MAX_ACTOR_BYTES, MAX_REASON_BYTES, clip, oversized_field
+from projections.lifecycle.mutations import mutate
 from projections.lifecycle.policy import Policy, ceil_to_millis
 from projections.lifecycle.state import Job, Lease, State, accepted_job, is_denial
 from projections.lifecycle.submission import decide_submit
@@ -21,6 +21,9 @@ from schemas.commands import (
     CancelJob,
     CheckTimers,
     Command,
+    DeleteJobHistory,
+    RecordAudit,
+    RedriveJob,
     RenewLease,
     ReportAttempt,
     ReportCallback,
@@ -28,10 +31,7 @@ from schemas.commands import (
     SubmitJob,
 )
 from schemas.enums import (
-    ActorRole,
     AttemptOutcome,
-    AuditAction,
-    AuditOutcome,
     ExpiryReason,
     FailureDisposition,
     JobStatus,
@@ -40,9 +40,7 @@ from schemas.enums import (
 from schemas.events import (
     AttemptRecorded,
     AttemptStarted,
-    AuditRecorded,
     Event,
-    JobCancelled,
     JobDeadLettered,
     JobSucceeded,
     LeaseExpired,
@@ -54,7 +52,6 @@ from schemas.records import Attempt, Failure
 from schemas.types import to_utc_millis
 
 SUCCESS_OUTCOMES = frozenset({AttemptOutcome.FETCHED, AttemptOutcome.NOT_MODIFIED, AttemptOutcome.CACHE_HIT})
-MUTATING_OPERATOR_ROLES = frozenset({ActorRole.OPERATOR, ActorRole.ADMIN})
 
 
 def decide(state: State, command: Command, now: datetime, policy: Policy) -> list[Event]:
@@ -71,8 +68,8 @@ def decide(state: State, command: Command, now: datetime, policy: Policy) -> lis
     emit = Emitter(command_id, command.job_id, 0 if state is None else state.sequence, now)
     job = accepted_job(state)
     match command:
-        case CancelJob():
-            _cancel(job, command, emit)
+        case CancelJob() | RedriveJob() | DeleteJobHistory() | RecordAudit():
+            mutate(job, command, emit, policy)
         case ReportAttempt():
             _report(job, command.attempt, emit, policy)
         case RenewLease():
@@ -87,47 +84,6 @@ def decide(state: State, command: Command, now: datetime, policy: Policy) -> lis
         case _:
             assert_never(command)
     return emit.events
-
-
-def _cancel(state: Job | None, command: CancelJob, emit: Emitter) -> None:
-    denial = _cancel_denial(state, command)
-    reason = clip(command.reason, MAX_REASON_BYTES)
-    actor_id = clip(command.actor_id, MAX_ACTOR_BYTES)
-    if denial is None:
-        emit(JobCancelled, actor_id=actor_id, actor_role=command.actor_role, reason=reason)
-    emit(
-        AuditRecorded,
-        audit_id=emit.derived_id("audit"),
-        actor_id=actor_id,
-        actor_role=command.actor_role,
-        action=AuditAction.JOB_CANCEL,
-        outcome=AuditOutcome.ALLOWED if denial is None else AuditOutcome.DENIED,
-        reason=reason,
-        detail=denial or "cancelled",
-        request_id=clip(command.request_id, MAX_ACTOR_BYTES),
-    )
-
-
-def _cancel_denial(state: Job | None, command: CancelJob) -> str | None:
-    """Why this actor may not cancel this job now, or None when they may."""
-    too_large = oversized_field(
-        {
-            "reason": (command.reason, MAX_REASON_BYTES),
-            "actor_id": (command.actor_id, MAX_ACTOR_BYTES),
-            "request_id": (command.request_id, MAX_ACTOR_BYTES),
-        }
-    )
-    if too_large is not None:
-        return too_large
-    if state is None:
-        return "no such job"
-    if command.actor_role is ActorRole.SERVICE and command.actor_id != state.accepted.caller_identity:
-        return "a service may cancel only jobs it submitted"
-    if command.actor_role not in MUTATING_OPERATOR_ROLES | {ActorRole.SERVICE}:
-        return f"role {command.actor_role} does not permit mutations"
-    if state.is_terminal:
-        return f"job is already {state.status}"
-    return None
 
 
 def _holds_current_lease(state: Job | None, attempt_number: int, lease_id: UUID) -> str | None:

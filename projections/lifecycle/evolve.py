@@ -23,6 +23,8 @@ from schemas.events import (
     JobCancelled,
     JobDeadLettered,
     JobDispatched,
+    JobHistoryDeleted,
+    JobRedriven,
     JobRejected,
     JobSucceeded,
     LeaseExpired,
@@ -49,10 +51,12 @@ def start(accepted: JobAccepted, before: Unaccepted | None = None) -> Job:
 
 def evolve(state: State, event: Event) -> State:
     """Fold one event; a job id gets an `Unaccepted` state until a `JobAccepted` arrives."""
-    if isinstance(state, Job):
+    if isinstance(state, Job) and not isinstance(event, JobHistoryDeleted):
         folded: Job | Unaccepted = _apply(state, event)
-    elif isinstance(event, JobAccepted):
+    elif isinstance(event, JobAccepted) and not isinstance(state, Job):
         folded = start(event, state)
+    elif isinstance(state, Job):
+        folded = _forgotten(state)
     else:
         folded = _unaccepted(state or Unaccepted(job_id=event.job_id, sequence=0), event)
     recent = folded.recent_command_ids
@@ -71,6 +75,16 @@ def replay(events: Iterable[Event], state: State = None) -> State:
     return state
 
 
+def _forgotten(job: Job) -> Unaccepted:
+    """A job whose history was deleted keeps only what dedupes its commands and orders its events."""
+    return Unaccepted(
+        job_id=job.job_id,
+        sequence=job.sequence,
+        callbacks_finished=job.callbacks_finished,
+        recent_command_ids=job.recent_command_ids,
+    )
+
+
 def _unaccepted(state: Unaccepted, event: Event) -> Unaccepted:
     match event:
         case JobRejected():
@@ -87,8 +101,20 @@ def _unaccepted(state: Unaccepted, event: Event) -> Unaccepted:
 
 def _apply(state: Job, event: Event) -> Job:  # noqa: C901 - one flat case per event type
     match event:
-        case JobAccepted() | JobRejected() | StaleReportIgnored() | AuditRecorded():
+        case JobAccepted() | JobRejected() | StaleReportIgnored() | AuditRecorded() | JobHistoryDeleted():
             return state
+        case JobRedriven():
+            accepted = state.accepted.model_copy(update={"deadline_at": event.deadline_at})
+            return updated(
+                state,
+                accepted=accepted,
+                status=JobStatus.PENDING,
+                lease=None,
+                next_attempt_at=None,
+                completed_at=None,
+                artifacts=(),
+                budget_base=event.budget_spent_before,
+            )
         case SubmissionReused():
             return updated(state, reuse_count=state.reuse_count + 1)
         case JobDispatched():

@@ -145,3 +145,8 @@ def name_based(namespace: UUID, name: str) -> UUID:
     digest = hashlib.sha1(namespace.bytes + name.encode(), usedforsecurity=False).digest()
     value = (int.from_bytes(digest[:16], "big") & _VERSION_MASK) | _VERSION_5
     return uuid_from_int(value)
+
+
+def job_target(job_id: UUID) -> str:
+    """How audit records name the job they are about."""
+    return f"job:{job_id}"

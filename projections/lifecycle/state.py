@@ -59,6 +59,7 @@ class Job:
     callbacks: tuple[PendingCallback, ...] = ()
     callbacks_finished: int = 0
     recent_command_ids: tuple[UUID, ...] = ()
+    budget_base: int = 0
 
     @property
     def job_id(self) -> UUID:
@@ -69,9 +70,14 @@ class Job:
         return self.status in TERMINAL_STATUSES
 
     @property
-    def budget_spent(self) -> int:
-        """Attempts that count against the budget: physical attempts and charged lease expiries."""
+    def charged_attempts(self) -> int:
+        """Every charged attempt of the job's history: physical attempts and charged lease expiries."""
         return self.lease_expiries + sum(1 for attempt in self.attempts if not is_denial(attempt))
+
+    @property
+    def budget_spent(self) -> int:
+        """Charged attempts since the budget was last granted (at acceptance, or by a redrive)."""
+        return self.charged_attempts - self.budget_base
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from projections.lifecycle.identity import (
     canonicalize,
     is_valid_callback_url,
     job_id_for,
+    job_target,
 )
 from projections.lifecycle.limits import (
     MAX_CALLBACK_URL_BYTES,
@@ -29,8 +30,8 @@ from projections.lifecycle.limits import (
 from projections.lifecycle.policy import Policy
 from projections.lifecycle.state import Job, State, Unaccepted
 from schemas.commands import SubmitJob
-from schemas.enums import RejectionReason
-from schemas.events import Event, JobAccepted, JobRejected, SubmissionReused
+from schemas.enums import ActorRole, AuditAction, AuditOutcome, RejectionReason
+from schemas.events import AuditRecorded, Event, JobAccepted, JobRejected, SubmissionReused
 
 
 def submission_identity(command: SubmitJob) -> tuple[UUID, str]:
@@ -53,13 +54,49 @@ def decide_submit(
     if isinstance(state, Job):
         emit(SubmissionReused, caller_identity=command.caller_identity)
         return emit.events
-    checked = _validate(command, now, policy)
+    refused = _not_permitted(command)
+    checked = refused or _validate(command, now, policy)
     if isinstance(checked, Rejection):
         _reject(command, key, checked, emit)
+        if refused is not None:
+            _audit_creation(command, emit, refused.detail)
         return emit.events
     accepted = _accept(command, checked, key, policy, emit)
+    _audit_creation(command, emit, None)
     dispatch(start(accepted, state if isinstance(state, Unaccepted) else None), emit, policy)
     return emit.events
+
+
+SUBMITTING_ROLES = frozenset({ActorRole.SERVICE, ActorRole.OPERATOR, ActorRole.ADMIN})
+
+
+def _not_permitted(command: SubmitJob) -> Rejection | None:
+    """A verified submitter (auth on) may submit for itself; operators and admins for anyone."""
+    role = command.submitter_role
+    if command.submitted_by is None or role is None:
+        return None
+    if role not in SUBMITTING_ROLES:
+        return Rejection(RejectionReason.NOT_PERMITTED, f"role {role} may not submit jobs")
+    if role is ActorRole.SERVICE and command.submitted_by != command.caller_identity:
+        detail = f"{clip(command.submitted_by, 256)!r} may submit only as itself, not as another caller"
+        return Rejection(RejectionReason.NOT_PERMITTED, detail)
+    return None
+
+
+def _audit_creation(command: SubmitJob, emit: Emitter, denial: str | None) -> None:
+    emit(
+        AuditRecorded,
+        audit_id=emit.derived_id("audit"),
+        actor_id=clip(command.submitted_by or command.caller_identity, MAX_CALLER_BYTES),
+        actor_role=command.submitter_role or ActorRole.SERVICE,
+        action=AuditAction.JOB_CREATE,
+        outcome=AuditOutcome.ALLOWED if denial is None else AuditOutcome.DENIED,
+        reason="",
+        detail=denial or "created",
+        request_id="",
+        refusal="" if denial is None else "forbidden",
+        target=job_target(emit.job_id),
+    )
 
 
 def _validate(command: SubmitJob, now: datetime, policy: Policy) -> CanonicalRequest | Rejection:

@@ -35,6 +35,7 @@ from streams.consumer import QuietStage, Record
 from streams.deadinput import DeadLetters
 from streams.fetch.http import FetchResult, HttpFetcher
 from streams.flusher import Flusher
+from streams.metrics import Metrics
 from streams.publisher import Outgoing, Sink, outgoing
 from streams.settings import Settings
 
@@ -56,8 +57,10 @@ class HttpExecutor(QuietStage):
         publisher: Sink,
         dead_letters: DeadLetters,
         clock: Callable[[], datetime],
+        metrics: Metrics | None = None,
     ) -> None:
         self._settings = settings
+        self._metrics = metrics
         self._fetcher = fetcher
         self._artifacts = artifacts
         self._publisher = publisher
@@ -132,6 +135,8 @@ class HttpExecutor(QuietStage):
         try:
             deadline_s = max(work.max_runtime_ms / 1000, MIN_FETCH_DEADLINE_S)
             result = await self._fetcher.fetch(work.request, deadline_s, retry_until=work.deadline_at)
+            if self._metrics is not None:
+                self._metrics.fetch_seconds.observe(result.elapsed_ms / 1000)
         except Exception as exc:  # the fetcher types every origin failure; this is a bug, still counted
             log.exception("job %s: the fetch raised", work.job_id)
             return self._failed(work, "FETCH_FAILED", exc)

@@ -1,7 +1,9 @@
 """Intake: public input on the submit topic becomes commands keyed by job id, or dead input.
 
-Any record, whatever it holds, becomes exactly one of the two: a failure to decode or to
-translate it is the record's, and routes it to dead input with the reason.
+Any record, whatever it holds, becomes exactly one of the two: a failure to decode, to verify
+or to translate it is the record's, and routes it to dead input with the reason. With auth on,
+a command must carry a valid signature, and who is asking (the submitter of a job, the actor of
+a mutation) is the verified principal, whatever the record's body says.
 """
 
 from __future__ import annotations
@@ -9,20 +11,24 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import cast
+from typing import cast, get_args
 from uuid import UUID, uuid5
 
 from projections.lifecycle.submission import submission_identity
 from schemas.codec import SINGLE_OBJECT_MARKER, decode_as
-from schemas.commands import CancelJob, SubmitJob
-from schemas.errors import CodecError
+from schemas.commands import CancelJob, DeleteJobHistory, RedriveJob, SubmitJob
+from schemas.errors import CodecError, ScrapestreamError
 from schemas.types import uuid_text
+from streams.auth.principals import Principal, Principals
+from streams.auth.signing import verify
 from streams.consumer import QuietStage, Record
 from streams.deadinput import DeadLetters
 from streams.publisher import Outgoing, Sink, outgoing
 from streams.settings import Settings
 
 INTAKE_NAMESPACE = UUID("3a0c5a51-96e4-5b8e-8f0e-2f4a3d1f7c90")
+PublicCommand = SubmitJob | CancelJob | RedriveJob | DeleteJobHistory
+PUBLIC_COMMANDS = get_args(PublicCommand)
 
 
 class Intake(QuietStage):
@@ -35,8 +41,10 @@ class Intake(QuietStage):
         dead_letters: DeadLetters,
         counters: Counter[str],
         clock: Callable[[], datetime],
+        principals: Principals | None = None,
     ) -> None:
         self._settings = settings
+        self._principals = principals
         self._publisher = publisher
         self._dead = dead_letters
         self._counters = counters
@@ -55,6 +63,8 @@ class Intake(QuietStage):
             return self._command(record, now)
         except CodecError as exc:
             reason = f"undecodable: {exc}"
+        except RefusedError as exc:
+            reason = f"refused: {exc}"
         except Exception as exc:  # whatever a hostile record makes fail is that record's fault
             reason = f"unusable: {type(exc).__name__}: {exc}"
         return self._dead.record(
@@ -62,14 +72,32 @@ class Intake(QuietStage):
         )
 
     def _command(self, record: Record, now: datetime) -> Outgoing:
-        command = cast(SubmitJob | CancelJob, decode_as(record.value or b"", SubmitJob, CancelJob))
+        value = record.value or b""
+        command = cast(PublicCommand, decode_as(value, *PUBLIC_COMMANDS))
+        if self._principals is not None:
+            signer = verify(self._principals, record.headers, value)
+            if isinstance(signer, str):
+                raise RefusedError(signer)
+            command = _as_signer(command, signer)
         job_id = submission_identity(command)[0] if isinstance(command, SubmitJob) else command.job_id
         topic = self._settings.topic("commands")
-        if command.command_id is not None and record.value.startswith(SINGLE_OBJECT_MARKER):
+        if (
+            self._principals is None
+            and command.command_id is not None
+            and value.startswith(SINGLE_OBJECT_MARKER)
+        ):
             # Already a complete command in single-object encoding: forwarded as it came.
-            return Outgoing(
-                topic, uuid_text(job_id).encode(), record.value, None, int(now.timestamp() * 1000)
-            )
+            return Outgoing(topic, uuid_text(job_id).encode(), value, None, int(now.timestamp() * 1000))
         command_id = uuid5(INTAKE_NAMESPACE, f"{record.topic}:{record.partition}:{record.offset}")
         command = command.model_copy(update={"command_id": command.command_id or command_id})
         return outgoing(topic, job_id, command, at=now)
+
+
+class RefusedError(ScrapestreamError):
+    """A record intake will not forward: unsigned or badly signed while auth is on."""
+
+
+def _as_signer(command: PublicCommand, signer: Principal) -> PublicCommand:
+    if isinstance(command, SubmitJob):
+        return command.model_copy(update={"submitted_by": signer.name, "submitter_role": signer.role})
+    return command.model_copy(update={"actor_id": signer.name, "actor_role": signer.role})

@@ -16,10 +16,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any, cast, get_args
 from uuid import UUID
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -30,18 +30,9 @@ from projections.lifecycle.consequences import consequences_of
 from projections.lifecycle.identity import host_of
 from projections.lifecycle.submission import submission_identity
 from schemas.codec import decode_as
-from schemas.commands import (
-    CancelJob,
-    CheckTimers,
-    Command,
-    RenewLease,
-    ReportAttempt,
-    ReportCallback,
-    StartAttempt,
-    SubmitJob,
-)
+from schemas.commands import Command, SubmitJob
 from schemas.errors import CodecError
-from schemas.events import Event
+from schemas.events import AuditRecorded, Event
 from streams.broker.compat import BrokerProfile, end_offsets
 from streams.consumer import PartitionControl, QuietStage, Record
 from streams.deadinput import DeadLetters
@@ -49,7 +40,7 @@ from streams.publisher import Outgoing, Sink, outgoing
 from streams.settings import Settings
 
 log = logging.getLogger(__name__)
-COMMAND_TYPES = (SubmitJob, CancelJob, ReportAttempt, RenewLease, StartAttempt, CheckTimers, ReportCallback)
+COMMAND_TYPES = get_args(Command)
 CATCH_UP_BATCH = 2_000
 CATCH_UP_RETRY_S = 1.0
 
@@ -80,9 +71,12 @@ class Lifecycle(QuietStage):
         policy: Policy,
         dead_letters: DeadLetters,
         clock: Callable[[], datetime],
+        observe: Callable[[Sequence[Event]], None] | None = None,
     ) -> None:
         self._settings = settings
         self._profile = profile
+        self._observe = observe
+        self._decisions: dict[UUID, asyncio.Future[AuditRecorded]] = {}
         self._store = store
         self._publisher = publisher
         self._policy = policy
@@ -97,6 +91,36 @@ class Lifecycle(QuietStage):
     def owned(self) -> list[int]:
         """Commands partitions whose state has caught up with the log, and which this worker handles."""
         return sorted(self._owned)
+
+    @property
+    def catching_up(self) -> list[int]:
+        return sorted(self._adopting)
+
+    def decision(self, command_id: UUID, timeout_s: float) -> Awaitable[AuditRecorded | None]:
+        """The audit record of a mutation this worker decides, once appended (None if not in time).
+
+        Watches from the call on, so call it before publishing the command.
+        """
+        future = self._decisions.setdefault(command_id, asyncio.get_running_loop().create_future())
+
+        async def decided() -> AuditRecorded | None:
+            try:
+                return await asyncio.wait_for(asyncio.shield(future), timeout_s)
+            except TimeoutError:
+                return None
+            finally:
+                self._decisions.pop(command_id, None)
+
+        return decided()
+
+    def _decided(self, events: Sequence[Event]) -> None:
+        if self._observe is not None:
+            self._observe(events)
+        for event in events:
+            if isinstance(event, AuditRecorded):
+                waiting = self._decisions.get(event.command_id)
+                if waiting is not None and not waiting.done():
+                    waiting.set_result(event)
 
     async def handle(self, records: Sequence[Record]) -> None:
         incoming, dead = [], []
@@ -158,7 +182,9 @@ class Lifecycle(QuietStage):
             values[partition].append(message.value)
         for partition, events in appending.items():
             await self._fold(partition, events, offsets[partition], values[partition], states)
-        return [event for events in appending.values() for event in events]
+        folded = [event for events in appending.values() for event in events]
+        self._decided(folded)
+        return folded
 
     def _decide(self, item: Incoming, states: dict[UUID, State]) -> tuple[list[Event], list[Outgoing]]:
         job_id = target_job(item.command)

@@ -20,6 +20,7 @@ from streams.callbacks.sender import CallbackSender, TryResult
 from streams.consumer import QuietStage, Record
 from streams.deadinput import DeadLetters
 from streams.flusher import Flusher
+from streams.metrics import Metrics
 from streams.publisher import Sink, outgoing
 from streams.settings import Settings
 
@@ -37,8 +38,10 @@ class Outbox(QuietStage):
         publisher: Sink,
         dead_letters: DeadLetters,
         clock: Callable[[], datetime],
+        metrics: Metrics | None = None,
     ) -> None:
         self._settings = settings
+        self._metrics = metrics
         self._sender = sender
         self._publisher = publisher
         self._reports = Flusher(publisher)
@@ -71,6 +74,8 @@ class Outbox(QuietStage):
 
     async def _deliver(self, due: CallbackDue) -> None:
         result = await self._sender.attempt(due)
+        if self._metrics is not None:
+            self._metrics.callbacks.labels("delivered" if result.delivered else "failed").inc()
         if not result.delivered:
             log.info("callback %s try %d failed: %s", due.webhook_id, due.attempt_number, result.error)
         await self._report(due, result)

@@ -60,8 +60,8 @@ def test_events_already_folded_are_not_folded_twice(store):
     jobs.commit(0, lifecycle.events, next_offset=2)
     folded = jobs.commit(0, lifecycle.events, next_offset=2)
     assert JobStore(store, POLICY).load(lifecycle.job.job_id) == lifecycle.job
-    assert len(folded.ignored) == 2
-    assert jobs.duplicates_ignored == 2
+    assert len(folded.ignored) == len(lifecycle.events)
+    assert jobs.duplicates_ignored == len(lifecycle.events)
 
 
 def test_the_first_event_of_a_job_and_sequence_wins_and_later_conflicting_ones_are_ignored(store):
@@ -71,11 +71,11 @@ def test_the_first_event_of_a_job_and_sequence_wins_and_later_conflicting_ones_a
     second(command.model_copy(update={"command_id": uuid4()}), T0 + timedelta(seconds=1))
     jobs = JobStore(store, POLICY)
     # Two writers' histories of one job interleaved in the log: the fold keeps the first of each sequence.
-    log = [first.events[0], second.events[0], first.events[1], second.events[1]]
-    jobs.commit(0, log, next_offset=4)
+    log = [event for pair in zip(first.events, second.events, strict=True) for event in pair]
+    jobs.commit(0, log, next_offset=len(log))
     assert jobs.load(first.job.job_id) == first.job
     assert jobs.events_of(first.job.job_id) == first.events
-    assert jobs.duplicates_ignored == 2
+    assert jobs.duplicates_ignored == len(second.events)
     assert JobStore(store, POLICY).load(first.job.job_id) == replay(first.events)
 
 
@@ -85,7 +85,7 @@ def test_a_gap_in_a_job_sequence_is_not_folded(store):
     jobs = JobStore(store, POLICY)
     jobs.commit(0, lifecycle.events[1:], next_offset=2)
     assert jobs.load(lifecycle.job.job_id) is None
-    assert jobs.duplicates_ignored == 1
+    assert jobs.duplicates_ignored == len(lifecycle.events) - 1
 
 
 def test_the_due_index_follows_each_job_to_its_next_timer(store):

@@ -40,6 +40,7 @@ class Origin:
         default_factory=lambda: defaultdict(list)
     )
     release: asyncio.Event = field(default_factory=asyncio.Event)
+    mended: asyncio.Event = field(default_factory=asyncio.Event)
 
     def url(self, path: str) -> str:
         return f"http://127.0.0.1:{self.port}{path}"
@@ -66,6 +67,10 @@ class Origin:
 
     async def _unavailable(self, request: web.Request, count: int) -> web.Response:
         return web.Response(status=503, headers={"Retry-After": "30"})
+
+    async def _broken(self, request: web.Request, count: int) -> web.Response:
+        """503 until the test sets `mended`."""
+        return web.Response(text="mended") if self.mended.is_set() else web.Response(status=503)
 
     async def _slow(self, request: web.Request, count: int) -> web.Response:
         await self.release.wait()
@@ -107,6 +112,7 @@ def worker_settings(bootstrap: str, data_dir: Path, **overrides: Any) -> Setting
         "broker_profile": "embedded",
         "data_dir": data_dir,
         "web_port": 0,
+        "auth_enabled": False,
         "partitions": 2,
         "topic_prefix": prefix,
         "group_id": prefix,

@@ -49,23 +49,32 @@ async def wait_for_file(path: Path) -> dict[str, object]:
 
 
 async def test_dev_serves_a_submission_end_to_end_and_stops_cleanly(origin, tmp_path):
-    dev = await start("dev", "--allow-private", cwd=tmp_path)
+    from streams.broker.embedded import free_loopback_port
+
+    port = free_loopback_port()
+    dev = await start("dev", "--allow-private", cwd=tmp_path, web_port=str(port))
     try:
         state = await wait_for_file(tmp_path / ".scrapestream" / "dev.json")
+        assert state["web_url"] == f"http://127.0.0.1:{port}"
         code, output = await run("submit", origin.url("/page/dev"), "--wait", "--json", cwd=tmp_path)
         assert code == 0, output
         completion = json.loads(output)
         assert completion["status"] == "SUCCEEDED"
+        assert completion["submission"] == "created"
         async with httpx.AsyncClient(base_url=str(state["web_url"])) as http:
             job = (await http.get(f"/jobs/{completion['job_id']}")).json()
         assert job["state"] == "SUCCEEDED"
         assert job["artifacts"][0]["sha256"] == completion["artifacts"][0]["sha256"]
+        code, output = await run("submit", origin.url("/page/dev"), cwd=tmp_path)
+        assert code == 0
+        assert f"job {completion['job_id']}: reused" in output
         code, output = await run("submit", origin.url("/page/dev-plain"), "--wait", cwd=tmp_path)
         assert code == 0
         assert "SUCCEEDED" in output
         code, output = await run("submit", "ftp://example.com/file", "--wait", cwd=tmp_path)
         assert code == 1
         assert "REJECTED UNSUPPORTED_SCHEME" in output
+        await the_cli_reads_and_acts_through_the_api(tmp_path, completion["job_id"])
     finally:
         if dev.returncode is None:
             dev.send_signal(signal.SIGINT)
@@ -75,6 +84,45 @@ async def test_dev_serves_a_submission_end_to_end_and_stops_cleanly(origin, tmp_
     assert not (tmp_path / ".scrapestream" / "dev.json").exists()
     with pytest.raises(ProcessLookupError):
         os.kill(int(state["broker_pid"]), 0)
+
+
+async def the_cli_reads_and_acts_through_the_api(directory: Path, job_id: str) -> None:
+    code, output = await run("get", job_id, cwd=directory)
+    assert code == 0, output
+    assert "SUCCEEDED" in output
+    assert "/artifacts/" in output
+    code, output = await run("list", "--state", "SUCCEEDED", "--json", cwd=directory)
+    assert code == 0, output
+    assert job_id in {job["job_id"] for job in json.loads(output)["items"]}
+    code, output = await run("events", job_id, cwd=directory)
+    assert code == 0, output
+    assert "JobAccepted" in output
+    assert "JobSucceeded" in output
+    code, output = await run("cancel", job_id, "--reason", "too late", cwd=directory)
+    assert code == 1
+    assert "409 conflict: job is already SUCCEEDED" in output
+    code, output = await run("get", "not-a-job", cwd=directory)
+    assert code == 1
+    assert "400 invalid_request" in output
+    assert "Traceback" not in output
+
+
+async def test_a_worker_with_auth_on_and_no_principals_refuses_to_start(tmp_path):
+    code, output = await run("worker", cwd=tmp_path)
+    assert code == 2
+    assert "SCRAPESTREAM_PRINCIPALS_FILE" in output
+    assert "Traceback" not in output
+
+
+async def test_principal_new_prints_its_secrets_once_and_stores_only_their_public_halves(tmp_path):
+    code, output = await run(
+        "principal", "new", "svc-a", "--role", "SERVICE", "--file", "p.json", cwd=tmp_path
+    )
+    assert code == 0, output
+    token = next(line.split("=", 1)[1] for line in output.splitlines() if "SCRAPESTREAM_TOKEN=" in line)
+    stored = (tmp_path / "p.json").read_text()
+    assert token not in stored
+    assert json.loads(stored)["principals"][0]["role"] == "SERVICE"
 
 
 async def test_submit_without_a_broker_says_how_to_get_one(tmp_path):
@@ -94,7 +142,7 @@ async def test_an_unreachable_kafka_is_a_clear_error(tmp_path):
 
     for arguments in (["worker"], ["submit", "https://example.com/"]):
         bootstrap = f"127.0.0.1:{free_loopback_port()}"
-        code, output = await run(*arguments, cwd=tmp_path, kafka_bootstrap=bootstrap)
+        code, output = await run(*arguments, cwd=tmp_path, kafka_bootstrap=bootstrap, auth_enabled="false")
         assert code == 1, output
         assert "cannot reach Kafka at 127.0.0.1:" in output
         assert "Traceback" not in output

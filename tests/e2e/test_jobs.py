@@ -14,7 +14,7 @@ from standardwebhooks import Webhook
 
 from schemas.codec import encode
 from schemas.commands import CancelJob, SubmitJob
-from schemas.enums import ActorRole, AuditOutcome, JobStatus
+from schemas.enums import ActorRole, AuditAction, AuditOutcome, JobStatus
 from schemas.events import AuditRecorded, JobCompleted, JobDispatched, RetryScheduled
 from schemas.records import Request
 from streams.clock import utc_now
@@ -37,7 +37,8 @@ async def test_a_200_page_succeeds_in_one_attempt_and_stores_the_page(system, or
     assert completion.attempt_count == 1
     # A quick fetch reports once: no separate start, no renewal.
     await system.events.wait_for(lambda _: "JobSucceeded" in system.event_kinds(job_id))
-    assert system.event_kinds(job_id) == ["JobAccepted", "JobDispatched", "AttemptRecorded", "JobSucceeded"]
+    kinds = ["JobAccepted", "AuditRecorded", "JobDispatched", "AttemptRecorded", "JobSucceeded"]
+    assert system.event_kinds(job_id) == kinds
     (artifact,) = completion.artifacts
     stored = (system.settings.data_dir / "artifacts" / artifact.key).read_bytes()
     assert stored == b"page /page/one"
@@ -118,11 +119,12 @@ async def test_owner_cancels_a_running_job_and_another_caller_is_refused_and_aud
     await system.client.cancel(owner)
     completion = await system.completion(job_id)
     assert completion.status is JobStatus.CANCELLED
-    await system.events.wait_for(lambda _: system.event_kinds(job_id).count("AuditRecorded") == 2)
+    await system.events.wait_for(lambda _: system.event_kinds(job_id).count("AuditRecorded") == 3)
     audits = [e for e in system.events.of_job(job_id) if isinstance(e, AuditRecorded)]
-    assert [(a.actor_id, a.outcome) for a in audits] == [
-        ("svc-b", AuditOutcome.DENIED),
-        ("svc-a", AuditOutcome.ALLOWED),
+    assert [(a.action, a.actor_id, a.outcome) for a in audits] == [
+        (AuditAction.JOB_CREATE, "svc-a", AuditOutcome.ALLOWED),
+        (AuditAction.JOB_CANCEL, "svc-b", AuditOutcome.DENIED),
+        (AuditAction.JOB_CANCEL, "svc-a", AuditOutcome.ALLOWED),
     ]
     origin.release.set()
     await system.events.wait_for(lambda _: "StaleReportIgnored" in system.event_kinds(job_id))

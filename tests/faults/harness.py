@@ -45,6 +45,7 @@ def worker_environment(bootstrap: str, prefix: str, data_dir: Path, **settings: 
         "broker_profile": "embedded",
         "data_dir": data_dir,
         "web_port": 0,
+        "auth_enabled": "false",
         "partitions": 2,
         "topic_prefix": prefix,
         "group_id": prefix,

@@ -2,6 +2,7 @@
 
 from dataclasses import replace
 from datetime import timedelta
+from itertools import pairwise
 from uuid import uuid4
 
 from hypothesis import given, settings
@@ -10,7 +11,7 @@ from hypothesis import strategies as st
 from projections.lifecycle import decide, replay
 from projections.lifecycle.state import TERMINAL_STATUSES, Job, Lease, accepted_job
 from schemas.codec import decode, encode
-from schemas.commands import CancelJob, ReportCallback
+from schemas.commands import CancelJob, DeleteJobHistory, RedriveJob, ReportCallback
 from schemas.enums import ActorRole, AttemptOutcome, JobStatus
 from schemas.events import (
     CallbackAbandoned,
@@ -18,6 +19,8 @@ from schemas.events import (
     JobAccepted,
     JobCancelled,
     JobDeadLettered,
+    JobHistoryDeleted,
+    JobRedriven,
     JobSucceeded,
     RetryScheduled,
 )
@@ -42,11 +45,47 @@ def lifecycle_view(job: Job) -> Job:
     return replace(job, sequence=0, recent_command_ids=())
 
 
+def mutation_command(draw, job, choice):
+    if choice == "cancel":
+        role = draw(st.sampled_from(list(ActorRole)))
+        actor = draw(st.sampled_from(["svc-a", "svc-b"]))
+        return CancelJob(job_id=job.job_id, actor_id=actor, actor_role=role, reason="r", command_id=uuid4())
+    if choice == "redrive":
+        role = draw(st.sampled_from([ActorRole.ADMIN, ActorRole.ADMIN, ActorRole.OPERATOR]))
+        new_deadline = draw(
+            st.one_of(st.none(), st.integers(1, 3600).map(lambda s: T0 + timedelta(seconds=s)))
+        )
+        return RedriveJob(
+            job_id=job.job_id,
+            actor_id="ops",
+            actor_role=role,
+            reason="r",
+            deadline_at=new_deadline,
+            command_id=uuid4(),
+        )
+    role = draw(st.sampled_from([ActorRole.ADMIN, ActorRole.VIEWER]))
+    return DeleteJobHistory(
+        job_id=job.job_id, actor_id="ops", actor_role=role, reason="r", command_id=uuid4()
+    )
+
+
 def next_command(draw, lifecycle, first_submit, sent):
     job = accepted_job(lifecycle.state)
     choice = draw(
         st.sampled_from(
-            ["submit", "report", "stale", "renew", "start", "tick", "cancel", "callback", "again"]
+            [
+                "submit",
+                "report",
+                "stale",
+                "renew",
+                "start",
+                "tick",
+                "cancel",
+                "callback",
+                "again",
+                "redrive",
+                "delete",
+            ]
         )
     )
     if choice == "again" and sent:
@@ -66,10 +105,8 @@ def next_command(draw, lifecycle, first_submit, sent):
         return renew(job)
     if choice == "start":
         return start(job)
-    if choice == "cancel":
-        role = draw(st.sampled_from(list(ActorRole)))
-        actor = draw(st.sampled_from(["svc-a", "svc-b"]))
-        return CancelJob(job_id=job.job_id, actor_id=actor, actor_role=role, reason="r", command_id=uuid4())
+    if choice in ("cancel", "redrive", "delete"):
+        return mutation_command(draw, job, choice)
     if choice == "callback" and job.callbacks:
         pending = job.callbacks[0]
         return ReportCallback(
@@ -98,10 +135,17 @@ def check_history(lifecycle):
     job_events = [e for e in lifecycle.events if e.job_id == job.job_id]
     assert [e.sequence for e in job_events] == list(range(1, len(job_events) + 1))
     assert len({e.event_id for e in job_events}) == len(job_events)
-    # At most one JobAccepted and one terminal event per job.
-    assert sum(isinstance(e, JobAccepted) for e in job_events) == 1
-    assert sum(isinstance(e, TERMINAL_EVENTS) for e in job_events) <= 1
-    # Attempts never exceed the budget.
+    # One JobAccepted per life of the job id (a deleted history may be submitted again), and
+    # one terminal event per run (a redrive starts another).
+    deletions = sum(isinstance(e, JobHistoryDeleted) for e in job_events)
+    assert sum(isinstance(e, JobAccepted) for e in job_events) == 1 + deletions
+    redrives = sum(isinstance(e, JobRedriven) for e in job_events)
+    assert sum(isinstance(e, TERMINAL_EVENTS) for e in job_events) <= 1 + redrives + deletions
+    # A redrive only follows a dead letter; a deletion only a finished job.
+    for earlier, event in pairwise(job_events):
+        if isinstance(event, JobRedriven | JobHistoryDeleted):
+            assert not isinstance(earlier, JobAccepted)
+    # Attempts never exceed the budget granted last.
     assert job.budget_spent <= job.accepted.attempt_limit
     if job.status is JobStatus.LEASED:
         assert job.lease is not None
@@ -154,9 +198,13 @@ def test_random_command_sequences_keep_every_lifecycle_invariant(data):
             # Once applied, the same command decides nothing again.
             assert decide(lifecycle.state, command, now, POLICY) == []
         check_history(lifecycle)
-        check_step(before, after, events, now, deadline)
-        # Terminal states absorb everything.
-        if terminal_seen is not None:
+        # A redrive may have moved the deadline: the job's own is the bound.
+        check_step(before, after, events, now, deadline if before is None else before.accepted.deadline_at)
+        # Terminal states absorb everything but an admin's redrive or history delete.
+        if any(isinstance(e, JobRedriven | JobHistoryDeleted) for e in events):
+            terminal_seen = None
+            assert after is None or after.status in (JobStatus.LEASED, JobStatus.PENDING)
+        elif terminal_seen is not None:
             assert lifecycle_view(after).status is terminal_seen.status
             assert after.attempts == terminal_seen.attempts
             assert after.failure == terminal_seen.failure

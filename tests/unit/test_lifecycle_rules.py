@@ -19,6 +19,7 @@ from schemas.enums import (
     JobStatus,
     RejectionReason,
 )
+from schemas.events import JobDispatched
 from schemas.records import Request
 from tests.lifecycle import (
     ARTIFACT,
@@ -50,12 +51,12 @@ def fail_once(lifecycle, now, **attempt_fields):
 def test_valid_submission_is_accepted_and_dispatched_under_a_lease_that_covers_the_start_window():
     lifecycle = Lifecycle()
     events = lifecycle(submit())
-    assert kinds(events) == ["JobAccepted", "JobDispatched"]
+    assert kinds(events) == ["JobAccepted", "AuditRecorded", "JobDispatched"]
     assert lifecycle.job.status is JobStatus.LEASED
     assert lifecycle.job.lease.attempt_number == 1
     assert lifecycle.job.lease.started_at is None
     assert lifecycle.job.lease.lease_expires_at == T0 + timedelta(milliseconds=60_000 + 30_000 + 10_000)
-    assert [e.sequence for e in events] == [1, 2]
+    assert [e.sequence for e in events] == [1, 2, 3]
 
 
 def test_job_id_is_deterministic_from_caller_and_idempotency_key():
@@ -251,7 +252,7 @@ def test_retry_timer_before_it_is_due_dispatches_nothing():
     events = lifecycle(tick(lifecycle.job.job_id), T0 + timedelta(seconds=1))
     assert kinds(events) == ["JobDispatched"]
     assert events[0].attempt_number == 2
-    assert events[0].lease_id != lifecycle.events[1].lease_id
+    assert events[0].lease_id != first_dispatch(lifecycle).lease_id
 
 
 def test_retry_that_would_cross_the_deadline_dead_letters_with_job_deadline_exceeded():
@@ -404,9 +405,13 @@ def test_terminal_job_ignores_timers_and_reports():
     assert lifecycle.job.attempts == done.attempts
 
 
+def first_dispatch(lifecycle):
+    return next(event for event in lifecycle.events if isinstance(event, JobDispatched))
+
+
 def _with_first_lease(lifecycle):
     """The job as the executor of attempt 1 saw it, holding that attempt's lease."""
-    dispatched = lifecycle.events[1]
+    dispatched = first_dispatch(lifecycle)
     lease = Lease(dispatched.attempt_number, dispatched.lease_id, dispatched.lease_expires_at)
     return replace(lifecycle.job, lease=lease)
 

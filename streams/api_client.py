@@ -1,0 +1,71 @@
+"""A small client of the worker's HTTP API, for the CLI and for scripts."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+
+from schemas.errors import ScrapestreamError
+from streams.dev import read_dev_state
+
+DEFAULT_URL = "http://127.0.0.1:8080"
+TIMEOUT_S = 30.0
+
+
+class ApiRequestError(ScrapestreamError):
+    """The API answered with an error: its status, stable code and message."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(f"{status} {code}: {message}")
+        self.status = status
+        self.code = code
+
+
+def api_url(explicit: str | None) -> str:
+    """`--url`, else SCRAPESTREAM_URL, else a running `scrapestream dev` here, else the default port."""
+    if explicit:
+        return explicit.rstrip("/")
+    if os.environ.get("SCRAPESTREAM_URL"):
+        return os.environ["SCRAPESTREAM_URL"].rstrip("/")
+    state = read_dev_state()
+    return str(state["web_url"]) if state is not None else DEFAULT_URL
+
+
+class ApiClient:
+    def __init__(self, url: str, token: str | None) -> None:
+        headers = {} if not token else {"Authorization": f"Bearer {token}"}
+        self.url = url
+        self._http = httpx.Client(base_url=url, headers=headers, timeout=TIMEOUT_S)
+
+    def __enter__(self) -> ApiClient:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._http.close()
+
+    def get(self, path: str, params: dict[str, Any] | None = None) -> Any:
+        present = {name: value for name, value in (params or {}).items() if value not in (None, [], "")}
+        return self._answer(lambda: self._http.get(path, params=present))
+
+    def post(self, path: str, body: dict[str, Any]) -> Any:
+        return self._answer(lambda: self._http.post(path, json=body))
+
+    def _answer(self, call: Callable[[], httpx.Response]) -> Any:
+        try:
+            response = call()
+        except httpx.HTTPError as exc:
+            raise ScrapestreamError(f"cannot reach the scrapestream API at {self.url}: {exc}") from exc
+        try:
+            document = response.json()
+        except json.JSONDecodeError:
+            document = None
+        if response.status_code >= 400:
+            status = response.status_code
+            if isinstance(document, dict) and "code" in document:
+                raise ApiRequestError(status, str(document["code"]), str(document.get("message")))
+            raise ApiRequestError(status, "error", response.text[:500])
+        return document

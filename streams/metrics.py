@@ -1,0 +1,107 @@
+"""The worker's Prometheus metrics: counters moved by the stages, gauges read at scrape time."""
+
+from __future__ import annotations
+
+from collections import Counter as Tally
+from collections.abc import Callable, Iterator, Sequence
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from schemas.events import AttemptRecorded, Event
+
+FETCH_BUCKETS_S = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+
+class Metrics:
+    """One registry per worker (several workers may share a process in tests)."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.events_folded = Counter(
+            "scrapestream_events_folded",
+            "Events this worker decided and folded into its store, by type",
+            ["type"],
+            registry=self.registry,
+        )
+        self.attempts = Counter(
+            "scrapestream_attempts",
+            "Attempts recorded by this worker's lifecycle, by outcome and failure code",
+            ["outcome", "failure_code"],
+            registry=self.registry,
+        )
+        self.fetch_seconds = Histogram(
+            "scrapestream_fetch_duration_seconds",
+            "Wall time of each fetch this worker's executor ran",
+            buckets=FETCH_BUCKETS_S,
+            registry=self.registry,
+        )
+        self.callbacks = Counter(
+            "scrapestream_callback_deliveries",
+            "Callback delivery tries by result",
+            ["result"],
+            registry=self.registry,
+        )
+
+    def observe_events(self, events: Sequence[Event]) -> None:
+        """Counted per batch: one increment per event type, not per event."""
+        kinds = Tally(type(event).__name__ for event in events)
+        for kind, count in kinds.items():
+            self.events_folded.labels(kind).inc(count)
+        if kinds["AttemptRecorded"]:
+            outcomes = Tally(
+                (
+                    event.attempt.outcome.value,
+                    "" if event.attempt.failure is None else event.attempt.failure.code,
+                )
+                for event in events
+                if isinstance(event, AttemptRecorded)
+            )
+            for (outcome, code), count in outcomes.items():
+                self.attempts.labels(outcome, code).inc(count)
+
+    def watch(self, collector: Collector) -> None:
+        self.registry.register(collector)
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class ScrapeTimeGauges(Collector):
+    """Values read when Prometheus scrapes: jobs by state, dead input, consumer lag, worker counters."""
+
+    def __init__(
+        self,
+        jobs_by_state: Callable[[], Tally[str]],
+        counters: Tally[str],
+        lag: Callable[[], dict[tuple[str, int], int]],
+    ) -> None:
+        self._jobs_by_state = jobs_by_state
+        self._counters = counters
+        self._lag = lag
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        jobs = GaugeMetricFamily(
+            "scrapestream_jobs", "Jobs in the partitions this worker owns, by state", labels=["state"]
+        )
+        for state, count in sorted(self._jobs_by_state().items()):
+            jobs.add_metric([state], count)
+        yield jobs
+        dead = GaugeMetricFamily(
+            "scrapestream_dead_input_records",
+            "Input records this worker sent to dead input since it started, by source topic",
+            labels=["topic"],
+        )
+        for name, count in sorted(self._counters.items()):
+            if name.startswith("dead_input."):
+                dead.add_metric([name.removeprefix("dead_input.")], count)
+        yield dead
+        lag = GaugeMetricFamily(
+            "scrapestream_consumer_lag",
+            "Records not yet consumed, per topic-partition this worker is assigned",
+            labels=["topic", "partition"],
+        )
+        for (topic, partition), behind in sorted(self._lag().items()):
+            lag.add_metric([topic, str(partition)], behind)
+        yield lag

@@ -1,0 +1,114 @@
+"""Artifact downloads: any worker finds the jobs that stored it, checks the reader, audits, streams.
+
+The bytes are read from this worker's store, else from the first peer that holds them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Annotated, Any
+from uuid import UUID
+
+from fastapi import APIRouter, Path, Request, Response
+from fastapi.responses import FileResponse, StreamingResponse
+
+from projections.access import job_read_refusal
+from projections.artifacts import content_key
+from schemas.enums import AuditAction
+from streams.web.auth import Caller
+from streams.web.context import ApiContext, context_of
+from streams.web.errors import ApiError, responses
+from streams.web.jobs import JSON
+from streams.web.peers import relay
+
+SHA256 = re.compile(r"^[0-9a-f]{64}$")
+# Stored pages are served from the API's origin: never run as its scripts, never sniffed.
+UNTRUSTED_CONTENT = {"Content-Security-Policy": "sandbox", "X-Content-Type-Options": "nosniff"}
+BYTES_RESPONSE: dict[int | str, dict[str, Any]] = {
+    200: {"description": "The stored bytes, with their content type", "content": {"*/*": {}}}
+}
+
+
+router = APIRouter(tags=["artifacts"])
+
+
+@router.get(
+    "/artifacts/{artifact_id}",
+    response_class=Response,
+    responses=BYTES_RESPONSE | responses(400, 401, 403, 404, 503),
+    summary="Download an artifact's bytes (audited)",
+)
+async def download(artifact_id: UUID, request: Request, principal: Caller) -> Response:
+    context = context_of(request)
+    target = f"artifact:{artifact_id}"
+    refs = await _references(context, request, artifact_id)
+    if not refs:
+        raise ApiError(404, "not_found", f"no job stored artifact {artifact_id}")
+    allowed = [ref for ref in refs if job_read_refusal(principal.name, principal.role, ref["caller"]) is None]
+    if not allowed:
+        refusal = "a service may download only the artifacts of its own jobs"
+        await context.audit(
+            principal, request, UUID(refs[0]["job_id"]), AuditAction.ARTIFACT_DOWNLOAD, refusal, target
+        )
+        raise ApiError(403, "forbidden", refusal)
+    await context.audit(
+        principal, request, UUID(allowed[0]["job_id"]), AuditAction.ARTIFACT_DOWNLOAD, None, target
+    )
+    artifact = allowed[0]["artifact"]
+    return await _bytes(context, request, artifact["sha256"], artifact["content_type"], artifact_id)
+
+
+@router.get("/_shard/artifacts/{artifact_id}", include_in_schema=False)
+async def references_shard(artifact_id: UUID, request: Request, principal: Caller) -> Response:
+    context = context_of(request)
+    body = json.dumps({"references": _local_refs(context, artifact_id)})
+    return Response(body, media_type=JSON)
+
+
+@router.get("/_shard/artifact-bytes/{sha256}", include_in_schema=False)
+async def bytes_shard(
+    sha256: Annotated[str, Path(pattern=SHA256.pattern)], request: Request, principal: Caller
+) -> Response:
+    path = context_of(request).artifacts.path_of(content_key(sha256))
+    if not path.is_file():
+        raise ApiError(404, "not_found", "this worker does not hold those bytes")
+    return FileResponse(path, media_type="application/octet-stream")
+
+
+async def _references(context: ApiContext, request: Request, artifact_id: UUID) -> list[dict[str, Any]]:
+    found = _local_refs(context, artifact_id)
+    for peer in context.routing.everyone()[1:]:
+        document = await context.peers.shard(peer, f"/_shard/artifacts/{artifact_id}", {}, request)
+        found.extend(document["references"])
+    return found
+
+
+def _local_refs(context: ApiContext, artifact_id: UUID) -> list[dict[str, Any]]:
+    return [
+        {
+            "job_id": str(job.job_id),
+            "caller": job.accepted.caller_identity,
+            "artifact": {"sha256": artifact.sha256, "content_type": artifact.content_type},
+        }
+        for job, artifact in context.store.artifact_refs(context.lifecycle.owned, artifact_id)
+    ]
+
+
+async def _bytes(
+    context: ApiContext, request: Request, sha256: str, content_type: str, artifact_id: UUID
+) -> Response:
+    if not SHA256.match(sha256):
+        raise ApiError(404, "gone", f"artifact {artifact_id} has no stored content address")
+    path = context.artifacts.path_of(content_key(sha256))
+    if path.is_file():
+        return FileResponse(path, media_type=content_type, headers=UNTRUSTED_CONTENT)
+    for peer in context.routing.everyone()[1:]:
+        answer = await context.peers.open_stream(peer, f"/_shard/artifact-bytes/{sha256}", request)
+        if answer is not None:
+            return StreamingResponse(relay(answer), media_type=content_type, headers=UNTRUSTED_CONTENT)
+    raise ApiError(
+        404,
+        "gone",
+        f"no worker holds the bytes of artifact {artifact_id} any more (expired, or its worker is gone)",
+    )

@@ -1,0 +1,176 @@
+"""What the API's handlers share: the worker's parts, and where a job's answer comes from."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import Counter, OrderedDict
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID, uuid4
+
+from fastapi import Request, Response
+
+from projections.jobstore import JobStore
+from projections.lifecycle.state import Job
+from projections.readindex import Page, merge_pages
+from projections.views import job_view
+from schemas.commands import RecordAudit
+from schemas.enums import AuditAction, AuditOutcome
+from streams.agents.lifecycle import Lifecycle
+from streams.artifacts.local import LocalArtifactStore
+from streams.auth.principals import Principal, Principals
+from streams.consumer import StageConsumer
+from streams.metrics import Metrics
+from streams.publisher import Publisher, outgoing, partition_of
+from streams.routing import Routing
+from streams.settings import Settings
+from streams.web.errors import ApiError
+from streams.web.peers import Peers
+
+MAX_REQUEST_ID = 128
+VIEW_CACHE_SIZE = 10_000
+Shard = Page[bytes]  # items are (position, the item's JSON)
+
+
+class JobViews:
+    """Each job's view as JSON, rendered once per state (its sequence)."""
+
+    def __init__(self) -> None:
+        self._rendered: OrderedDict[UUID, tuple[int, bytes]] = OrderedDict()
+
+    def json(self, job: Job) -> bytes:
+        cached = self._rendered.get(job.job_id)
+        if cached is not None and cached[0] == job.sequence:
+            return cached[1]
+        rendered = job_view(job).model_dump_json().encode()
+        self._rendered[job.job_id] = (job.sequence, rendered)
+        if len(self._rendered) > VIEW_CACHE_SIZE:
+            self._rendered.popitem(last=False)
+        return rendered
+
+
+@dataclass
+class ApiContext:
+    settings: Settings
+    partitions: int
+    store: JobStore
+    lifecycle: Lifecycle
+    consumer: StageConsumer
+    publisher: Publisher
+    routing: Routing
+    principals: Principals | None
+    metrics: Metrics
+    counters: Counter[str]
+    artifacts: LocalArtifactStore
+    peers: Peers
+    views: JobViews = field(default_factory=JobViews)
+
+    def partition_of(self, job_id: UUID) -> int:
+        return partition_of(str(job_id).encode(), self.partitions)
+
+    async def forwarded(self, request: Request, job_id: UUID) -> Response | None:
+        """The owner's answer when another worker keeps `job_id`; None when this worker answers."""
+        partition = self.partition_of(job_id)
+        if partition in self.lifecycle.owned:
+            return None
+        owner = self.routing.owner_of(partition)
+        if owner is None or owner == self.routing.own_url or self.peers.is_forwarded(request):
+            raise ApiError(
+                503,
+                "unavailable",
+                f"partition {partition} is moving between workers; retry shortly",
+                {"Retry-After": "1"},
+            )
+        return await self.peers.forward(owner, request)
+
+    async def audit(
+        self,
+        principal: Principal,
+        request: Request,
+        job_id: UUID,
+        action: AuditAction,
+        refusal: str | None,
+        target: str,
+    ) -> None:
+        """Append an audit record of a read or download to the job's history (through its lifecycle)."""
+        command = RecordAudit(
+            command_id=uuid4(),
+            job_id=job_id,
+            actor_id=principal.name,
+            actor_role=principal.role,
+            action=action,
+            outcome=AuditOutcome.ALLOWED if refusal is None else AuditOutcome.DENIED,
+            detail=refusal or "allowed",
+            target=target,
+            request_id=request_id(request),
+        )
+        await self.publisher.send_all([outgoing(self.settings.topic("commands"), job_id, command)])
+
+    async def gather(
+        self,
+        request: Request,
+        path: str,
+        params: Mapping[str, Any],
+        local: Callable[[list[int]], Shard],
+        limit: int,
+    ) -> Shard:
+        """One page of a listing over every worker's partitions, merged newest first.
+
+        Refuses (503) rather than answer from part of the partitions while they move.
+        """
+        owned = self.lifecycle.owned
+        answers: list[Awaitable[Any]] = [
+            self.peers.shard(peer, path, params, request) for peer in self.routing.everyone()[1:]
+        ]
+        remote = await asyncio.gather(*answers)
+        pages = [local(owned)]
+        covered = set(owned)
+        for document in remote:
+            covered.update(int(partition) for partition in document["partitions"])
+            items = [(str(at), _json(item)) for at, item in document["items"]]
+            pages.append(Page(items, document["resume_after"]))
+        missing = sorted(set(range(self.partitions)) - covered)
+        if missing:
+            raise ApiError(
+                503,
+                "unavailable",
+                f"partitions {missing} are moving between workers; retry shortly",
+                {"Retry-After": "1"},
+            )
+        return merge_pages(pages, limit)
+
+
+def context_of(request: Request) -> ApiContext:
+    context: ApiContext = request.app.state.context
+    return context
+
+
+def request_id(request: Request) -> str:
+    return request.headers.get("x-request-id", "")[:MAX_REQUEST_ID] or uuid4().hex
+
+
+def _json(item: Any) -> bytes:
+    return json.dumps(item, separators=(",", ":")).encode()
+
+
+def page_json(page: Shard, cursor: str | None) -> bytes:
+    """A public page: `{"items": [...], "next_cursor": ...}`, from items already in JSON."""
+    return (
+        b'{"items":[' + b",".join(item for _, item in page.items) + b'],"next_cursor":' + _json(cursor) + b"}"
+    )
+
+
+def shard_json(owned: list[int], page: Shard) -> bytes:
+    """An internal shard page, with the partitions it covers and each item's position."""
+    items = b",".join(b'["' + at.encode() + b'",' + item + b"]" for at, item in page.items)
+    return (
+        b'{"partitions":'
+        + _json(owned)
+        + b',"items":['
+        + items
+        + b'],"resume_after":'
+        + _json(page.resume_after)
+        + b"}"
+    )

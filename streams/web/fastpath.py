@@ -1,0 +1,69 @@
+"""The common read, answered before FastAPI's routing: `GET /jobs/{id}` of a job this worker keeps.
+
+Only the plain case is answered here (this worker owns the job, the caller may read it); every
+other case (no token, a refusal, another worker's job, no such job) falls through to the
+documented route, which answers it. The body is the same `JobViews` rendering either way.
+Dependency resolution and routing cost more than the read itself (docs/PERFORMANCE.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+from uuid import UUID
+
+from projections.access import job_read_refusal
+from streams.auth.principals import TRUSTED, Principal
+from streams.web.context import ApiContext
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+Asgi = Callable[[Scope, Receive, Send], Awaitable[None]]
+JOB_PATH = "/jobs/"
+UUID_LENGTH = 36
+
+
+class FastJobReads:
+    def __init__(self, app: Asgi, context: ApiContext) -> None:
+        self._app = app
+        self._context = context
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        body = self._answer(scope) if scope["type"] == "http" and scope["method"] == "GET" else None
+        if body is None:
+            await self._app(scope, receive, send)
+            return
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    def _answer(self, scope: Scope) -> bytes | None:
+        path: str = scope["path"]
+        if len(path) != len(JOB_PATH) + UUID_LENGTH or not path.startswith(JOB_PATH):
+            return None
+        try:
+            job_id = UUID(path[len(JOB_PATH) :])
+        except ValueError:
+            return None
+        context = self._context
+        if context.partition_of(job_id) not in context.lifecycle.owned:
+            return None
+        principal = self._principal(scope)
+        job = None if principal is None else context.store.load_job(job_id)
+        if principal is None or job is None:
+            return None
+        if job_read_refusal(principal.name, principal.role, job.accepted.caller_identity) is not None:
+            return None
+        return context.views.json(job)
+
+    def _principal(self, scope: Scope) -> Principal | None:
+        principals = self._context.principals
+        if principals is None:
+            return TRUSTED
+        for name, value in scope["headers"]:
+            if name == b"authorization":
+                scheme, _, token = value.decode("latin-1").partition(" ")
+                return principals.by_token(token.strip()) if scheme.lower() == "bearer" else None
+        return None

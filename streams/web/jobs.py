@@ -1,0 +1,150 @@
+"""One job: its view and history (answered by the worker that keeps it), and mutations through Kafka."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+from uuid import UUID, uuid4
+
+from fastapi import APIRouter, Request, Response
+
+from projections.access import job_read_refusal
+from projections.lifecycle.identity import job_target
+from projections.lifecycle.state import Job
+from projections.views import EventList, JobView, audit_view, event_view
+from schemas.commands import CancelJob, DeleteJobHistory, MutationCommand, RedriveJob
+from schemas.enums import AuditAction, AuditOutcome
+from streams.auth.principals import Principal
+from streams.publisher import outgoing
+from streams.web.auth import Caller
+from streams.web.context import ApiContext, context_of, request_id
+from streams.web.errors import ApiError, responses
+from streams.web.models import MutationBody, MutationResult, RedriveBody
+
+JSON = "application/json"
+DECISION_TIMEOUT_S = 10.0
+REFUSALS = {
+    "forbidden": (403, "forbidden"),
+    "not_found": (404, "not_found"),
+    "conflict": (409, "conflict"),
+    "invalid": (400, "invalid_request"),
+}
+READ_ERRORS = responses(400, 401, 403, 404, 503)
+MUTATION_RESPONSES: dict[int | str, dict[str, Any]] = {
+    202: {"model": MutationResult, "description": "Not decided in time; it still will be"},
+    **responses(400, 401, 403, 404, 409, 503),
+}
+router = APIRouter(tags=["jobs"])
+
+
+@router.get(
+    "/jobs/{job_id}",
+    response_model=JobView,
+    responses=READ_ERRORS,
+    summary="A job: state, request, attempts, artifacts, totals",
+)
+async def get_job(job_id: UUID, request: Request, principal: Caller) -> Response:
+    context = context_of(request)
+    forwarded = await context.forwarded(request, job_id)
+    if forwarded is not None:
+        return forwarded
+    job = await _readable(context, job_id, request, principal)
+    return Response(context.views.json(job), media_type=JSON)
+
+
+@router.get(
+    "/jobs/{job_id}/events",
+    response_model=EventList,
+    responses=READ_ERRORS,
+    summary="A job's history, in order",
+)
+async def get_events(job_id: UUID, request: Request, principal: Caller) -> Response:
+    context = context_of(request)
+    forwarded = await context.forwarded(request, job_id)
+    if forwarded is not None:
+        return forwarded
+    await _readable(context, job_id, request, principal)
+    events = [event_view(event) for event in context.store.events_of(job_id)]
+    return Response(EventList(job_id=job_id, items=events).model_dump_json(), media_type=JSON)
+
+
+@router.post(
+    "/jobs/{job_id}/cancel",
+    response_model=MutationResult,
+    responses=MUTATION_RESPONSES,
+    summary="Cancel a job (its caller, operators, admins)",
+)
+async def cancel(job_id: UUID, body: MutationBody, request: Request, principal: Caller) -> Response:
+    command = CancelJob(job_id=job_id, reason=body.reason, **_actor(principal, request))
+    return await _mutate(request, command)
+
+
+@router.post(
+    "/jobs/{job_id}/redrive",
+    response_model=MutationResult,
+    responses=MUTATION_RESPONSES,
+    summary="Run a dead-lettered job again with a fresh attempt budget (admins)",
+)
+async def redrive(job_id: UUID, body: RedriveBody, request: Request, principal: Caller) -> Response:
+    command = RedriveJob(
+        job_id=job_id, reason=body.reason, deadline_at=body.deadline_at, **_actor(principal, request)
+    )
+    return await _mutate(request, command)
+
+
+@router.post(
+    "/jobs/{job_id}/delete-history",
+    response_model=MutationResult,
+    responses=MUTATION_RESPONSES,
+    summary="Delete a finished job's history, keeping its audit records (admins)",
+)
+async def delete_history(job_id: UUID, body: MutationBody, request: Request, principal: Caller) -> Response:
+    command = DeleteJobHistory(job_id=job_id, reason=body.reason, **_actor(principal, request))
+    return await _mutate(request, command)
+
+
+def _actor(principal: Principal, request: Request) -> dict[str, Any]:
+    """Who a mutation is by: the authenticated principal, never the request body."""
+    return {
+        "command_id": uuid4(),
+        "actor_id": principal.name,
+        "actor_role": principal.role,
+        "request_id": request_id(request),
+    }
+
+
+async def _readable(context: ApiContext, job_id: UUID, request: Request, principal: Principal) -> Job:
+    job = context.store.load_job(job_id)
+    if job is None:
+        raise ApiError(404, "not_found", f"no job {job_id}")
+    refusal = job_read_refusal(principal.name, principal.role, job.accepted.caller_identity)
+    if refusal is not None:
+        await context.audit(principal, request, job_id, AuditAction.JOB_READ, refusal, job_target(job_id))
+        raise ApiError(403, "forbidden", refusal)
+    return job
+
+
+async def _mutate(request: Request, command: MutationCommand) -> Response:
+    """Decided by the job's lifecycle: this worker's, so it can wait for the audit record that ends it."""
+    context = context_of(request)
+    forwarded = await context.forwarded(request, command.job_id)
+    if forwarded is not None:
+        return forwarded
+    command_id = command.command_id or uuid4()
+    waiting = asyncio.ensure_future(context.lifecycle.decision(command_id, DECISION_TIMEOUT_S))
+    try:
+        await context.publisher.send_all(
+            [outgoing(context.settings.topic("commands"), command.job_id, command)]
+        )
+    except BaseException:
+        waiting.cancel()
+        raise
+    audit = await waiting
+    if audit is None:
+        pending = MutationResult(outcome="PENDING", command_id=command_id, audit=None)
+        return Response(pending.model_dump_json(), status_code=202, media_type=JSON)
+    if audit.outcome is not AuditOutcome.ALLOWED:
+        status, code = REFUSALS.get(audit.refusal, (409, "conflict"))
+        raise ApiError(status, code, audit.detail)
+    done = MutationResult(outcome="ALLOWED", command_id=command_id, audit=audit_view(audit))
+    return Response(done.model_dump_json(), media_type=JSON)

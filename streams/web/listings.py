@@ -1,0 +1,195 @@
+"""Listings over every worker: each answers for the partitions it keeps, the asked worker merges.
+
+The public routes take an opaque cursor; the internal `/_shard/...` routes (not in the OpenAPI
+document) take the position itself and answer with the partitions they covered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request, Response
+
+from projections.access import audit_read_refusal, listing_caller
+from projections.jobstore import JobQuery
+from projections.readindex import Page
+from projections.views import AuditList, JobList, audit_view
+from schemas.enums import JobStatus
+from schemas.events import AuditRecorded
+from streams.auth.principals import Principal
+from streams.web.auth import Caller
+from streams.web.context import ApiContext, Shard, context_of, page_json, shard_json
+from streams.web.cursor import decode_cursor, encode_cursor, filters_digest
+from streams.web.errors import ApiError, responses
+from streams.web.jobs import JSON
+
+MAX_LIMIT = 500
+Limit = Annotated[int, Query(ge=1, le=MAX_LIMIT, description="Items per page")]
+Cursor = Annotated[str | None, Query(description="`next_cursor` of the previous page")]
+States = Annotated[list[JobStatus] | None, Query(description="Any of these states (repeatable)")]
+Since = Annotated[datetime | None, Query(description="Only jobs accepted at or after this time")]
+JobType = Annotated[str | None, Query(alias="type", description="A job type, e.g. `http.fetch`")]
+Target = Annotated[str | None, Query(description="What the record is about: `job:<id>` or `artifact:<id>`")]
+Actor = Annotated[str | None, Query(description="A principal's name")]
+After = Annotated[str | None, Query(pattern=r"^[0-9]{15}/[0-9a-f-]{36}$")]
+LIST_ERRORS = responses(400, 401, 403, 503)
+AuditFilter = Callable[[AuditRecorded], bool]
+router = APIRouter(tags=["listings"])
+
+
+@router.get(
+    "/jobs",
+    response_model=JobList,
+    responses=LIST_ERRORS,
+    summary="Jobs, newest first (a service sees its own)",
+)
+async def jobs(
+    request: Request,
+    principal: Caller,
+    caller: str | None = None,
+    state: States = None,
+    job_type: JobType = None,
+    since: Since = None,
+    limit: Limit = 50,
+    cursor: Cursor = None,
+) -> Response:
+    query = _job_query(principal, caller, state, job_type, since, dead_letters=False)
+    return await _list_jobs(request, query, cursor, limit)
+
+
+@router.get(
+    "/dead-letters",
+    response_model=JobList,
+    responses=LIST_ERRORS,
+    summary="Dead-lettered jobs, most recently dead first",
+)
+async def dead_letters(
+    request: Request, principal: Caller, caller: str | None = None, limit: Limit = 50, cursor: Cursor = None
+) -> Response:
+    query = _job_query(principal, caller, None, None, None, dead_letters=True)
+    return await _list_jobs(request, query, cursor, limit)
+
+
+@router.get("/_shard/jobs", include_in_schema=False)
+async def jobs_shard(
+    request: Request,
+    principal: Caller,
+    caller: str | None = None,
+    state: States = None,
+    job_type: JobType = None,
+    since: Since = None,
+    dead_letters: bool = False,
+    after: After = None,
+    limit: Limit = 50,
+) -> Response:
+    context = context_of(request)
+    query = _job_query(principal, caller, state, job_type, since, dead_letters)
+    owned = context.lifecycle.owned
+    return Response(shard_json(owned, _local_jobs(context, query, after, limit)(owned)), media_type=JSON)
+
+
+@router.get(
+    "/audit",
+    response_model=AuditList,
+    responses=LIST_ERRORS,
+    summary="The audit trail, newest first (viewers, operators, admins)",
+)
+async def audit(
+    request: Request,
+    principal: Caller,
+    target: Target = None,
+    actor: Actor = None,
+    limit: Limit = 50,
+    cursor: Cursor = None,
+) -> Response:
+    context = context_of(request)
+    matches = _audit_filter(principal, target, actor)
+    digest = filters_digest("audit", target, actor)
+    after = decode_cursor(cursor, digest)
+    params = {"target": target, "actor": actor, "after": after, "limit": limit}
+    local = _local_audit(context, matches, after, limit)
+    page = await context.gather(request, "/_shard/audit", params, local, limit)
+    return Response(page_json(page, encode_cursor(page.resume_after, digest)), media_type=JSON)
+
+
+@router.get("/_shard/audit", include_in_schema=False)
+async def audit_shard(
+    request: Request,
+    principal: Caller,
+    target: str | None = None,
+    actor: str | None = None,
+    after: After = None,
+    limit: Limit = 50,
+) -> Response:
+    context = context_of(request)
+    matches = _audit_filter(principal, target, actor)
+    owned = context.lifecycle.owned
+    return Response(shard_json(owned, _local_audit(context, matches, after, limit)(owned)), media_type=JSON)
+
+
+def _job_query(
+    principal: Principal,
+    caller: str | None,
+    state: list[JobStatus] | None,
+    job_type: str | None,
+    since: datetime | None,
+    dead_letters: bool,
+) -> JobQuery:
+    effective, refusal = listing_caller(principal.name, principal.role, caller)
+    if refusal is not None:
+        raise ApiError(403, "forbidden", refusal)
+    return JobQuery(effective, frozenset(state) if state else None, job_type, since, dead_letters)
+
+
+async def _list_jobs(request: Request, query: JobQuery, cursor: str | None, limit: int) -> Response:
+    context = context_of(request)
+    params = _job_params(query)
+    digest = filters_digest(*params.values())
+    after = decode_cursor(cursor, digest)
+    local = _local_jobs(context, query, after, limit)
+    page = await context.gather(
+        request, "/_shard/jobs", params | {"after": after, "limit": limit}, local, limit
+    )
+    return Response(page_json(page, encode_cursor(page.resume_after, digest)), media_type=JSON)
+
+
+def _local_jobs(
+    context: ApiContext, query: JobQuery, after: str | None, limit: int
+) -> Callable[[list[int]], Shard]:
+    def page(owned: list[int]) -> Shard:
+        found = context.store.jobs_page(owned, query, after, limit)
+        return Page([(at, context.views.json(job)) for at, job in found.items], found.resume_after)
+
+    return page
+
+
+def _audit_filter(principal: Principal, target: str | None, actor: str | None) -> AuditFilter:
+    refusal = audit_read_refusal(principal.role)
+    if refusal is not None:
+        raise ApiError(403, "forbidden", refusal)
+    return lambda record: (
+        (target is None or record.target == target) and (actor is None or record.actor_id == actor)
+    )
+
+
+def _local_audit(
+    context: ApiContext, matches: AuditFilter, after: str | None, limit: int
+) -> Callable[[list[int]], Shard]:
+    def page(owned: list[int]) -> Shard:
+        found = context.store.audit_page(owned, matches, after, limit)
+        rendered = [(at, audit_view(record).model_dump_json().encode()) for at, record in found.items]
+        return Page(rendered, found.resume_after)
+
+    return page
+
+
+def _job_params(query: JobQuery) -> dict[str, Any]:
+    return {
+        "caller": query.caller,
+        "state": sorted(query.statuses) if query.statuses else None,
+        "type": query.job_type,
+        "since": None if query.since is None else query.since.isoformat(),
+        "dead_letters": "true" if query.dead_letters else None,
+    }

@@ -1,0 +1,45 @@
+"""Bodies of the API's own routes (health, readiness, mutations); job read models are `projections.views`."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from projections.lifecycle.limits import MAX_REASON_BYTES
+from projections.views import AuditView
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+    owned_partitions: list[int] = Field(description="Commands partitions this worker keeps and decides")
+    counters: dict[str, int]
+
+
+class Readiness(BaseModel):
+    ready: bool
+    broker_reachable: bool
+    assigned_partitions: list[int] = Field(description="Commands partitions the group gave this worker")
+    catching_up: list[int] = Field(description="Partitions whose store is still folding the events log")
+    reasons: list[str] = Field(description="Why the worker is not ready; empty when it is")
+
+
+class MutationBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    reason: str = Field(min_length=1, max_length=MAX_REASON_BYTES, description="Recorded in the audit trail")
+
+
+class RedriveBody(MutationBody):
+    deadline_at: datetime | None = Field(
+        default=None, description="A new deadline; needed when the job's own has passed"
+    )
+
+
+class MutationResult(BaseModel):
+    outcome: Literal["ALLOWED", "PENDING"] = Field(
+        description="ALLOWED once decided; PENDING when the decision was not seen in time (it still happens)"
+    )
+    command_id: UUID
+    audit: AuditView | None

@@ -1,0 +1,70 @@
+"""Probes and metrics for the platform running the worker; they need no token."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from streams.web.context import ApiContext, context_of
+from streams.web.models import Health, Readiness
+
+BROKER_CHECK_S = 2.0
+METRICS_RESPONSE: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "Prometheus text exposition",
+        "content": {"text/plain": {"schema": {"type": "string"}}},
+    }
+}
+
+
+router = APIRouter(tags=["operations"])
+
+
+@router.get("/healthz", response_model=Health, summary="The process is up")
+async def healthz(request: Request) -> Health:
+    context = context_of(request)
+    counters = dict(context.counters) | {"fold.duplicates_ignored": context.store.duplicates_ignored}
+    return Health(status="ok", owned_partitions=context.lifecycle.owned, counters=counters)
+
+
+@router.get(
+    "/readyz",
+    response_model=Readiness,
+    responses={503: {"model": Readiness, "description": "Not ready; `reasons` says why"}},
+    summary="Broker reachable, partitions assigned, stores caught up",
+)
+async def readyz(request: Request, response: Response) -> Readiness:
+    readiness = await _readiness(context_of(request))
+    response.status_code = 200 if readiness.ready else 503
+    return readiness
+
+
+@router.get("/metrics", response_class=Response, responses=METRICS_RESPONSE, summary="Prometheus metrics")
+async def metrics(request: Request) -> Response:
+    return Response(context_of(request).metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
+
+
+async def _readiness(context: ApiContext) -> Readiness:
+    commands = context.settings.topic("commands")
+    assigned = sorted(tp.partition for tp in context.consumer.assigned() if tp.topic == commands)
+    catching_up = context.lifecycle.catching_up
+    reachable = await context.publisher.reachable(BROKER_CHECK_S)
+    reasons = []
+    if not reachable:
+        reasons.append(f"no broker at {context.settings.kafka_bootstrap} answered within {BROKER_CHECK_S} s")
+    if not context.consumer.joined.is_set():
+        reasons.append("not yet a member of the consumer group")
+    if catching_up:
+        reasons.append(f"partitions {catching_up} are still folding the events log")
+    unowned = sorted(set(assigned) - set(context.lifecycle.owned) - set(catching_up))
+    if unowned:
+        reasons.append(f"partitions {unowned} are assigned but not yet taken over")
+    return Readiness(
+        ready=not reasons,
+        broker_reachable=reachable,
+        assigned_partitions=assigned,
+        catching_up=catching_up,
+        reasons=reasons,
+    )

@@ -1,0 +1,80 @@
+"""Serves an ASGI app with uvicorn on the worker's own event loop, on a socket bound up front.
+
+Binding first lets the worker advertise its address in the consumer group before it serves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from collections.abc import Iterator
+
+import uvicorn
+
+from streams.web.fastpath import Asgi
+
+STOP_WITHIN_S = 5.0
+
+
+class _InLoopServer(uvicorn.Server):
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.listening = asyncio.Event()
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield  # the worker's CLI owns SIGINT and SIGTERM
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        self.listening.set()
+
+
+class ApiServer:
+    def __init__(self, host: str, port: int) -> None:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        # IPPROTO_TCP, so asyncio sets TCP_NODELAY on accepted connections (no Nagle stalls).
+        self._socket = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+        self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            self._socket.bind((host, port))
+        except OSError:
+            self._socket.close()
+            raise
+        self._socket.listen(1024)
+        self._socket.setblocking(False)
+        self.port = int(self._socket.getsockname()[1])
+        self._server: _InLoopServer | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    async def serve(self, app: Asgi) -> None:
+        config = uvicorn.Config(
+            app,
+            loop="none",
+            http="httptools",
+            lifespan="off",
+            access_log=False,
+            log_config=None,
+            log_level="warning",
+            server_header=False,
+            proxy_headers=False,  # client addresses are not logged; nothing reads them
+            timeout_keep_alive=30,
+        )
+        self._server = _InLoopServer(config)
+        self._task = asyncio.create_task(self._server.serve(sockets=[self._socket]), name="http-api")
+        listening = asyncio.create_task(self._server.listening.wait())
+        await asyncio.wait({self._task, listening}, return_when=asyncio.FIRST_COMPLETED)
+        listening.cancel()
+        if self._task.done():
+            self._task.result()  # raises what stopped it
+
+    async def stop(self) -> None:
+        if self._server is not None and self._task is not None:
+            self._server.should_exit = True
+            try:
+                await asyncio.wait_for(asyncio.shield(self._task), STOP_WITHIN_S)
+            except TimeoutError:
+                self._server.force_exit = True
+                await self._task
+        self._socket.close()

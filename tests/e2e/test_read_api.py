@@ -1,0 +1,421 @@
+"""The read API and trust, as users see them: two workers with auth on, real tokens and signed commands."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+from uuid import UUID, uuid4
+
+import httpx
+import pytest
+import pytest_asyncio
+from aiokafka import AIOKafkaProducer
+from jsonschema import Draft202012Validator
+from openapi_spec_validator import validate as validate_spec
+from prometheus_client.parser import text_string_to_metric_families
+
+from projections.lifecycle.identity import job_target
+from schemas.codec import encode
+from schemas.commands import CancelJob, SubmitJob
+from schemas.enums import ActorRole
+from schemas.records import Request
+from streams.auth.issue import IssuedPrincipal, issue
+from streams.auth.signing import private_key_from_text, sign
+from streams.broker.compat import EMBEDDED_TANSU
+from streams.client import Client, Signer
+from streams.clock import utc_now
+from streams.publisher import partition_of
+from streams.settings import Settings
+from streams.worker import Worker
+from tests.e2e.conftest import Origin, System, observed_system, worker_settings
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+ROLES = {
+    "admin": ActorRole.ADMIN,
+    "operator": ActorRole.OPERATOR,
+    "viewer": ActorRole.VIEWER,
+    "svc-a": ActorRole.SERVICE,
+    "svc-b": ActorRole.SERVICE,
+}
+ISSUED: dict[str, IssuedPrincipal] = {name: issue(name, role) for name, role in ROLES.items()}
+PRINCIPALS = json.dumps({"principals": [issued.entry for issued in ISSUED.values()]})
+JOBS = 12
+
+
+@dataclass
+class Cluster:
+    settings: Settings
+    workers: tuple[Worker, Worker]
+    system: System
+    clients: dict[str, Client]
+    jobs: dict[UUID, str]  # job id -> caller
+
+    def api(
+        self, worker: int, principal: str | None = "admin", token: str | None = None
+    ) -> httpx.AsyncClient:
+        secret = token or (ISSUED[principal].token if principal else None)
+        headers = {"Authorization": f"Bearer {secret}"} if secret else {}
+        return httpx.AsyncClient(
+            base_url=f"http://127.0.0.1:{self.workers[worker].web_port}", headers=headers
+        )
+
+    async def submit(self, caller: str, path: str, **fields: Any) -> UUID:
+        command = SubmitJob(
+            caller_identity=caller,
+            request=Request(url=path),
+            deadline_at=utc_now() + timedelta(minutes=5),
+            **fields,
+        )
+        return await self.clients[caller].submit(command)
+
+
+def signed_client(settings: Settings, name: str) -> Client:
+    signer = Signer(name, private_key_from_text(ISSUED[name].signing_key))
+    return Client(settings.kafka_bootstrap, EMBEDDED_TANSU, settings.topic_prefix, signer)
+
+
+async def settled(*workers: Worker) -> None:
+    """Until every partition has exactly one owner and each worker has some."""
+    for _ in range(600):
+        owned = [worker.lifecycle.owned for worker in workers if worker.lifecycle is not None]
+        everyone = sorted(p for partitions in owned for p in partitions)
+        if everyone == [0, 1, 2, 3] and all(owned) and len(owned) == len(workers):
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"ownership did not settle: {owned}")
+
+
+async def answered(http: httpx.AsyncClient, method: str, path: str, **options: Any) -> httpx.Response:
+    """The answer once partitions stopped moving (503 with Retry-After is the API's way to say so)."""
+    for _ in range(100):
+        response = await http.request(method, path, **options)
+        if response.status_code != 503:
+            return response
+        await asyncio.sleep(0.1)
+    return response
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def cluster(broker, origin: Origin, tmp_path_factory) -> AsyncIterator[Cluster]:
+    root = tmp_path_factory.mktemp("read-api")
+    settings = worker_settings(
+        broker.bootstrap, root / "a", partitions=4, auth_enabled=True, principals=PRINCIPALS
+    )
+    first = Worker(settings)
+    second = Worker(settings.model_copy(update={"data_dir": root / "b"}))
+    async with contextlib.AsyncExitStack() as stack:
+        for worker in (first, second):
+            await worker.start()
+            stack.push_async_callback(worker.stop)
+        system = await stack.enter_async_context(observed_system(settings))
+        clients = {}
+        for name in ROLES:
+            clients[name] = await stack.enter_async_context(signed_client(settings, name))
+        cluster = Cluster(settings, (first, second), system, clients, {})
+        for n in range(JOBS):
+            caller = "svc-a" if n % 2 else "svc-b"
+            cluster.jobs[await cluster.submit(caller, origin.url(f"/page/read-{n}"))] = caller
+        for job_id in cluster.jobs:
+            await system.completion(job_id)
+        await settled(first, second)
+        yield cluster
+
+
+async def test_either_worker_answers_for_every_job_of_both(cluster: Cluster):
+    for worker in cluster.workers:
+        assert worker.lifecycle is not None
+        assert any(_partition(job) in worker.lifecycle.owned for job in cluster.jobs)
+    async with cluster.api(0) as first, cluster.api(1) as second:
+        for job_id in cluster.jobs:
+            one = await answered(first, "GET", f"/jobs/{job_id}")
+            other = await answered(second, "GET", f"/jobs/{job_id}")
+            assert one.status_code == other.status_code == 200
+            assert one.json() == other.json()
+            assert one.json()["state"] == "SUCCEEDED"
+            assert one.json()["attempts"][0]["http_status"] == 200
+            events = (await answered(second, "GET", f"/jobs/{job_id}/events")).json()["items"]
+            assert [event["sequence"] for event in events] == list(range(1, len(events) + 1))
+            assert events[0]["type"] == "JobAccepted"
+
+
+async def test_paging_either_worker_visits_every_job_once_newest_first(cluster: Cluster):
+    for worker in (0, 1):
+        async with cluster.api(worker) as http:
+            seen, accepted, cursor = [], [], None
+            while True:
+                params = {"limit": 5} | ({"cursor": cursor} if cursor else {})
+                page = await answered(http, "GET", "/jobs", params=params)
+                assert page.status_code == 200, page.text
+                body = page.json()
+                seen += [UUID(job["job_id"]) for job in body["items"]]
+                accepted += [job["accepted_at"] for job in body["items"]]
+                cursor = body["next_cursor"]
+                if cursor is None:
+                    break
+            assert len(seen) == len(set(seen))
+            assert set(seen) >= set(cluster.jobs)
+            assert accepted == sorted(accepted, reverse=True)
+
+
+async def test_a_service_reads_and_cancels_only_its_own_jobs_and_refusals_are_audited(cluster: Cluster):
+    theirs = next(job for job, caller in cluster.jobs.items() if caller == "svc-b")
+    mine = next(job for job, caller in cluster.jobs.items() if caller == "svc-a")
+    async with cluster.api(0, "svc-a") as service, cluster.api(1, "viewer") as viewer:
+        refused = await answered(service, "GET", f"/jobs/{theirs}")
+        assert refused.status_code == 403
+        assert refused.json()["code"] == "forbidden"
+        assert (await answered(service, "GET", f"/jobs/{mine}")).status_code == 200
+        cancel = await answered(service, "POST", f"/jobs/{theirs}/cancel", json={"reason": "not mine"})
+        assert cancel.status_code == 403
+        listed = (await answered(service, "GET", "/jobs", params={"limit": 100})).json()["items"]
+        assert {job["caller_identity"] for job in listed} == {"svc-a"}
+        other = await answered(service, "GET", "/jobs", params={"caller": "svc-b"})
+        assert other.status_code == 403
+        assert (await answered(service, "GET", "/audit")).status_code == 403
+        audit: list[dict[str, Any]] = []
+        for _ in range(100):
+            answer = await answered(viewer, "GET", "/audit", params={"target": job_target(theirs)})
+            audit = answer.json()["items"]
+            if {"JOB_READ", "JOB_CANCEL"} <= {
+                record["action"] for record in audit if record["actor_id"] == "svc-a"
+            }:
+                break
+            await asyncio.sleep(0.1)
+        denied = {(r["action"], r["outcome"], r["actor_role"]) for r in audit if r["actor_id"] == "svc-a"}
+        assert ("JOB_READ", "DENIED", "SERVICE") in denied
+        assert ("JOB_CANCEL", "DENIED", "SERVICE") in denied
+    async with cluster.api(0) as admin:
+        assert (await answered(admin, "GET", f"/jobs/{theirs}")).json()["state"] == "SUCCEEDED"
+
+
+async def test_a_viewer_cannot_cancel_and_tokens_are_checked(cluster: Cluster, origin: Origin):
+    running = await cluster.submit("svc-a", origin.url("/slow/viewer"))
+    await cluster.system.events.wait_for(lambda _: "JobDispatched" in cluster.system.event_kinds(running))
+    async with cluster.api(1, "viewer") as viewer:
+        refused = await answered(viewer, "POST", f"/jobs/{running}/cancel", json={"reason": "try"})
+        assert refused.status_code == 403
+        assert "VIEWER" in refused.json()["message"]
+    async with cluster.api(0, None, token="not-a-token") as wrong, cluster.api(0, None) as anonymous:
+        bad = await wrong.get(f"/jobs/{running}")
+        missing = await anonymous.get(f"/jobs/{running}")
+    assert bad.status_code == missing.status_code == 401
+    assert bad.json()["code"] == "invalid_token"
+    assert missing.json()["code"] == "unauthenticated"
+    assert "Bearer" in missing.headers["www-authenticate"]
+    async with cluster.api(0, "operator") as operator:
+        cancelled = await answered(operator, "POST", f"/jobs/{running}/cancel", json={"reason": "ops"})
+    assert cancelled.status_code == 200, cancelled.text
+    assert cancelled.json()["audit"]["actor_id"] == "operator"
+    assert (await cluster.system.completion(running)).status.value == "CANCELLED"
+
+
+async def test_unsigned_or_forged_commands_are_refused_to_dead_input(cluster: Cluster, origin: Origin):
+    target = await cluster.submit("svc-a", origin.url("/slow/forged"))
+    await cluster.system.events.wait_for(lambda _: bool(cluster.system.events.of_job(target)))
+    forged = encode(
+        CancelJob(
+            job_id=target, actor_id="admin", actor_role=ActorRole.ADMIN, reason="forged", command_id=None
+        )
+    )
+    wrong_key = private_key_from_text(ISSUED["svc-b"].signing_key)
+    producer = AIOKafkaProducer(bootstrap_servers=cluster.settings.kafka_bootstrap)
+    await producer.start()
+    try:
+        topic, key = cluster.settings.topic("submit"), str(target).encode()
+        await producer.send_and_wait(topic, forged, key=key)
+        await producer.send_and_wait(topic, forged, key=key, headers=sign("admin", wrong_key, forged))
+        unknown = sign("nobody", wrong_key, forged)
+        await producer.send_and_wait(topic, forged, key=key, headers=unknown)
+    finally:
+        await producer.stop()
+    dead = await cluster.system.dead_input.wait_for(
+        lambda records: sum("refused" in record.reason for record in records) >= 3
+    )
+    reasons = [record.reason for record in dead if "refused" in record.reason]
+    assert any("unsigned" in reason for reason in reasons)
+    assert any("bad signature" in reason for reason in reasons)
+    assert any("unknown signer" in reason for reason in reasons)
+    async with cluster.api(0, "svc-a") as owner:
+        assert (await answered(owner, "GET", f"/jobs/{target}")).json()["state"] != "CANCELLED"
+
+
+async def test_a_service_submitting_for_another_caller_is_rejected(cluster: Cluster, origin: Origin):
+    command = SubmitJob(
+        caller_identity="svc-b",
+        request=Request(url=origin.url("/page/impostor")),
+        deadline_at=utc_now() + timedelta(minutes=5),
+    )
+    job_id = await cluster.clients["svc-a"].submit(command)
+    completion = await cluster.clients["svc-a"].wait_for(job_id)
+    assert completion.status.value == "REJECTED"
+    assert completion.failure is not None
+    assert completion.failure.code == "NOT_PERMITTED"
+
+
+async def test_artifact_downloads_are_scoped_and_audited(cluster: Cluster):
+    mine = next(job for job, caller in cluster.jobs.items() if caller == "svc-a")
+    async with cluster.api(1, "svc-a") as service, cluster.api(0, "svc-b") as stranger:
+        job = (await answered(service, "GET", f"/jobs/{mine}")).json()
+        path = job["artifacts"][0]["download_path"]
+        download = await answered(service, "GET", path)
+        assert download.status_code == 200
+        assert download.content.startswith(b"page /page/read-")
+        assert download.headers["content-type"].startswith("text/html")
+        assert (await answered(stranger, "GET", path)).status_code == 403
+    async with cluster.api(0, "viewer") as viewer:
+        for _ in range(100):
+            audit = (
+                await answered(
+                    viewer, "GET", "/audit", params={"target": path.replace("/artifacts/", "artifact:")}
+                )
+            ).json()
+            outcomes = {(r["actor_id"], r["outcome"]) for r in audit["items"]}
+            if {("svc-a", "ALLOWED"), ("svc-b", "DENIED")} <= outcomes:
+                break
+            await asyncio.sleep(0.1)
+    assert {("svc-a", "ALLOWED"), ("svc-b", "DENIED")} <= outcomes
+
+
+async def test_redrive_runs_a_dead_letter_again_once_its_origin_is_mended(cluster: Cluster, origin: Origin):
+    job_id = await cluster.submit("svc-a", origin.url("/broken/redrive"))
+    first = await cluster.system.completion(job_id)
+    assert first.status.value == "DEAD_LETTER"
+    async with cluster.api(0, "operator") as operator, cluster.api(1, "admin") as admin:
+        refused = await answered(operator, "POST", f"/jobs/{job_id}/redrive", json={"reason": "retry"})
+        assert refused.status_code == 403
+        origin.mended.set()
+        redriven = await answered(admin, "POST", f"/jobs/{job_id}/redrive", json={"reason": "origin fixed"})
+        assert redriven.status_code == 200, redriven.text
+        for _ in range(300):
+            job = (await answered(admin, "GET", f"/jobs/{job_id}")).json()
+            if job["state"] == "SUCCEEDED":
+                break
+            await asyncio.sleep(0.1)
+        assert job["state"] == "SUCCEEDED"
+        assert job["totals"]["attempts"] > job["totals"]["budget_spent"]
+        again = await answered(admin, "POST", f"/jobs/{job_id}/redrive", json={"reason": "twice"})
+        assert again.status_code == 409
+
+
+async def test_history_delete_is_refused_while_the_job_can_run_and_done_after(
+    cluster: Cluster, origin: Origin
+):
+    job_id = await cluster.submit("svc-a", origin.url("/slow/delete"))
+    await cluster.system.events.wait_for(lambda _: "JobDispatched" in cluster.system.event_kinds(job_id))
+    async with cluster.api(0, "admin") as admin:
+        refused = await answered(admin, "POST", f"/jobs/{job_id}/delete-history", json={"reason": "gdpr"})
+        assert refused.status_code == 409
+        assert "can still run" in refused.json()["message"]
+        assert (await answered(admin, "GET", f"/jobs/{job_id}")).status_code == 200
+        origin.release.set()
+        await cluster.system.completion(job_id)
+        for _ in range(100):
+            deleted = await answered(admin, "POST", f"/jobs/{job_id}/delete-history", json={"reason": "gdpr"})
+            if deleted.status_code != 409:  # its callback-free completion may still be folding
+                break
+            await asyncio.sleep(0.1)
+        assert deleted.status_code == 200, deleted.text
+        assert (await answered(admin, "GET", f"/jobs/{job_id}")).status_code == 404
+        audit = (await answered(admin, "GET", "/audit", params={"target": job_target(job_id)})).json()[
+            "items"
+        ]
+        assert "JOB_HISTORY_DELETE" in {record["action"] for record in audit}
+
+
+async def test_metrics_parse_and_move_with_the_work(cluster: Cluster, origin: Origin):
+    async def folded_accepts() -> float:
+        total = 0.0
+        for index in (0, 1):
+            async with cluster.api(index, None) as anonymous:
+                text = (await anonymous.get("/metrics")).text
+            for family in text_string_to_metric_families(text):
+                for sample in family.samples:
+                    if (
+                        sample.name == "scrapestream_events_folded_total"
+                        and sample.labels["type"] == "JobAccepted"
+                    ):
+                        total += sample.value
+        return total
+
+    before = await folded_accepts()
+    job_id = await cluster.submit("svc-b", origin.url("/page/metrics"))
+    await cluster.system.completion(job_id)
+    assert await folded_accepts() == before + 1
+    async with cluster.api(0, None) as anonymous:
+        families = {
+            family.name for family in text_string_to_metric_families((await anonymous.get("/metrics")).text)
+        }
+    expected = {
+        "scrapestream_jobs",
+        "scrapestream_attempts",
+        "scrapestream_fetch_duration_seconds",
+        "scrapestream_callback_deliveries",
+        "scrapestream_dead_input_records",
+        "scrapestream_consumer_lag",
+    }
+    assert expected <= families
+
+
+def _partition(job_id: UUID) -> int:
+    return partition_of(str(job_id).encode(), 4)
+
+
+async def test_the_openapi_document_is_valid_and_every_route_answers_as_it_documents(
+    cluster: Cluster, origin: Origin
+):
+    job_id = await cluster.submit("svc-a", origin.url("/page/walk"))
+    await cluster.system.completion(job_id)
+    async with cluster.api(1, "admin") as admin, cluster.api(1, None) as anonymous:
+        document = (await admin.get("/openapi.json")).json()
+        validate_spec(document)
+        assert (await admin.get("/docs")).status_code == 200
+        job = (await answered(admin, "GET", f"/jobs/{job_id}")).json()
+        samples = {"job_id": str(job_id), "artifact_id": job["artifacts"][0]["artifact_id"]}
+        unknown = {"job_id": str(uuid4()), "artifact_id": str(uuid4())}
+        routes = sorted(
+            (
+                (method, path, operation)
+                for path, item in document["paths"].items()
+                for method, operation in item.items()
+            ),
+            key=lambda route: route[0] == "post",  # history delete last: it removes the job
+        )
+        assert {path for _, path, _ in routes} >= {
+            "/jobs/{job_id}",
+            "/jobs/{job_id}/events",
+            "/jobs",
+            "/dead-letters",
+            "/audit",
+            "/artifacts/{artifact_id}",
+            "/healthz",
+            "/readyz",
+            "/metrics",
+            "/jobs/{job_id}/cancel",
+            "/jobs/{job_id}/redrive",
+            "/jobs/{job_id}/delete-history",
+        }
+        for method, path, operation in routes:
+            body = {"reason": "walk"} if method == "post" else None
+            for client, values in ((admin, samples), (admin, unknown), (anonymous, samples)):
+                response = await answered(client, method.upper(), path.format(**values), json=body)
+                conforms(document, operation, response, f"{method} {path}")
+
+
+def conforms(
+    document: dict[str, Any], operation: dict[str, Any], response: httpx.Response, route: str
+) -> None:
+    documented = operation["responses"].get(str(response.status_code))
+    assert documented is not None, f"{route} answered an undocumented {response.status_code}: {response.text}"
+    content = documented.get("content", {})
+    if "application/json" in content:
+        schema = {**content["application/json"]["schema"], "components": document["components"]}
+        Draft202012Validator(schema).validate(response.json())
+    elif "text/plain" in content:
+        assert response.headers["content-type"].startswith("text/plain")
+    else:
+        assert response.content, f"{route} answered {response.status_code} with no body"

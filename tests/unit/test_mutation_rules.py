@@ -1,0 +1,181 @@
+"""Redrive, history delete, audited reads and who may create a job: the rules in decide."""
+
+from datetime import timedelta
+from uuid import uuid4
+
+import pytest
+
+from projections.lifecycle.state import Unaccepted
+from schemas.commands import DeleteJobHistory, RecordAudit, RedriveJob
+from schemas.enums import ActorRole, AttemptOutcome, AuditAction, AuditOutcome, JobStatus, RejectionReason
+from schemas.events import AuditRecorded, JobAccepted, JobRejected
+from tests.lifecycle import T0, Lifecycle, attempt_under, failure, kinds, report, submit, tick
+
+
+def dead_lettered(attempt_limit: int = 1, **overrides) -> Lifecycle:
+    lifecycle = Lifecycle()
+    lifecycle(submit(attempt_limit=attempt_limit, **overrides))
+    for _ in range(attempt_limit):
+        job = lifecycle.job
+        attempt = attempt_under(job, AttemptOutcome.HTTP_ERROR, failure=failure(retryable=True))
+        lifecycle(report(job, attempt))
+        if lifecycle.job.status is JobStatus.RETRY_WAIT:
+            lifecycle(tick(job.job_id), lifecycle.job.next_attempt_at)
+    assert lifecycle.job.status is JobStatus.DEAD_LETTER
+    return lifecycle
+
+
+def redrive(lifecycle: Lifecycle, role: ActorRole = ActorRole.ADMIN, **overrides) -> RedriveJob:
+    fields = {"job_id": lifecycle.job.job_id, "actor_id": "ops", "actor_role": role, "reason": "origin fixed"}
+    return RedriveJob(command_id=uuid4(), **(fields | overrides))
+
+
+def delete(job_id, role: ActorRole = ActorRole.ADMIN) -> DeleteJobHistory:
+    return DeleteJobHistory(command_id=uuid4(), job_id=job_id, actor_id="ops", actor_role=role, reason="gdpr")
+
+
+def test_an_admin_redrive_runs_a_dead_letter_again_with_a_fresh_budget_and_keeps_its_history():
+    lifecycle = dead_lettered(attempt_limit=2)
+    attempts_before = lifecycle.job.attempts
+    events = lifecycle(redrive(lifecycle))
+    assert kinds(events) == ["JobRedriven", "JobDispatched", "AuditRecorded"]
+    assert events[-1].outcome is AuditOutcome.ALLOWED
+    assert events[-1].action is AuditAction.JOB_REDRIVE
+    job = lifecycle.job
+    assert job.status is JobStatus.LEASED
+    assert job.attempts == attempts_before
+    assert job.lease.attempt_number == 3
+    assert job.budget_spent == 0
+    # The fresh budget is the job's own: two more attempts before it dead-letters again.
+    lifecycle(report(job, attempt_under(job, AttemptOutcome.HTTP_ERROR, failure=failure())))
+    assert lifecycle.job.status is JobStatus.RETRY_WAIT
+
+
+def test_the_redriven_job_completes_once_the_origin_answers():
+    lifecycle = dead_lettered()
+    lifecycle(redrive(lifecycle))
+    events = lifecycle(report(lifecycle.job, attempt_under(lifecycle.job)))
+    assert kinds(events) == ["AttemptRecorded", "JobSucceeded"]
+    assert lifecycle.job.status is JobStatus.SUCCEEDED
+
+
+@pytest.mark.parametrize("role", [ActorRole.SERVICE, ActorRole.VIEWER, ActorRole.OPERATOR])
+def test_only_an_admin_may_redrive(role):
+    lifecycle = dead_lettered()
+    events = lifecycle(redrive(lifecycle, role))
+    assert kinds(events) == ["AuditRecorded"]
+    assert events[0].outcome is AuditOutcome.DENIED
+    assert "ADMIN may" in events[0].detail
+    assert lifecycle.job.status is JobStatus.DEAD_LETTER
+
+
+def test_a_job_that_is_not_dead_lettered_is_not_redriven():
+    lifecycle = Lifecycle()
+    lifecycle(submit())
+    events = lifecycle(redrive(lifecycle))
+    assert kinds(events) == ["AuditRecorded"]
+    assert events[0].detail == "job is LEASED, not DEAD_LETTER"
+
+
+def test_a_redrive_past_the_deadline_needs_a_new_one():
+    lifecycle = dead_lettered(deadline_at=T0 + timedelta(minutes=5))
+    late = T0 + timedelta(minutes=10)
+    refused = lifecycle(redrive(lifecycle), late)
+    assert refused[-1].detail == "the job's deadline has passed: give a new deadline"
+    events = lifecycle(redrive(lifecycle, deadline_at=late + timedelta(hours=1)), late)
+    assert kinds(events) == ["JobRedriven", "JobDispatched", "AuditRecorded"]
+    assert lifecycle.job.accepted.deadline_at == late + timedelta(hours=1)
+
+
+def test_history_of_a_job_that_can_still_run_is_never_deleted():
+    lifecycle = Lifecycle()
+    lifecycle(submit())
+    events = lifecycle(delete(lifecycle.job.job_id))
+    assert kinds(events) == ["AuditRecorded"]
+    assert events[0].outcome is AuditOutcome.DENIED
+    assert events[0].detail == "job is LEASED and can still run"
+    assert lifecycle.job.status is JobStatus.LEASED
+
+
+def test_a_job_whose_callback_is_still_owed_keeps_its_history():
+    lifecycle = Lifecycle()
+    lifecycle(submit(callback_url="https://hooks.example/done"))
+    lifecycle(report(lifecycle.job, attempt_under(lifecycle.job)))
+    events = lifecycle(delete(lifecycle.job.job_id))
+    assert events[0].detail == "its callback is still being delivered"
+
+
+def test_an_admin_deletes_a_finished_job_and_the_same_submission_may_create_it_again():
+    lifecycle = Lifecycle()
+    command = submit(idempotency_key="k")
+    lifecycle(command)
+    job_id = lifecycle.job.job_id
+    lifecycle(report(lifecycle.job, attempt_under(lifecycle.job)))
+    events = lifecycle(delete(job_id))
+    assert kinds(events) == ["JobHistoryDeleted", "AuditRecorded"]
+    assert isinstance(lifecycle.state, Unaccepted)
+    again = lifecycle(submit(idempotency_key="k"), T0 + timedelta(seconds=1))
+    assert isinstance(again[0], JobAccepted)
+    assert again[0].job_id == job_id
+    assert again[0].sequence == events[-1].sequence + 1
+
+
+def test_a_viewer_may_not_delete_history():
+    lifecycle = Lifecycle()
+    lifecycle(submit())
+    lifecycle(report(lifecycle.job, attempt_under(lifecycle.job)))
+    events = lifecycle(delete(lifecycle.job.job_id, ActorRole.VIEWER))
+    assert events[0].detail == "role VIEWER may not delete history; ADMIN may"
+
+
+def test_job_creation_is_audited_with_the_verified_submitter():
+    lifecycle = Lifecycle()
+    events = lifecycle(submit(submitted_by="svc-a", submitter_role=ActorRole.SERVICE))
+    audit = next(event for event in events if isinstance(event, AuditRecorded))
+    assert (audit.action, audit.outcome, audit.actor_id) == (
+        AuditAction.JOB_CREATE,
+        AuditOutcome.ALLOWED,
+        "svc-a",
+    )
+
+
+def test_a_service_may_not_submit_as_another_caller_and_the_refusal_is_audited():
+    lifecycle = Lifecycle()
+    events = lifecycle(
+        submit(caller_identity="svc-b", submitted_by="svc-a", submitter_role=ActorRole.SERVICE)
+    )
+    assert kinds(events) == ["JobRejected", "AuditRecorded"]
+    rejected = events[0]
+    assert isinstance(rejected, JobRejected)
+    assert rejected.reason is RejectionReason.NOT_PERMITTED
+    assert events[1].outcome is AuditOutcome.DENIED
+
+
+@pytest.mark.parametrize(("role", "allowed"), [(ActorRole.VIEWER, False), (ActorRole.OPERATOR, True)])
+def test_who_may_submit_for_another_caller(role, allowed):
+    lifecycle = Lifecycle()
+    events = lifecycle(submit(caller_identity="svc-b", submitted_by="someone", submitter_role=role))
+    assert isinstance(events[0], JobAccepted) is allowed
+
+
+def test_an_audited_read_is_recorded_as_given():
+    lifecycle = Lifecycle()
+    lifecycle(submit())
+    command = RecordAudit(
+        command_id=uuid4(),
+        job_id=lifecycle.job.job_id,
+        actor_id="svc-b",
+        actor_role=ActorRole.SERVICE,
+        action=AuditAction.JOB_READ,
+        outcome=AuditOutcome.DENIED,
+        detail="a service may read only its own jobs",
+        request_id="req-1",
+    )
+    events = lifecycle(command)
+    assert kinds(events) == ["AuditRecorded"]
+    assert (events[0].actor_id, events[0].action, events[0].request_id) == (
+        "svc-b",
+        AuditAction.JOB_READ,
+        "req-1",
+    )
+    assert lifecycle(command) == []
