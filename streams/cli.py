@@ -100,7 +100,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_api_command(arguments)
         overrides: dict[str, Any] = {}
         if arguments.command == "dev":
-            overrides = {"auth_enabled": False}
+            overrides = {"auth_enabled": False, "s3_create_bucket": True}
             if arguments.port is not None:
                 overrides["web_port"] = arguments.port
             elif "SCRAPESTREAM_WEB_PORT" not in os.environ:

@@ -52,7 +52,9 @@ async def run_dev(settings: Settings, stopped: Any) -> None:
                 "broker_pid": broker.pid,
                 "kafka_bootstrap": broker.bootstrap,
                 "web_url": f"http://{worker_settings.web_host}:{worker.web_port}",
-                "artifacts": str((data_dir / "artifacts").resolve()),
+                "artifacts": str((data_dir / "artifacts").resolve())
+                if settings.artifact_store == "local"
+                else f"s3://{settings.s3_bucket}/{settings.s3_prefix}",
             }
             STATE_FILE.write_text(json.dumps(state, indent=2) + "\n")
             _announce(state)

@@ -7,7 +7,7 @@ from ipaddress import IPv4Network, IPv6Network
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from projections.lifecycle.policy import CallbackPolicy, ExecutionProfile, Policy
@@ -57,6 +57,15 @@ class Settings(BaseSettings):
     advertised_url: str | None = None
     peer_timeout_s: float = Field(default=5.0, gt=0, le=60)
 
+    artifact_store: Literal["local", "s3"] = "local"
+    s3_bucket: str | None = None
+    s3_prefix: str = "artifacts/"
+    s3_endpoint_url: str | None = None
+    s3_region: str = "us-east-1"
+    s3_access_key_id: str | None = None
+    s3_secret_access_key: SecretStr | None = None
+    s3_create_bucket: bool = False
+
     callback_secret: SecretStr | None = None
     callback_max_elapsed_s: float = Field(default=86_400.0, gt=0)
     callback_max_attempts: int = Field(default=25, ge=1)
@@ -77,6 +86,12 @@ class Settings(BaseSettings):
         except ValueError as exc:
             raise ValueError("the part after whsec_ must be base64") from exc
         return value
+
+    @model_validator(mode="after")
+    def _s3_needs_a_bucket(self) -> Settings:
+        if self.artifact_store == "s3" and not self.s3_bucket:
+            raise ValueError("SCRAPESTREAM_ARTIFACT_STORE=s3 needs SCRAPESTREAM_S3_BUCKET")
+        return self
 
     def topic(self, name: str) -> str:
         return f"{self.topic_prefix}.{name}"
@@ -109,6 +124,8 @@ def load_settings(**overrides: object) -> Settings:
     except ValidationError as exc:
         problems = [
             f"SCRAPESTREAM_{'_'.join(str(part) for part in error['loc']).upper()}: {error['msg']}"
+            if error["loc"]
+            else error["msg"].removeprefix("Value error, ")
             for error in exc.errors()
         ]
         raise SettingsError("invalid settings:\n  " + "\n  ".join(problems)) from exc

@@ -17,7 +17,8 @@ from streams.agents.intake import Intake
 from streams.agents.lifecycle import Lifecycle
 from streams.agents.outbox import Outbox
 from streams.agents.timers import Timers
-from streams.artifacts.local import LocalArtifactStore
+from streams.artifacts.configured import open_artifact_store
+from streams.artifacts.port import ArtifactStore
 from streams.auth.principals import Principals, load_principals
 from streams.broker.compat import EMBEDDED_TANSU, KAFKA
 from streams.callbacks.sender import CallbackSender
@@ -72,6 +73,8 @@ class Worker:
         stack.push_async_callback(server.stop)
         self.web_port = server.port
         routing = Routing(settings.advertised_url or _own_url(settings.web_host, server.port))
+        artifacts = await open_artifact_store(settings)
+        stack.push_async_callback(artifacts.close)
         await ensure_topics(settings)
         store = self.store = JobStore(RocksStore(settings.data_dir / "lifecycle"), self.policy)
         stack.callback(store.close)
@@ -85,7 +88,7 @@ class Worker:
         intake = Intake(settings, publisher, dead, self.counters, utc_now, principals)
         stages: list[Stage] = [intake, lifecycle]
         if settings.executor_concurrency > 0:
-            stages.append(self._executor(publisher, dead))
+            stages.append(self._executor(publisher, dead, artifacts))
         stages.append(Outbox(settings, self._callback_sender(), publisher, dead, utc_now, self.metrics))
         assignor = RoutingAssignor(routing, settings.topic("commands"))
         consumer = self.consumer = StageConsumer(
@@ -110,7 +113,7 @@ class Worker:
             principals,
             self.metrics,
             self.counters,
-            self._artifacts(),
+            artifacts,
             peers,
         )
         await server.serve(build_api(context))
@@ -127,15 +130,12 @@ class Worker:
             log.warning("auth is off: every HTTP request and every command is trusted as ADMIN")
         return principals
 
-    def _artifacts(self) -> LocalArtifactStore:
-        return LocalArtifactStore(self.settings.data_dir / "artifacts")
-
-    def _executor(self, publisher: Publisher, dead: DeadLetters) -> HttpExecutor:
+    def _executor(self, publisher: Publisher, dead: DeadLetters, artifacts: ArtifactStore) -> HttpExecutor:
         settings = self.settings
         limits = FetchLimits(settings.max_body_bytes, settings.max_decoded_bytes, settings.max_redirects)
         fetcher = HttpFetcher(limits, settings.allow_private_networks, settings.allowed_networks)
         self._stack.push_async_callback(fetcher.close)
-        return HttpExecutor(settings, fetcher, self._artifacts(), publisher, dead, utc_now, self.metrics)
+        return HttpExecutor(settings, fetcher, artifacts, publisher, dead, utc_now, self.metrics)
 
     def _callback_sender(self) -> CallbackSender:
         settings = self.settings

@@ -30,8 +30,10 @@ from projections.lifecycle.limits import (
 from projections.lifecycle.policy import Policy
 from projections.lifecycle.state import Job, State, Unaccepted
 from schemas.commands import SubmitJob
-from schemas.enums import ActorRole, AuditAction, AuditOutcome, RejectionReason
+from schemas.enums import ActorRole, AuditAction, AuditOutcome, CaptureMode, RejectionReason
 from schemas.events import AuditRecorded, Event, JobAccepted, JobRejected, SubmissionReused
+
+BROWSER_CAPTURE_MODES = frozenset({CaptureMode.RENDERED_HTML, CaptureMode.SCREENSHOT})
 
 
 def submission_identity(command: SubmitJob) -> tuple[UUID, str]:
@@ -124,10 +126,17 @@ def _validate(command: SubmitJob, now: datetime, policy: Policy) -> CanonicalReq
     if limit is not None and not 1 <= limit <= profile.max_attempts:
         detail = f"attempt_limit {limit} is outside 1..{profile.max_attempts} for {command.job_type}"
         return Rejection(RejectionReason.ATTEMPT_LIMIT_OUT_OF_RANGE, detail)
+    return _options_rejection(command) or canonical
+
+
+def _options_rejection(command: SubmitJob) -> Rejection | None:
     if command.callback_url is not None and not is_valid_callback_url(command.callback_url):
         detail = f"callback_url {clip(command.callback_url, 256)!r} is not an absolute http(s) URL"
         return Rejection(RejectionReason.INVALID_CALLBACK_URL, detail)
-    return canonical
+    if command.capture_mode in BROWSER_CAPTURE_MODES:
+        detail = f"capture_mode {command.capture_mode} needs browser rendering, which is not available yet"
+        return Rejection(RejectionReason.UNSUPPORTED_CAPTURE_MODE, detail)
+    return None
 
 
 def _oversized(command: SubmitJob) -> str | None:

@@ -30,7 +30,7 @@ from schemas.types import build, build_with_defaults, to_utc_millis
 from schemas.work import DueWork
 from streams.agents.renewals import Renewals
 from streams.agents.slots import Slots
-from streams.artifacts.local import LocalArtifactStore
+from streams.artifacts.port import ArtifactStore
 from streams.consumer import QuietStage, Record
 from streams.deadinput import DeadLetters
 from streams.fetch.http import FetchResult, HttpFetcher
@@ -53,7 +53,7 @@ class HttpExecutor(QuietStage):
         self,
         settings: Settings,
         fetcher: HttpFetcher,
-        artifacts: LocalArtifactStore,
+        artifacts: ArtifactStore,
         publisher: Sink,
         dead_letters: DeadLetters,
         clock: Callable[[], datetime],

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 
@@ -18,6 +19,8 @@ from schemas.types import build, to_utc_millis
 
 
 class LocalArtifactStore:
+    shared = False
+
     def __init__(self, root: Path) -> None:
         self.root = root
         self._pending: list[tuple[Path, bytes, asyncio.Future[None]]] = []
@@ -44,6 +47,35 @@ class LocalArtifactStore:
             "expires_at": None if expires_at is None else to_utc_millis(expires_at),
         }
         return build(Artifact, fields)
+
+    async def existing(self, keys: Sequence[str]) -> set[str]:
+        return await asyncio.to_thread(lambda: {key for key in keys if self.path_of(key).is_file()})
+
+    async def read(self, key: str) -> bytes | None:
+        def load() -> bytes | None:
+            try:
+                return self.path_of(key).read_bytes()
+            except FileNotFoundError:
+                return None
+
+        return await asyncio.to_thread(load)
+
+    async def delete(self, keys: Sequence[str]) -> int:
+        def remove() -> int:
+            removed = 0
+            for key in keys:
+                try:
+                    self.path_of(key).unlink()
+                    removed += 1
+                except FileNotFoundError:
+                    pass
+            return removed
+
+        return await asyncio.to_thread(remove)
+
+    async def close(self) -> None:
+        if self._writing is not None:
+            await asyncio.shield(self._writing)
 
     async def _write_pending(self) -> None:
         while self._pending:

@@ -1,6 +1,7 @@
 """Artifact downloads: any worker finds the jobs that stored it, checks the reader, audits, streams.
 
-The bytes are read from this worker's store, else from the first peer that holds them.
+The bytes are read from the artifact store: a shared one (S3) answers every worker; from a
+local one, this worker's directory, else the first peer that holds them.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import Annotated, Any
 from uuid import UUID
 
 from fastapi import APIRouter, Path, Request, Response
-from fastapi.responses import FileResponse, StreamingResponse
+from fastapi.responses import StreamingResponse
 
 from projections.access import job_read_refusal
 from projections.artifacts import content_key
@@ -70,10 +71,10 @@ async def references_shard(artifact_id: UUID, request: Request, principal: Calle
 async def bytes_shard(
     sha256: Annotated[str, Path(pattern=SHA256.pattern)], request: Request, principal: Caller
 ) -> Response:
-    path = context_of(request).artifacts.path_of(content_key(sha256))
-    if not path.is_file():
+    body = await context_of(request).artifacts.read(content_key(sha256))
+    if body is None:
         raise ApiError(404, "not_found", "this worker does not hold those bytes")
-    return FileResponse(path, media_type="application/octet-stream")
+    return Response(body, media_type="application/octet-stream")
 
 
 async def _references(context: ApiContext, request: Request, artifact_id: UUID) -> list[dict[str, Any]]:
@@ -100,10 +101,11 @@ async def _bytes(
 ) -> Response:
     if not SHA256.match(sha256):
         raise ApiError(404, "gone", f"artifact {artifact_id} has no stored content address")
-    path = context.artifacts.path_of(content_key(sha256))
-    if path.is_file():
-        return FileResponse(path, media_type=content_type, headers=UNTRUSTED_CONTENT)
-    for peer in context.routing.everyone()[1:]:
+    body = await context.artifacts.read(content_key(sha256))
+    if body is not None:
+        return Response(body, media_type=content_type, headers=UNTRUSTED_CONTENT)
+    peers = () if context.artifacts.shared else context.routing.everyone()[1:]
+    for peer in peers:
         answer = await context.peers.open_stream(peer, f"/_shard/artifact-bytes/{sha256}", request)
         if answer is not None:
             return StreamingResponse(relay(answer), media_type=content_type, headers=UNTRUSTED_CONTENT)

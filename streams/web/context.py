@@ -19,7 +19,7 @@ from projections.views import job_view
 from schemas.commands import RecordAudit
 from schemas.enums import AuditAction, AuditOutcome
 from streams.agents.lifecycle import Lifecycle
-from streams.artifacts.local import LocalArtifactStore
+from streams.artifacts.port import ArtifactStore
 from streams.auth.principals import Principal, Principals
 from streams.consumer import StageConsumer
 from streams.metrics import Metrics
@@ -63,7 +63,7 @@ class ApiContext:
     principals: Principals | None
     metrics: Metrics
     counters: Counter[str]
-    artifacts: LocalArtifactStore
+    artifacts: ArtifactStore
     peers: Peers
     views: JobViews = field(default_factory=JobViews)
 

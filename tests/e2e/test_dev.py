@@ -146,3 +146,23 @@ async def test_an_unreachable_kafka_is_a_clear_error(tmp_path):
         assert code == 1, output
         assert "cannot reach Kafka at 127.0.0.1:" in output
         assert "Traceback" not in output
+
+
+async def test_dev_stores_artifacts_in_s3_when_told_to_creating_its_bucket(origin, s3, tmp_path):
+    from uuid import uuid4
+
+    bucket = f"dev-{uuid4().hex[:12]}"
+    settings = {name: str(value) for name, value in s3.settings(bucket).items() if name != "s3_create_bucket"}
+    dev = await start("dev", "--allow-private", cwd=tmp_path, **settings)
+    try:
+        state = await wait_for_file(tmp_path / ".scrapestream" / "dev.json")
+        assert state["artifacts"] == f"s3://{bucket}/artifacts/"
+        code, output = await run("submit", origin.url("/page/dev-s3"), "--wait", "--json", cwd=tmp_path)
+        assert code == 0, output
+        (artifact,) = json.loads(output)["artifacts"]
+        stored = s3.client().get_object(Bucket=bucket, Key=f"artifacts/{artifact['key']}")
+        assert stored["Body"].read() == b"page /page/dev-s3"
+    finally:
+        if dev.returncode is None:
+            dev.send_signal(signal.SIGINT)
+        await asyncio.wait_for(dev.communicate(), 60)

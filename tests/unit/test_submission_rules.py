@@ -11,7 +11,7 @@ from projections.lifecycle.limits import MAX_LABELS, MAX_URL_BYTES
 from projections.lifecycle.policy import ExecutionProfile
 from projections.lifecycle.state import Unaccepted
 from schemas.commands import CancelJob
-from schemas.enums import ActorRole, AuditOutcome, JobStatus, RejectionReason
+from schemas.enums import ActorRole, AuditOutcome, CaptureMode, JobStatus, RejectionReason
 from schemas.records import Request
 from tests.lifecycle import POLICY, T0, Lifecycle, kinds, submit
 
@@ -96,6 +96,19 @@ def test_a_rejection_for_a_bad_callback_url_has_no_callback():
     result = consequences_of(lifecycle.state, events, POLICY)
     assert [c.status for c in result.completions] == [JobStatus.REJECTED]
     assert result.callbacks == []
+
+
+@pytest.mark.parametrize("mode", [CaptureMode.RENDERED_HTML, CaptureMode.SCREENSHOT])
+def test_a_browser_capture_mode_is_rejected_with_the_reason(mode):
+    lifecycle = Lifecycle()
+    (rejected,) = lifecycle(submit(capture_mode=mode))
+    assert rejected.reason is RejectionReason.UNSUPPORTED_CAPTURE_MODE
+    assert "browser rendering" in rejected.detail
+
+
+@pytest.mark.parametrize("mode", [CaptureMode.RAW_BODY, CaptureMode.METADATA_ONLY])
+def test_the_http_capture_modes_are_accepted(mode):
+    assert kinds(Lifecycle()(submit(capture_mode=mode)))[0] == "JobAccepted"
 
 
 def test_a_redelivered_rejected_submission_decides_nothing():

@@ -1,0 +1,41 @@
+"""The artifact store port: content-addressed bytes with their metadata, wherever they live.
+
+Two implementations: `LocalArtifactStore` (a directory, the `dev` default) and
+`S3ArtifactStore` (any S3-compatible service, shared by every worker).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Protocol
+
+from schemas.enums import RetentionClass
+from schemas.errors import ScrapestreamError
+from schemas.records import Artifact
+
+
+class ArtifactStoreError(ScrapestreamError):
+    """The store cannot be used as configured; the message says which and why."""
+
+
+class ArtifactStore(Protocol):
+    shared: bool  # every worker reads the same objects (else only the worker that wrote them)
+
+    async def put(self, body: bytes, content_type: str, retention: RetentionClass, now: datetime) -> Artifact:
+        """Store `body` under its content address (the same bytes twice: one object); returns its record."""
+        ...
+
+    async def existing(self, keys: Sequence[str]) -> set[str]:
+        """Which of `keys` are stored, checked together."""
+        ...
+
+    async def read(self, key: str) -> bytes | None:
+        """The stored bytes, or None when nothing is stored under `key`."""
+        ...
+
+    async def delete(self, keys: Sequence[str]) -> int:
+        """Remove what is stored under `keys`; returns how many were there."""
+        ...
+
+    async def close(self) -> None: ...

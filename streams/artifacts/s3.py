@@ -1,0 +1,147 @@
+"""Artifacts in an S3-compatible bucket through boto3 (its calls run in threads).
+
+Objects are content-addressed under the configured prefix and carry their content type and
+metadata (size, capture time, expiry), so the bucket alone says what each object is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
+
+from projections.artifacts import artifact_id_for, content_key, retention_expiry
+from schemas.enums import RetentionClass
+from schemas.records import Artifact
+from schemas.types import build, to_utc_millis
+from streams.artifacts.port import ArtifactStoreError
+
+DELETE_BATCH = 1_000  # S3's DeleteObjects limit
+CHECKS_AT_ONCE = 16
+MISSING = {"404", "NoSuchKey", "NotFound"}
+
+
+class S3ArtifactStore:
+    shared = True
+
+    def __init__(self, client: Any, bucket: str, prefix: str) -> None:
+        self._client = client
+        self._bucket = bucket
+        self._prefix = prefix
+        self._checks = asyncio.Semaphore(CHECKS_AT_ONCE)
+
+    @classmethod
+    def connect(
+        cls,
+        bucket: str,
+        prefix: str,
+        endpoint_url: str | None,
+        region: str,
+        access_key_id: str | None,
+        secret_access_key: str | None,
+    ) -> S3ArtifactStore:
+        client = boto3.client(
+            "s3",
+            endpoint_url=endpoint_url,
+            region_name=region,
+            aws_access_key_id=access_key_id,
+            aws_secret_access_key=secret_access_key,
+            config=Config(retries={"max_attempts": 3, "mode": "standard"}, max_pool_connections=32),
+        )
+        return cls(client, bucket, prefix)
+
+    def _key(self, key: str) -> str:
+        return f"{self._prefix}{key}"
+
+    async def ensure_bucket(self, create: bool) -> None:
+        """Checks the bucket answers; with `create` (dev and tests) makes it when it is missing."""
+        try:
+            await asyncio.to_thread(self._client.head_bucket, Bucket=self._bucket)
+            return
+        except ClientError as exc:
+            if not create or _code(exc) not in MISSING:
+                raise ArtifactStoreError(f"S3 bucket {self._bucket!r} cannot be used: {exc}") from exc
+        except BotoCoreError as exc:
+            raise ArtifactStoreError(f"S3 bucket {self._bucket!r} cannot be reached: {exc}") from exc
+        try:
+            await asyncio.to_thread(self._client.create_bucket, Bucket=self._bucket)
+        except (ClientError, BotoCoreError) as exc:
+            raise ArtifactStoreError(f"S3 bucket {self._bucket!r} cannot be created: {exc}") from exc
+
+    async def put(self, body: bytes, content_type: str, retention: RetentionClass, now: datetime) -> Artifact:
+        digest = hashlib.sha256(body).hexdigest()
+        key = content_key(digest)
+        expires_at = retention_expiry(retention, now)
+        metadata = {
+            "sha256": digest,
+            "size": str(len(body)),
+            "captured-at": now.isoformat(),
+            "expires-at": "" if expires_at is None else expires_at.isoformat(),
+        }
+        await asyncio.to_thread(
+            self._client.put_object,
+            Bucket=self._bucket,
+            Key=self._key(key),
+            Body=body,
+            ContentType=content_type,
+            Metadata=metadata,
+        )
+        fields = {
+            "artifact_id": artifact_id_for(digest),
+            "key": key,
+            "content_type": content_type,
+            "size_bytes": len(body),
+            "sha256": digest,
+            "expires_at": None if expires_at is None else to_utc_millis(expires_at),
+        }
+        return build(Artifact, fields)
+
+    async def existing(self, keys: Sequence[str]) -> set[str]:
+        found = await asyncio.gather(*(self._exists(key) for key in keys))
+        return {key for key, present in zip(keys, found, strict=True) if present}
+
+    async def _exists(self, key: str) -> bool:
+        async with self._checks:
+            try:
+                await asyncio.to_thread(self._client.head_object, Bucket=self._bucket, Key=self._key(key))
+            except ClientError as exc:
+                if _code(exc) in MISSING:
+                    return False
+                raise
+        return True
+
+    async def read(self, key: str) -> bytes | None:
+        def fetch() -> bytes | None:
+            try:
+                answer = self._client.get_object(Bucket=self._bucket, Key=self._key(key))
+            except ClientError as exc:
+                if _code(exc) in MISSING:
+                    return None
+                raise
+            body: bytes = answer["Body"].read()
+            return body
+
+        return await asyncio.to_thread(fetch)
+
+    async def delete(self, keys: Sequence[str]) -> int:
+        present = await self.existing(keys)
+        ordered = sorted(present)
+        for start in range(0, len(ordered), DELETE_BATCH):
+            batch = [{"Key": self._key(key)} for key in ordered[start : start + DELETE_BATCH]]
+            await asyncio.to_thread(
+                self._client.delete_objects, Bucket=self._bucket, Delete={"Objects": batch, "Quiet": True}
+            )
+        return len(present)
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self._client.close)
+
+
+def _code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
