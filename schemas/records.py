@@ -60,3 +60,6 @@ class Attempt(Record):
     etag: str | None = None
     last_modified: str | None = None
     finished_at: Instant
+    from_cache: bool = False
+    fresh_for_ms: int | None = None
+    storable: bool = True

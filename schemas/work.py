@@ -4,7 +4,7 @@ from uuid import UUID
 
 from schemas.enums import CacheMode, CaptureMode, PolicyClass, RetentionClass, TransportPolicy
 from schemas.events import JobCompleted
-from schemas.records import Request
+from schemas.records import Artifact, Request
 from schemas.types import Instant, Record
 
 
@@ -24,6 +24,18 @@ class DueWork(Record):
     transport_policy: TransportPolicy
     deadline_at: Instant
     start_by: Instant | None = None
+    request_hash: str = ""
+
+
+class CacheEntry(Record):
+    request_hash: str
+    http_status: int
+    artifacts: tuple[Artifact, ...] = ()
+    etag: str | None = None
+    last_modified: str | None = None
+    stored_at: Instant
+    expires_at: Instant
+    job_id: UUID
 
 
 class CallbackDue(Record):

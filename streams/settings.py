@@ -13,7 +13,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from projections.lifecycle.policy import CallbackPolicy, ExecutionProfile, Policy
 from schemas.errors import ScrapestreamError
 
-TOPIC_NAMES = ("submit", "commands", "events", "due", "completions", "outbox", "dead-input")
+TOPIC_NAMES = ("submit", "commands", "events", "due", "completions", "outbox", "dead-input", "cache")
 
 
 class SettingsError(ScrapestreamError):

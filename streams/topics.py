@@ -13,6 +13,8 @@ from streams.settings import TOPIC_NAMES, Settings
 
 # The lifecycle reads events partition p for commands partition p: the two must match.
 CO_PARTITIONED = ("commands", "events")
+# Keyed by request identity; only the latest entry of each key matters.
+COMPACTED = frozenset({"cache"})
 
 
 class TopicLayoutError(ScrapestreamError):
@@ -27,15 +29,19 @@ async def ensure_topics(settings: Settings) -> None:
         raise BrokerError(f"cannot reach Kafka at {settings.kafka_bootstrap}: {exc}") from exc
     try:
         existing = set(await admin.list_topics())
-        missing = [settings.topic(name) for name in TOPIC_NAMES if settings.topic(name) not in existing]
+        missing = [name for name in TOPIC_NAMES if settings.topic(name) not in existing]
         if missing:
             with contextlib.suppress(TopicAlreadyExistsError):  # another worker created them first
-                await admin.create_topics(
-                    [NewTopic(name, settings.partitions, settings.replication_factor) for name in missing]
-                )
+                await admin.create_topics([_new_topic(settings, name) for name in missing])
         described = await admin.describe_topics([settings.topic(name) for name in CO_PARTITIONED])
     finally:
         await admin.close()
     counts = {topic["topic"]: len(topic["partitions"]) for topic in described}
     if len(set(counts.values())) > 1:
         raise TopicLayoutError(f"commands and events topics must have equal partition counts, found {counts}")
+
+
+def _new_topic(settings: Settings, name: str) -> NewTopic:
+    configs = {"cleanup.policy": "compact"} if name in COMPACTED else {}
+    partitions, replication = settings.partitions, settings.replication_factor
+    return NewTopic(settings.topic(name), partitions, replication, topic_configs=configs)

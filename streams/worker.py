@@ -21,6 +21,7 @@ from streams.artifacts.configured import open_artifact_store
 from streams.artifacts.port import ArtifactStore
 from streams.auth.principals import Principals, load_principals
 from streams.broker.compat import EMBEDDED_TANSU, KAFKA
+from streams.cache_table import CacheTable
 from streams.callbacks.sender import CallbackSender
 from streams.clock import utc_now
 from streams.consumer import Stage, StageConsumer
@@ -53,6 +54,7 @@ class Worker:
         self.store: JobStore | None = None
         self.lifecycle: Lifecycle | None = None
         self.consumer: StageConsumer | None = None
+        self.cache: CacheTable | None = None
         self._stack = contextlib.AsyncExitStack()
 
     async def start(self) -> None:
@@ -76,6 +78,14 @@ class Worker:
         artifacts = await open_artifact_store(settings)
         stack.push_async_callback(artifacts.close)
         await ensure_topics(settings)
+        cache = self.cache = CacheTable(
+            settings.kafka_bootstrap,
+            settings.topic("cache"),
+            self.profile,
+            RocksStore(settings.data_dir / "cache"),
+        )
+        await cache.start()
+        stack.push_async_callback(cache.stop)
         store = self.store = JobStore(RocksStore(settings.data_dir / "lifecycle"), self.policy)
         stack.callback(store.close)
         publisher = Publisher(settings.kafka_bootstrap, self.profile)
@@ -88,7 +98,7 @@ class Worker:
         intake = Intake(settings, publisher, dead, self.counters, utc_now, principals)
         stages: list[Stage] = [intake, lifecycle]
         if settings.executor_concurrency > 0:
-            stages.append(self._executor(publisher, dead, artifacts))
+            stages.append(self._executor(publisher, dead, artifacts, cache))
         stages.append(Outbox(settings, self._callback_sender(), publisher, dead, utc_now, self.metrics))
         assignor = RoutingAssignor(routing, settings.topic("commands"))
         consumer = self.consumer = StageConsumer(
@@ -130,12 +140,14 @@ class Worker:
             log.warning("auth is off: every HTTP request and every command is trusted as ADMIN")
         return principals
 
-    def _executor(self, publisher: Publisher, dead: DeadLetters, artifacts: ArtifactStore) -> HttpExecutor:
+    def _executor(
+        self, publisher: Publisher, dead: DeadLetters, artifacts: ArtifactStore, cache: CacheTable
+    ) -> HttpExecutor:
         settings = self.settings
         limits = FetchLimits(settings.max_body_bytes, settings.max_decoded_bytes, settings.max_redirects)
         fetcher = HttpFetcher(limits, settings.allow_private_networks, settings.allowed_networks)
         self._stack.push_async_callback(fetcher.close)
-        return HttpExecutor(settings, fetcher, artifacts, publisher, dead, utc_now, self.metrics)
+        return HttpExecutor(settings, fetcher, artifacts, publisher, dead, utc_now, self.metrics, cache)
 
     def _callback_sender(self) -> CallbackSender:
         settings = self.settings

@@ -6,12 +6,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from projections.lifecycle.cache import cache_entry
 from projections.lifecycle.callbacks import next_callback_timer
 from projections.lifecycle.completion import completion_of, rejection_completion
 from projections.lifecycle.policy import Policy, renew_interval_ms
 from projections.lifecycle.state import Job, PendingCallback, State
 from schemas.enums import JobStatus
 from schemas.events import (
+    AttemptRecorded,
     CallbackDispatched,
     Event,
     JobCancelled,
@@ -22,7 +24,7 @@ from schemas.events import (
     JobSucceeded,
 )
 from schemas.types import build
-from schemas.work import CallbackDue, DueWork
+from schemas.work import CacheEntry, CallbackDue, DueWork
 
 TERMINAL_EVENTS = (JobSucceeded, JobDeadLettered, JobCancelled)
 
@@ -32,21 +34,17 @@ class Consequences:
     due: list[DueWork] = field(default_factory=list)
     completions: list[JobCompleted] = field(default_factory=list)
     callbacks: list[CallbackDue] = field(default_factory=list)
+    cache_entries: list[CacheEntry] = field(default_factory=list)
 
 
 def consequences_of(state: State, events: Sequence[Event], policy: Policy) -> Consequences:
-    """Dispatches become due work; terminal events and rejections become completions and callbacks."""
+    """Dispatches become due work, attempts cache entries, ends completions and callbacks."""
     result = Consequences()
     if state is None:
         return result
     for event in events:
-        if isinstance(event, JobDispatched) and isinstance(state, Job):
-            result.due.append(due_work(state, event, policy))
-        elif isinstance(event, TERMINAL_EVENTS) and isinstance(state, Job):
-            completion = completion_of(state)
-            if completion is not None:
-                result.completions.append(completion)
-            result.callbacks.extend(_first_try(state.callbacks, event))
+        if isinstance(state, Job) and isinstance(event, (JobDispatched, AttemptRecorded, *TERMINAL_EVENTS)):
+            _of_job(state, event, result, policy)
         elif isinstance(event, JobRejected):
             result.completions.append(rejection_completion(event))
             result.callbacks.extend(_first_try(state.callbacks, event))
@@ -57,6 +55,20 @@ def consequences_of(state: State, events: Sequence[Event], policy: Policy) -> Co
                     pending.due.model_copy(update={"attempt_number": event.attempt_number})
                 )
     return result
+
+
+def _of_job(state: Job, event: Event, result: Consequences, policy: Policy) -> None:
+    if isinstance(event, JobDispatched):
+        result.due.append(due_work(state, event, policy))
+    elif isinstance(event, AttemptRecorded):
+        entry = cache_entry(state, event.attempt)
+        if entry is not None:
+            result.cache_entries.append(entry)
+    else:
+        completion = completion_of(state)
+        if completion is not None:
+            result.completions.append(completion)
+        result.callbacks.extend(_first_try(state.callbacks, event))
 
 
 def _first_try(callbacks: tuple[PendingCallback, ...], terminal: Event) -> list[CallbackDue]:
@@ -84,6 +96,7 @@ def due_work(state: Job, dispatched: JobDispatched, policy: Policy) -> DueWork:
             "transport_policy": accepted.transport_policy,
             "deadline_at": accepted.deadline_at,
             "start_by": dispatched.occurred_at + timedelta(milliseconds=policy.start_window_ms),
+            "request_hash": accepted.request_hash,
         },
     )
 

@@ -106,9 +106,19 @@ def _rfc850_year(two_digits: int, now: datetime) -> int:
 def status_failure(
     status: int, retry_after: str | None, now: datetime, latest: datetime | None = None
 ) -> Failure | None:
-    """None for a usable response (2xx, 304); a typed failure otherwise."""
-    if 200 <= status < 300 or status == 304:
+    """None for a usable response (2xx); a typed failure otherwise.
+
+    A 304 is a failure too: requests go out without validators (revalidation is not built yet),
+    so there is nothing stored it could refer to.
+    """
+    if 200 <= status < 300:
         return None
+    if status == 304:
+        return Failure(
+            code="UNEXPECTED_NOT_MODIFIED",
+            disposition=_TERMINAL,
+            safe_message="the origin answered 304 Not Modified to a request without validators",
+        )
     retryable = status >= 500 or status in RETRYABLE_STATUSES
     return Failure(
         code=f"HTTP_{status}",

@@ -19,6 +19,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from uuid import UUID
 
+from projections.lifecycle.cache import answers, cached_outcome
 from projections.lifecycle.identity import name_based
 from projections.lifecycle.outcomes import local_failure
 from schemas.codec import decode_as
@@ -31,6 +32,7 @@ from schemas.work import DueWork
 from streams.agents.renewals import Renewals
 from streams.agents.slots import Slots
 from streams.artifacts.port import ArtifactStore
+from streams.cache_table import CacheTable
 from streams.consumer import QuietStage, Record
 from streams.deadinput import DeadLetters
 from streams.fetch.http import FetchResult, HttpFetcher
@@ -58,9 +60,11 @@ class HttpExecutor(QuietStage):
         dead_letters: DeadLetters,
         clock: Callable[[], datetime],
         metrics: Metrics | None = None,
+        cache: CacheTable | None = None,
     ) -> None:
         self._settings = settings
         self._metrics = metrics
+        self._cache = cache
         self._fetcher = fetcher
         self._artifacts = artifacts
         self._publisher = publisher
@@ -133,6 +137,13 @@ class HttpExecutor(QuietStage):
 
     async def _run(self, work: DueWork) -> Attempt:
         try:
+            cached = await self._from_cache(work)
+        except Exception as exc:  # a cache that cannot be read is a miss, not a failed attempt
+            log.warning("job %s: the response cache could not be read: %s", work.job_id, exc)
+            cached = None
+        if cached is not None:
+            return cached
+        try:
             deadline_s = max(work.max_runtime_ms / 1000, MIN_FETCH_DEADLINE_S)
             result = await self._fetcher.fetch(work.request, deadline_s, retry_until=work.deadline_at)
             if self._metrics is not None:
@@ -146,6 +157,21 @@ class HttpExecutor(QuietStage):
             log.warning("job %s: storing the body failed: %s", work.job_id, exc)
             return self._failed(work, "ARTIFACT_STORE_FAILED", exc, result)
         return self._attempt_of(work, result, artifacts)
+
+    async def _from_cache(self, work: DueWork) -> Attempt | None:
+        """The attempt a valid cache entry answers with, no request made; None to fetch."""
+        if self._cache is None or not work.request_hash:
+            return None
+        now = self._clock()
+        entry = self._cache.get(work.request_hash)
+        if entry is None or not answers(entry, work.cache_mode, now):
+            return None
+        keys = [artifact.key for artifact in entry.artifacts]
+        if keys and await self._artifacts.existing(keys) != set(keys):
+            return None  # a referenced artifact is gone: fetch, and the new entry replaces this one
+        outcome, failure = cached_outcome(entry, now)
+        result = FetchResult(outcome=outcome, failure=failure, http_status=entry.http_status)
+        return self._attempt_of(work, result, entry.artifacts, from_cache=True)
 
     async def _store(self, work: DueWork, result: FetchResult) -> tuple[Artifact, ...]:
         if result.outcome is not AttemptOutcome.FETCHED or work.capture_mode is CaptureMode.METADATA_ONLY:
@@ -165,7 +191,9 @@ class HttpExecutor(QuietStage):
         base = result or FetchResult(outcome=outcome, failure=failure)
         return self._attempt_of(work, replace(base, outcome=outcome, failure=failure), ())
 
-    def _attempt_of(self, work: DueWork, result: FetchResult, artifacts: tuple[Artifact, ...]) -> Attempt:
+    def _attempt_of(
+        self, work: DueWork, result: FetchResult, artifacts: tuple[Artifact, ...], from_cache: bool = False
+    ) -> Attempt:
         # Built without validating again: every value is this executor's own, of the field's type.
         return build(
             Attempt,
@@ -185,6 +213,9 @@ class HttpExecutor(QuietStage):
                 "etag": result.etag,
                 "last_modified": result.last_modified,
                 "finished_at": to_utc_millis(self._clock()),
+                "from_cache": from_cache,
+                "fresh_for_ms": result.fresh_for_ms,
+                "storable": result.storable,
             },
         )
 

@@ -230,6 +230,7 @@ class Lifecycle(QuietStage):
             *(outgoing(topic("due"), host_of(work.request.url), work, at=at) for work in result.due),
             *(outgoing(topic("completions"), c.job_id, c, at=at) for c in result.completions),
             *(outgoing(topic("outbox"), c.job_id, c, at=at) for c in result.callbacks),
+            *(outgoing(topic("cache"), e.request_hash, e, at=at) for e in result.cache_entries),
         ]
 
     async def recover(self, records: Sequence[Record]) -> None:

@@ -20,6 +20,7 @@ from urllib.parse import urljoin
 
 import aiohttp
 
+from projections.lifecycle.cache import NEGATIVE_STATUSES
 from projections.lifecycle.identity import Rejection, canonicalize
 from projections.lifecycle.limits import MAX_URL_BYTES, clip, utf8_len
 from projections.lifecycle.outcomes import local_failure, status_failure
@@ -28,6 +29,7 @@ from schemas.records import Failure, Request
 from streams.clock import utc_now
 from streams.fetch.addresses import IPNetwork
 from streams.fetch.decoding import ACCEPT_ENCODING, BoundedDecoder, DecodingRefusedError
+from streams.fetch.freshness import freshness
 from streams.fetch.guard import AddressPolicy, AddressRefusedError, ResolutionError, guarded_session
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
@@ -79,6 +81,8 @@ class FetchResult:
     elapsed_ms: int = 0
     etag: str | None = None
     last_modified: str | None = None
+    storable: bool = True
+    fresh_for_ms: int | None = None
 
 
 class HttpFetcher:
@@ -195,6 +199,11 @@ def _response_result(
         outcome = AttemptOutcome.NOT_MODIFIED if response.status == 304 else AttemptOutcome.FETCHED
     else:
         outcome = AttemptOutcome.HTTP_ERROR
+    storable, fresh_for_ms = (
+        freshness(url, response.status, response.headers)
+        if failure is None or response.status in NEGATIVE_STATUSES
+        else (False, None)
+    )
     return FetchResult(
         outcome=outcome,
         failure=failure,
@@ -205,6 +214,8 @@ def _response_result(
         wire_bytes=wire_bytes,
         etag=_header(response, "etag"),
         last_modified=_header(response, "last-modified"),
+        storable=storable,
+        fresh_for_ms=fresh_for_ms,
     )
 
 

@@ -68,6 +68,15 @@ class Origin:
     async def _unavailable(self, request: web.Request, count: int) -> web.Response:
         return web.Response(status=503, headers={"Retry-After": "30"})
 
+    async def _nostore(self, request: web.Request, count: int) -> web.Response:
+        return web.Response(text="private", headers={"Cache-Control": "no-store"})
+
+    async def _stale(self, request: web.Request, count: int) -> web.Response:
+        return web.Response(text="stale at once", headers={"Cache-Control": "max-age=0"})
+
+    async def _notmodified(self, request: web.Request, count: int) -> web.Response:
+        return web.Response(status=304)
+
     async def _broken(self, request: web.Request, count: int) -> web.Response:
         """503 until the test sets `mended`."""
         return web.Response(text="mended") if self.mended.is_set() else web.Response(status=503)

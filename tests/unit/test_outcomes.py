@@ -8,9 +8,16 @@ from schemas.enums import FailureDisposition
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 
 
-@pytest.mark.parametrize("status", [200, 201, 204, 304])
+@pytest.mark.parametrize("status", [200, 201, 204])
 def test_usable_statuses_are_not_failures(status):
     assert status_failure(status, None, NOW) is None
+
+
+def test_a_304_to_a_request_without_validators_is_a_typed_failure_never_a_success():
+    failure = status_failure(304, None, NOW)
+    assert failure is not None
+    assert failure.code == "UNEXPECTED_NOT_MODIFIED"
+    assert failure.disposition is FailureDisposition.TERMINAL
 
 
 @pytest.mark.parametrize("status", [429, 500, 502, 503, 504, 408])

@@ -1,0 +1,69 @@
+"""The response cache's rules: which attempts make an entry, for how long, and when one answers a job.
+
+Entries are keyed by request identity (`JobAccepted.request_hash`), so every job of the same
+request, on any partition, shares them.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from projections.lifecycle.outcomes import status_failure
+from projections.lifecycle.state import Job
+from schemas.enums import AttemptOutcome, CacheMode
+from schemas.records import Attempt, Failure
+from schemas.types import build
+from schemas.work import CacheEntry
+
+KEPT_AT_MOST = timedelta(days=7)
+NEGATIVE_FOR = timedelta(hours=1)
+NEGATIVE_STATUSES = frozenset({401, 403, 404, 410})
+
+
+def cache_entry(job: Job, attempt: Attempt) -> CacheEntry | None:
+    """The entry an attempt makes, if any: a stored 2xx, or a 401/403/404/410 without a body.
+
+    A stored response expires at the earliest of seven days, each artifact's expiry (its
+    retention) and the origin's own freshness; a negative one after an hour. What the origin
+    forbids a shared cache to store (`no-store`, `private`) makes none, and a cache hit none either.
+    """
+    status = attempt.http_status
+    if attempt.from_cache or not attempt.storable or status is None:
+        return None
+    stored_at = attempt.finished_at
+    if attempt.outcome is AttemptOutcome.FETCHED and attempt.artifacts and 200 <= status < 300:
+        limits = [stored_at + KEPT_AT_MOST]
+        limits += [artifact.expires_at for artifact in attempt.artifacts if artifact.expires_at is not None]
+        if attempt.fresh_for_ms is not None:
+            limits.append(stored_at + timedelta(milliseconds=attempt.fresh_for_ms))
+        artifacts = attempt.artifacts
+    elif attempt.outcome is AttemptOutcome.HTTP_ERROR and status in NEGATIVE_STATUSES:
+        limits, artifacts = [stored_at + NEGATIVE_FOR], ()
+    else:
+        return None
+    expires_at = min(limits)
+    if expires_at <= stored_at:
+        return None
+    fields = {
+        "request_hash": job.accepted.request_hash,
+        "http_status": status,
+        "artifacts": artifacts,
+        "etag": attempt.etag,
+        "last_modified": attempt.last_modified,
+        "stored_at": stored_at,
+        "expires_at": expires_at,
+        "job_id": job.job_id,
+    }
+    return build(CacheEntry, fields)
+
+
+def answers(entry: CacheEntry | None, mode: CacheMode, now: datetime) -> bool:
+    """Whether a job in `mode` is answered from `entry` without a request (its artifacts still stored)."""
+    return entry is not None and mode is CacheMode.REUSE_VALID and now < entry.expires_at
+
+
+def cached_outcome(entry: CacheEntry, now: datetime) -> tuple[AttemptOutcome, Failure | None]:
+    """A stored response is a `CACHE_HIT`; a negative entry ends the job with the cached status."""
+    if entry.artifacts:
+        return AttemptOutcome.CACHE_HIT, None
+    return AttemptOutcome.HTTP_ERROR, status_failure(entry.http_status, None, now)

@@ -1,0 +1,104 @@
+"""The response cache as users see it: repeated requests answered without reaching the origin."""
+
+from __future__ import annotations
+
+import asyncio
+from uuid import UUID
+
+import pytest
+import pytest_asyncio
+
+from schemas.enums import AttemptOutcome, CacheMode, JobStatus
+from schemas.events import AttemptRecorded, JobAccepted
+from tests.e2e.conftest import System, running_system, worker_settings
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def system(broker, tmp_path_factory):  # type: ignore[no-untyped-def]
+    settings = worker_settings(broker.bootstrap, tmp_path_factory.mktemp("cache"))
+    async with running_system(settings) as running:
+        yield running
+
+
+async def job(system: System, url: str, key: str, **fields) -> tuple[UUID, AttemptRecorded]:  # type: ignore[no-untyped-def]
+    job_id = await system.submit(url, idempotency_key=key, **fields)
+    await system.completion(job_id)
+    await system.events.wait_for(lambda _: "AttemptRecorded" in system.event_kinds(job_id))
+    (attempt,) = [e for e in system.events.of_job(job_id) if isinstance(e, AttemptRecorded)]
+    return job_id, attempt
+
+
+async def entry_seen(system: System, job_id: UUID) -> None:
+    """Until the worker's cache table has read the entry the job's attempt made."""
+    (accepted,) = [e for e in system.events.of_job(job_id) if isinstance(e, JobAccepted)]
+    assert system.worker is not None
+    assert system.worker.cache is not None
+    for _ in range(500):
+        if system.worker.cache.get(accepted.request_hash) is not None:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the cache entry never reached the worker's table")
+
+
+async def test_the_same_url_again_completes_from_cache_without_a_request_unless_its_artifact_is_gone(
+    system, origin
+):
+    url = origin.url("/page/cached")
+    first, fetched = await job(system, url, "cached-1")
+    assert fetched.attempt.outcome is AttemptOutcome.FETCHED
+    await entry_seen(system, first)
+    second, hit = await job(system, url, "cached-2")
+    assert hit.attempt.outcome is AttemptOutcome.CACHE_HIT
+    assert hit.attempt.from_cache
+    assert hit.attempt.cost.actual == 0
+    assert hit.attempt.bytes == 0
+    assert hit.attempt.artifacts == fetched.attempt.artifacts
+    assert (await system.completion(second)).status is JobStatus.SUCCEEDED
+    assert origin.hits["/page/cached"] == 1
+    (stored,) = fetched.attempt.artifacts
+    (system.settings.data_dir / "artifacts" / stored.key).unlink()
+    _, refetched = await job(system, url, "cached-3")
+    assert refetched.attempt.outcome is AttemptOutcome.FETCHED
+    assert origin.hits["/page/cached"] == 2
+
+
+async def test_bypass_fetches_even_with_a_valid_entry(system, origin):
+    url = origin.url("/page/bypassed")
+    first, _ = await job(system, url, "bypass-1")
+    await entry_seen(system, first)
+    _, bypassed = await job(system, url, "bypass-2", cache_mode=CacheMode.BYPASS)
+    assert bypassed.attempt.outcome is AttemptOutcome.FETCHED
+    assert origin.hits["/page/bypassed"] == 2
+
+
+async def test_a_404_is_remembered_for_an_hour_and_ends_the_next_job_without_a_request(system, origin):
+    url = origin.url("/gone/negative")
+    first, missing = await job(system, url, "negative-1")
+    assert missing.attempt.http_status == 404
+    await entry_seen(system, first)
+    second, cached = await job(system, url, "negative-2")
+    assert cached.attempt.from_cache
+    assert cached.attempt.http_status == 404
+    assert cached.attempt.failure is not None
+    assert cached.attempt.failure.code == "HTTP_404"
+    assert (await system.completion(second)).status is JobStatus.DEAD_LETTER
+    assert origin.hits["/gone/negative"] == 1
+
+
+@pytest.mark.parametrize(("path", "hits"), [("/nostore/page", 2), ("/stale/page", 2)])
+async def test_what_the_origin_forbids_caching_is_fetched_every_time(system, origin, path, hits):
+    url = origin.url(path)
+    await job(system, url, f"{path}-1")
+    await asyncio.sleep(0.2)  # time for an entry to arrive, were one written
+    _, again = await job(system, url, f"{path}-2")
+    assert again.attempt.outcome is AttemptOutcome.FETCHED
+    assert origin.hits[path] == hits
+
+
+async def test_a_304_to_a_request_without_validators_is_a_typed_failure(system, origin):
+    job_id, attempt = await job(system, origin.url("/notmodified/x"), "not-modified")
+    assert attempt.attempt.failure is not None
+    assert attempt.attempt.failure.code == "UNEXPECTED_NOT_MODIFIED"
+    assert (await system.completion(job_id)).status is JobStatus.DEAD_LETTER

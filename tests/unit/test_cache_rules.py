@@ -1,0 +1,111 @@
+"""The response cache's rules: which attempts make entries, until when, and which jobs they answer."""
+
+from datetime import timedelta
+from uuid import uuid4
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from projections.lifecycle.cache import answers, cache_entry, cached_outcome
+from projections.lifecycle.consequences import consequences_of
+from projections.lifecycle.state import accepted_job
+from schemas.enums import AttemptOutcome, CacheMode
+from schemas.records import Artifact
+from tests.lifecycle import POLICY, T0, Lifecycle, attempt_under, failure, report, submit
+
+
+def leased_job():  # type: ignore[no-untyped-def]
+    lifecycle = Lifecycle()
+    lifecycle(submit())
+    return lifecycle, accepted_job(lifecycle.state)
+
+
+def artifact(expires_in: timedelta | None = timedelta(days=7)) -> Artifact:
+    return Artifact(
+        artifact_id=uuid4(),
+        key="sha256/ab/" + "ab" * 32,
+        content_type="text/html",
+        size_bytes=10,
+        sha256="ab" * 32,
+        expires_at=None if expires_in is None else T0 + expires_in,
+    )
+
+
+def test_a_fetched_page_makes_an_entry_that_answers_reuse_valid_until_it_expires():
+    lifecycle, job = leased_job()
+    attempt = attempt_under(job, http_status=200, artifacts=(artifact(),), etag='"v1"')
+    events = lifecycle(report(job, attempt))
+    (entry,) = consequences_of(lifecycle.state, events, POLICY).cache_entries
+    assert entry.request_hash == job.accepted.request_hash
+    assert entry.expires_at == T0 + timedelta(days=7)
+    assert entry.etag == '"v1"'
+    assert answers(entry, CacheMode.REUSE_VALID, T0 + timedelta(days=6))
+    assert not answers(entry, CacheMode.REUSE_VALID, T0 + timedelta(days=7))
+    assert not answers(entry, CacheMode.BYPASS, T0)
+    assert cached_outcome(entry, T0) == (AttemptOutcome.CACHE_HIT, None)
+
+
+@given(
+    artifact_days=st.one_of(st.none(), st.integers(1, 30)),
+    fresh_ms=st.one_of(st.none(), st.integers(1, 30 * 86_400_000)),
+)
+def test_an_entry_expires_at_the_earliest_of_seven_days_its_artifacts_and_the_origins_freshness(
+    artifact_days, fresh_ms
+):
+    _, job = leased_job()
+    stored = artifact(None if artifact_days is None else timedelta(days=artifact_days))
+    entry = cache_entry(job, attempt_under(job, http_status=200, artifacts=(stored,), fresh_for_ms=fresh_ms))
+    limits = [T0 + timedelta(days=7)]
+    limits += [] if stored.expires_at is None else [stored.expires_at]
+    limits += [] if fresh_ms is None else [T0 + timedelta(milliseconds=fresh_ms)]
+    assert entry is not None
+    assert entry.expires_at == min(limits)
+
+
+def test_what_the_origin_forbids_storing_or_says_is_stale_makes_no_entry():
+    _, job = leased_job()
+    assert (
+        cache_entry(job, attempt_under(job, http_status=200, artifacts=(artifact(),), storable=False)) is None
+    )
+    assert (
+        cache_entry(job, attempt_under(job, http_status=200, artifacts=(artifact(),), fresh_for_ms=0)) is None
+    )
+
+
+def test_a_cache_hit_makes_no_new_entry():
+    _, job = leased_job()
+    hit = attempt_under(
+        job, AttemptOutcome.CACHE_HIT, http_status=200, artifacts=(artifact(),), from_cache=True
+    )
+    assert cache_entry(job, hit) is None
+
+
+def test_401_403_404_410_are_kept_for_an_hour_without_a_body_and_end_jobs_with_their_status():
+    _, job = leased_job()
+    for status in (401, 403, 404, 410):
+        denied = attempt_under(
+            job,
+            AttemptOutcome.HTTP_ERROR,
+            http_status=status,
+            failure=failure(f"HTTP_{status}", retryable=False),
+        )
+        entry = cache_entry(job, denied)
+        assert entry is not None
+        assert entry.artifacts == ()
+        assert entry.expires_at == T0 + timedelta(hours=1)
+        assert answers(entry, CacheMode.REUSE_VALID, T0 + timedelta(minutes=59))
+        assert not answers(entry, CacheMode.REUSE_VALID, T0 + timedelta(hours=1))
+        outcome, cached_failure = cached_outcome(entry, T0)
+        assert outcome is AttemptOutcome.HTTP_ERROR
+        assert cached_failure is not None
+        assert cached_failure.code == f"HTTP_{status}"
+
+
+def test_other_failures_make_no_entry():
+    _, job = leased_job()
+    for status in (500, 429, 400):
+        failed = attempt_under(
+            job, AttemptOutcome.HTTP_ERROR, http_status=status, failure=failure(f"HTTP_{status}")
+        )
+        assert cache_entry(job, failed) is None
+    assert cache_entry(job, attempt_under(job, AttemptOutcome.TIMEOUT, failure=failure("TIMEOUT"))) is None
