@@ -18,20 +18,23 @@ from schemas.work import CacheEntry
 KEPT_AT_MOST = timedelta(days=7)
 NEGATIVE_FOR = timedelta(hours=1)
 NEGATIVE_STATUSES = frozenset({401, 403, 404, 410})
+REUSABLE = frozenset({AttemptOutcome.FETCHED, AttemptOutcome.NOT_MODIFIED})
+STORED_STATUS = 200  # what a response revalidated by a 304 stands for
 
 
 def cache_entry(job: Job, attempt: Attempt) -> CacheEntry | None:
     """The entry an attempt makes, if any: a stored 2xx, or a 401/403/404/410 without a body.
 
-    A stored response expires at the earliest of seven days, each artifact's expiry (its
-    retention) and the origin's own freshness; a negative one after an hour. What the origin
-    forbids a shared cache to store (`no-store`, `private`) makes none, and a cache hit none either.
+    A 304 to a revalidation renews the entry with the same artifacts. A stored response expires
+    at the earliest of seven days, each artifact's expiry (its retention) and the origin's own
+    freshness; a negative one after an hour. What the origin forbids a shared cache to store
+    (`no-store`, `private`) makes none, and a cache hit none either.
     """
     status = attempt.http_status
     if attempt.from_cache or not attempt.storable or status is None:
         return None
     stored_at = attempt.finished_at
-    if attempt.outcome is AttemptOutcome.FETCHED and attempt.artifacts and 200 <= status < 300:
+    if attempt.outcome in REUSABLE and attempt.artifacts and (200 <= status < 300 or status == 304):
         limits = [stored_at + KEPT_AT_MOST]
         limits += [artifact.expires_at for artifact in attempt.artifacts if artifact.expires_at is not None]
         if attempt.fresh_for_ms is not None:
@@ -46,7 +49,7 @@ def cache_entry(job: Job, attempt: Attempt) -> CacheEntry | None:
         return None
     fields = {
         "request_hash": job.accepted.request_hash,
-        "http_status": status,
+        "http_status": STORED_STATUS if status == 304 else status,
         "artifacts": artifacts,
         "etag": attempt.etag,
         "last_modified": attempt.last_modified,
@@ -67,3 +70,15 @@ def cached_outcome(entry: CacheEntry, now: datetime) -> tuple[AttemptOutcome, Fa
     if entry.artifacts:
         return AttemptOutcome.CACHE_HIT, None
     return AttemptOutcome.HTTP_ERROR, status_failure(entry.http_status, None, now)
+
+
+def revalidation_headers(entry: CacheEntry | None, mode: CacheMode) -> dict[str, str]:
+    """The validators a `REVALIDATE` job sends for its stored response; none without one."""
+    if entry is None or mode is not CacheMode.REVALIDATE or not entry.artifacts:
+        return {}
+    headers = {}
+    if entry.etag:
+        headers["If-None-Match"] = entry.etag
+    if entry.last_modified:
+        headers["If-Modified-Since"] = entry.last_modified
+    return headers

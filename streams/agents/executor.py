@@ -19,7 +19,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from uuid import UUID
 
-from projections.lifecycle.cache import answers, cached_outcome
+from projections.lifecycle.cache import answers, cached_outcome, revalidation_headers
 from projections.lifecycle.identity import name_based
 from projections.lifecycle.outcomes import local_failure
 from schemas.codec import decode_as
@@ -28,7 +28,7 @@ from schemas.enums import ArtifactTrust, AttemptOutcome, CaptureMode, TransportR
 from schemas.errors import CodecError
 from schemas.records import Artifact, Attempt, Cost
 from schemas.types import build, build_with_defaults, to_utc_millis
-from schemas.work import DueWork
+from schemas.work import CacheEntry, DueWork
 from streams.agents.renewals import Renewals
 from streams.agents.slots import Slots
 from streams.artifacts.port import ArtifactStore
@@ -137,20 +137,20 @@ class HttpExecutor(QuietStage):
 
     async def _run(self, work: DueWork) -> Attempt:
         try:
-            cached = await self._from_cache(work)
+            entry = self._cache.get(work.request_hash) if self._cache and work.request_hash else None
+            cached = await self._from_cache(work, entry)
         except Exception as exc:  # a cache that cannot be read is a miss, not a failed attempt
             log.warning("job %s: the response cache could not be read: %s", work.job_id, exc)
-            cached = None
+            entry = cached = None
         if cached is not None:
             return cached
         try:
-            deadline_s = max(work.max_runtime_ms / 1000, MIN_FETCH_DEADLINE_S)
-            result = await self._fetcher.fetch(work.request, deadline_s, retry_until=work.deadline_at)
-            if self._metrics is not None:
-                self._metrics.fetch_seconds.observe(result.elapsed_ms / 1000)
+            result, reused = await self._fetch(work, entry)
         except Exception as exc:  # the fetcher types every origin failure; this is a bug, still counted
             log.exception("job %s: the fetch raised", work.job_id)
             return self._failed(work, "FETCH_FAILED", exc)
+        if reused is not None:
+            return self._attempt_of(work, result, reused)
         try:
             artifacts = await self._store(work, result)
         except Exception as exc:
@@ -158,20 +158,48 @@ class HttpExecutor(QuietStage):
             return self._failed(work, "ARTIFACT_STORE_FAILED", exc, result)
         return self._attempt_of(work, result, artifacts)
 
-    async def _from_cache(self, work: DueWork) -> Attempt | None:
+    async def _from_cache(self, work: DueWork, entry: CacheEntry | None) -> Attempt | None:
         """The attempt a valid cache entry answers with, no request made; None to fetch."""
-        if self._cache is None or not work.request_hash:
-            return None
         now = self._clock()
-        entry = self._cache.get(work.request_hash)
-        if entry is None or not answers(entry, work.cache_mode, now):
-            return None
-        keys = [artifact.key for artifact in entry.artifacts]
-        if keys and await self._artifacts.existing(keys) != set(keys):
-            return None  # a referenced artifact is gone: fetch, and the new entry replaces this one
+        if entry is None or not answers(entry, work.cache_mode, now) or not await self._stored(entry):
+            return None  # a referenced artifact gone: fetch, and the new entry replaces this one
         outcome, failure = cached_outcome(entry, now)
         result = FetchResult(outcome=outcome, failure=failure, http_status=entry.http_status)
         return self._attempt_of(work, result, entry.artifacts, from_cache=True)
+
+    async def _fetch(
+        self, work: DueWork, entry: CacheEntry | None
+    ) -> tuple[FetchResult, tuple[Artifact, ...] | None]:
+        """The origin's answer, and the stored artifacts a 304 to a revalidation lets the job reuse."""
+        deadline_s = max(work.max_runtime_ms / 1000, MIN_FETCH_DEADLINE_S)
+        validators = revalidation_headers(entry, work.cache_mode)
+        result = await self._fetcher.fetch(work.request, deadline_s, work.deadline_at, validators)
+        self._observe(result)
+        if entry is None or not validators or result.http_status != 304:
+            return result, None
+        if await self._stored(entry):
+            etag, last_modified = result.etag or entry.etag, result.last_modified or entry.last_modified
+            revalidated = replace(
+                result,
+                outcome=AttemptOutcome.NOT_MODIFIED,
+                failure=None,
+                etag=etag,
+                last_modified=last_modified,
+            )
+            return revalidated, entry.artifacts
+        result = await self._fetcher.fetch(
+            work.request, deadline_s, work.deadline_at
+        )  # the stored copy is gone
+        self._observe(result)
+        return result, None
+
+    async def _stored(self, entry: CacheEntry) -> bool:
+        keys = [artifact.key for artifact in entry.artifacts]
+        return not keys or await self._artifacts.existing(keys) == set(keys)
+
+    def _observe(self, result: FetchResult) -> None:
+        if self._metrics is not None:
+            self._metrics.fetch_seconds.observe(result.elapsed_ms / 1000)
 
     async def _store(self, work: DueWork, result: FetchResult) -> tuple[Artifact, ...]:
         if result.outcome is not AttemptOutcome.FETCHED or work.capture_mode is CaptureMode.METADATA_ONLY:

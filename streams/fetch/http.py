@@ -14,6 +14,7 @@ import asyncio
 import socket
 import ssl
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 from urllib.parse import urljoin
@@ -33,6 +34,7 @@ from streams.fetch.freshness import freshness
 from streams.fetch.guard import AddressPolicy, AddressRefusedError, ResolutionError, guarded_session
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+NOT_MODIFIED = 304
 MAX_VALIDATOR_BYTES = 1_024
 ERROR_CODES: list[tuple[type[BaseException], str]] = [
     (AddressRefusedError, "ADDRESS_REFUSED"),
@@ -104,22 +106,31 @@ class HttpFetcher:
         await self._session.close()
 
     async def fetch(
-        self, request: Request, deadline_s: float, retry_until: datetime | None = None
+        self,
+        request: Request,
+        deadline_s: float,
+        retry_until: datetime | None = None,
+        validators: Mapping[str, str] | None = None,
     ) -> FetchResult:
-        """Fetch within `deadline_s`; a Retry-After is honoured up to `retry_until` (the job deadline)."""
+        """Fetch within `deadline_s`; a Retry-After is honoured up to `retry_until` (the job deadline).
+
+        `validators` (`If-None-Match`, `If-Modified-Since`) make the request conditional.
+        """
         started = time.monotonic()
         try:
             async with asyncio.timeout(deadline_s):
-                result = await self._follow(request, retry_until)
+                result = await self._follow(request, retry_until, validators or {})
         except (FetchRefusedError, DecodingRefusedError) as exc:
             result = _local(exc.code, str(exc))
         except Exception as exc:  # every other error an origin can cause, typed once, here
             result = _local(*classify(exc))
         return replace(result, elapsed_ms=int((time.monotonic() - started) * 1000))
 
-    async def _follow(self, request: Request, retry_until: datetime | None) -> FetchResult:
+    async def _follow(
+        self, request: Request, retry_until: datetime | None, validators: Mapping[str, str]
+    ) -> FetchResult:
         url = request.url
-        headers = self._headers | request.headers
+        headers = self._headers | request.headers | dict(validators)
         for _ in range(self._limits.max_redirects + 1):
             async with self._session.request(
                 request.method.value, url, headers=headers, allow_redirects=False
@@ -195,13 +206,12 @@ def _response_result(
     retry_until: datetime | None,
 ) -> FetchResult:
     failure = status_failure(response.status, response.headers.get("retry-after"), now, retry_until)
-    if failure is None:
-        outcome = AttemptOutcome.NOT_MODIFIED if response.status == 304 else AttemptOutcome.FETCHED
-    else:
-        outcome = AttemptOutcome.HTTP_ERROR
+    outcome = AttemptOutcome.FETCHED if failure is None else AttemptOutcome.HTTP_ERROR
+    # A 304's headers freshen the stored 200 it confirms (RFC 9111 4.3.4): judged as that response.
+    judged_status = 200 if response.status == NOT_MODIFIED else response.status
     storable, fresh_for_ms = (
-        freshness(url, response.status, response.headers)
-        if failure is None or response.status in NEGATIVE_STATUSES
+        freshness(url, judged_status, response.headers)
+        if failure is None or response.status in NEGATIVE_STATUSES or response.status == NOT_MODIFIED
         else (False, None)
     )
     return FetchResult(

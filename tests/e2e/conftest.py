@@ -41,6 +41,7 @@ class Origin:
     )
     release: asyncio.Event = field(default_factory=asyncio.Event)
     mended: asyncio.Event = field(default_factory=asyncio.Event)
+    conditions: dict[str, list[str | None]] = field(default_factory=lambda: defaultdict(list))
 
     def url(self, path: str) -> str:
         return f"http://127.0.0.1:{self.port}{path}"
@@ -73,6 +74,13 @@ class Origin:
 
     async def _stale(self, request: web.Request, count: int) -> web.Response:
         return web.Response(text="stale at once", headers={"Cache-Control": "max-age=0"})
+
+    async def _etag(self, request: web.Request, count: int) -> web.Response:
+        """`"v1"` of the page; a 304 to a request that names it in If-None-Match."""
+        self.conditions[request.path].append(request.headers.get("If-None-Match"))
+        if request.headers.get("If-None-Match") == '"v1"':
+            return web.Response(status=304, headers={"ETag": '"v1"'})
+        return web.Response(text=f"tagged {request.path}", headers={"ETag": '"v1"'})
 
     async def _notmodified(self, request: web.Request, count: int) -> web.Response:
         return web.Response(status=304)

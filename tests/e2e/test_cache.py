@@ -102,3 +102,29 @@ async def test_a_304_to_a_request_without_validators_is_a_typed_failure(system, 
     assert attempt.attempt.failure is not None
     assert attempt.attempt.failure.code == "UNEXPECTED_NOT_MODIFIED"
     assert (await system.completion(job_id)).status is JobStatus.DEAD_LETTER
+
+
+async def test_revalidate_asks_with_the_stored_etag_and_a_304_reuses_the_stored_artifact(system, origin):
+    url = origin.url("/etag/page")
+    first, fetched = await job(system, url, "etag-1")
+    await entry_seen(system, first)
+    second, revalidated = await job(system, url, "etag-2", cache_mode=CacheMode.REVALIDATE)
+    assert origin.conditions["/etag/page"] == [None, '"v1"']
+    assert revalidated.attempt.outcome is AttemptOutcome.NOT_MODIFIED
+    assert revalidated.attempt.http_status == 304
+    assert revalidated.attempt.artifacts == fetched.attempt.artifacts
+    completion = await system.completion(second)
+    assert completion.status is JobStatus.SUCCEEDED
+    assert completion.artifacts == fetched.attempt.artifacts
+
+
+async def test_a_304_whose_stored_artifact_is_gone_is_fetched_again_in_full(system, origin):
+    url = origin.url("/etag/gone")
+    first, fetched = await job(system, url, "etag-gone-1")
+    await entry_seen(system, first)
+    (stored,) = fetched.attempt.artifacts
+    (system.settings.data_dir / "artifacts" / stored.key).unlink()
+    _, refetched = await job(system, url, "etag-gone-2", cache_mode=CacheMode.REVALIDATE)
+    assert origin.conditions["/etag/gone"] == [None, '"v1"', None]
+    assert refetched.attempt.outcome is AttemptOutcome.FETCHED
+    assert (system.settings.data_dir / "artifacts" / stored.key).exists()

@@ -6,7 +6,7 @@ from uuid import uuid4
 from hypothesis import given
 from hypothesis import strategies as st
 
-from projections.lifecycle.cache import answers, cache_entry, cached_outcome
+from projections.lifecycle.cache import answers, cache_entry, cached_outcome, revalidation_headers
 from projections.lifecycle.consequences import consequences_of
 from projections.lifecycle.state import accepted_job
 from schemas.enums import AttemptOutcome, CacheMode
@@ -109,3 +109,27 @@ def test_other_failures_make_no_entry():
         )
         assert cache_entry(job, failed) is None
     assert cache_entry(job, attempt_under(job, AttemptOutcome.TIMEOUT, failure=failure("TIMEOUT"))) is None
+
+
+def test_revalidation_sends_the_stored_validators_and_a_304_renews_the_entry():
+    _, job = leased_job()
+    stored = artifact()
+    fetched = attempt_under(
+        job, http_status=200, artifacts=(stored,), etag='"v1"', last_modified="Mon, 30 Nov 2026 10:00:00 GMT"
+    )
+    entry = cache_entry(job, fetched)
+    assert revalidation_headers(entry, CacheMode.REVALIDATE) == {
+        "If-None-Match": '"v1"',
+        "If-Modified-Since": "Mon, 30 Nov 2026 10:00:00 GMT",
+    }
+    assert revalidation_headers(entry, CacheMode.REUSE_VALID) == {}
+    assert revalidation_headers(None, CacheMode.REVALIDATE) == {}
+    confirmed = attempt_under(
+        job, AttemptOutcome.NOT_MODIFIED, http_status=304, artifacts=(stored,), etag='"v1"',
+        finished_at=T0 + timedelta(hours=2),
+    )  # fmt: skip
+    renewed = cache_entry(job, confirmed)
+    assert renewed is not None
+    assert renewed.http_status == 200
+    assert renewed.artifacts == (stored,)
+    assert renewed.stored_at == T0 + timedelta(hours=2)
