@@ -101,6 +101,14 @@ async def the_cli_reads_and_acts_through_the_api(directory: Path, job_id: str) -
     code, output = await run("cancel", job_id, "--reason", "too late", cwd=directory)
     assert code == 1
     assert "409 conflict: job is already SUCCEEDED" in output
+    watcher = await start("watch", "--from-beginning", "--json", cwd=directory)
+    try:
+        assert watcher.stdout is not None
+        line = await asyncio.wait_for(watcher.stdout.readline(), 30)
+        assert json.loads(line)["status"] in {"SUCCEEDED", "REJECTED", "DEAD_LETTER", "CANCELLED"}
+    finally:
+        watcher.terminate()
+        await watcher.wait()
     code, output = await run("get", "not-a-job", cwd=directory)
     assert code == 1
     assert "400 invalid_request" in output
