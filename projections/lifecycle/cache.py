@@ -38,7 +38,9 @@ def cache_entry(job: Job, attempt: Attempt) -> CacheEntry | None:
         limits = [stored_at + KEPT_AT_MOST]
         limits += [artifact.expires_at for artifact in attempt.artifacts if artifact.expires_at is not None]
         if attempt.fresh_for_ms is not None:
-            limits.append(stored_at + timedelta(milliseconds=attempt.fresh_for_ms))
+            # Clamped first: an origin may claim freshness for millennia (`Expires: … 9999`).
+            fresh_for_ms = min(max(attempt.fresh_for_ms, 0), KEPT_AT_MOST // timedelta(milliseconds=1))
+            limits.append(stored_at + timedelta(milliseconds=fresh_for_ms))
         artifacts = attempt.artifacts
     elif attempt.outcome is AttemptOutcome.HTTP_ERROR and status in NEGATIVE_STATUSES:
         limits, artifacts = [stored_at + NEGATIVE_FOR], ()
@@ -61,7 +63,8 @@ def cache_entry(job: Job, attempt: Attempt) -> CacheEntry | None:
 
 
 def answers(entry: CacheEntry | None, mode: CacheMode, now: datetime) -> bool:
-    """Whether a job in `mode` is answered from `entry` without a request (its artifacts still stored)."""
+    """Whether a job in `mode` may be answered from `entry` without a request, once its artifacts
+    are found still stored."""
     return entry is not None and mode is CacheMode.REUSE_VALID and now < entry.expires_at
 
 

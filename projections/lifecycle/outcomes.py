@@ -108,8 +108,8 @@ def status_failure(
 ) -> Failure | None:
     """None for a usable response (2xx); a typed failure otherwise.
 
-    A 304 is a failure too: requests go out without validators (revalidation is not built yet),
-    so there is nothing stored it could refer to.
+    A 304 here is a failure too: it answered a request without validators, so nothing stored
+    is what it refers to (the executor takes the 304 to a revalidation itself).
     """
     if 200 <= status < 300:
         return None

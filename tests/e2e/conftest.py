@@ -72,6 +72,11 @@ class Origin:
     async def _nostore(self, request: web.Request, count: int) -> web.Response:
         return web.Response(text="private", headers={"Cache-Control": "no-store"})
 
+    async def _forever(self, request: web.Request, count: int) -> web.Response:
+        """Claims freshness for about ten thousand years."""
+        headers = {"Date": "Mon, 01 Jan 0001 00:00:00 GMT", "Expires": "Fri, 31 Dec 9999 23:59:59 GMT"}
+        return web.Response(text="forever", headers=headers)
+
     async def _stale(self, request: web.Request, count: int) -> web.Response:
         return web.Response(text="stale at once", headers={"Cache-Control": "max-age=0"})
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 from uuid import UUID
 
 import pytest
@@ -128,3 +129,22 @@ async def test_a_304_whose_stored_artifact_is_gone_is_fetched_again_in_full(syst
     assert origin.conditions["/etag/gone"] == [None, '"v1"', None]
     assert refetched.attempt.outcome is AttemptOutcome.FETCHED
     assert (system.settings.data_dir / "artifacts" / stored.key).exists()
+
+
+async def test_an_origin_claiming_freshness_for_millennia_is_cached_for_seven_days_at_most(system, origin):
+    url = origin.url("/forever/page")
+    first, fetched = await job(system, url, "forever-1")
+    assert (await system.completion(first)).status is JobStatus.SUCCEEDED
+    await entry_seen(system, first)
+    entry = system.worker.cache.get(fetched_hash(system, first))
+    assert entry is not None
+    (stored,) = fetched.attempt.artifacts
+    assert stored.expires_at is not None
+    assert entry.expires_at == min(fetched.attempt.finished_at + timedelta(days=7), stored.expires_at)
+    _, hit = await job(system, url, "forever-2")
+    assert hit.attempt.outcome is AttemptOutcome.CACHE_HIT
+
+
+def fetched_hash(system: System, job_id: UUID) -> str:
+    (accepted,) = [e for e in system.events.of_job(job_id) if isinstance(e, JobAccepted)]
+    return accepted.request_hash
