@@ -10,13 +10,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import assert_never
 
+from projections.lifecycle.audit import audit
 from projections.lifecycle.dispatch import dispatch
 from projections.lifecycle.emit import Emitter
 from projections.lifecycle.evolve import evolve
 from projections.lifecycle.identity import job_target
 from projections.lifecycle.limits import (
     MAX_ACTOR_BYTES,
-    MAX_MESSAGE_BYTES,
     MAX_REASON_BYTES,
     clip,
     oversized_field,
@@ -25,7 +25,7 @@ from projections.lifecycle.policy import Policy
 from projections.lifecycle.state import Job, accepted_job
 from schemas.commands import CancelJob, DeleteJobHistory, MutationCommand, RecordAudit, RedriveJob
 from schemas.enums import ActorRole, AuditAction, AuditOutcome, JobStatus
-from schemas.events import AuditRecorded, JobCancelled, JobHistoryDeleted, JobRedriven
+from schemas.events import JobCancelled, JobHistoryDeleted, JobRedriven
 from schemas.types import to_utc_millis
 
 CANCELLING_ROLES = frozenset({ActorRole.SERVICE, ActorRole.OPERATOR, ActorRole.ADMIN})
@@ -96,17 +96,15 @@ def _delete_history(state: Job | None, command: DeleteJobHistory, emit: Emitter)
 
 
 def _record_audit(command: RecordAudit, emit: Emitter) -> None:
-    emit(
-        AuditRecorded,
-        audit_id=emit.derived_id("audit"),
-        actor_id=clip(command.actor_id, MAX_ACTOR_BYTES),
+    audit(
+        emit,
+        actor_id=command.actor_id,
         actor_role=command.actor_role,
         action=command.action,
         outcome=command.outcome,
-        reason="",
-        detail=clip(command.detail, MAX_MESSAGE_BYTES),
-        request_id=clip(command.request_id, MAX_ACTOR_BYTES),
-        target=clip(command.target, MAX_ACTOR_BYTES),
+        detail=command.detail,
+        target=command.target,
+        request_id=command.request_id,
     )
 
 
@@ -173,16 +171,15 @@ def _reason(command: MutationCommand) -> str:
 def _audit(
     emit: Emitter, command: MutationCommand, action: AuditAction, denial: Refusal | None, done: str
 ) -> None:
-    emit(
-        AuditRecorded,
-        audit_id=emit.derived_id("audit"),
-        actor_id=_actor(command),
+    audit(
+        emit,
+        actor_id=command.actor_id,
         actor_role=command.actor_role,
         action=action,
         outcome=AuditOutcome.ALLOWED if denial is None else AuditOutcome.DENIED,
-        reason=_reason(command),
         detail=done if denial is None else denial.detail,
-        request_id=clip(command.request_id, MAX_ACTOR_BYTES),
-        refusal="" if denial is None else denial.kind,
         target=job_target(emit.job_id),
+        refusal="" if denial is None else denial.kind,
+        reason=command.reason,
+        request_id=command.request_id,
     )

@@ -6,6 +6,7 @@ import hashlib
 from datetime import datetime
 from uuid import UUID
 
+from projections.lifecycle.audit import audit
 from projections.lifecycle.dispatch import dispatch
 from projections.lifecycle.emit import Emitter
 from projections.lifecycle.evolve import start
@@ -31,9 +32,10 @@ from projections.lifecycle.policy import Policy
 from projections.lifecycle.state import Job, State, Unaccepted
 from schemas.commands import SubmitJob
 from schemas.enums import ActorRole, AuditAction, AuditOutcome, CaptureMode, RejectionReason
-from schemas.events import AuditRecorded, Event, JobAccepted, JobRejected, SubmissionReused
+from schemas.events import Event, JobAccepted, JobRejected, SubmissionReused
 
 BROWSER_CAPTURE_MODES = frozenset({CaptureMode.RENDERED_HTML, CaptureMode.SCREENSHOT})
+SUBMITTING_ROLES = frozenset({ActorRole.SERVICE, ActorRole.OPERATOR, ActorRole.ADMIN})
 
 
 def submission_identity(command: SubmitJob) -> tuple[UUID, str]:
@@ -69,9 +71,6 @@ def decide_submit(
     return emit.events
 
 
-SUBMITTING_ROLES = frozenset({ActorRole.SERVICE, ActorRole.OPERATOR, ActorRole.ADMIN})
-
-
 def _not_permitted(command: SubmitJob) -> Rejection | None:
     """A verified submitter (auth on) may submit for itself; operators and admins for anyone."""
     role = command.submitter_role
@@ -86,18 +85,15 @@ def _not_permitted(command: SubmitJob) -> Rejection | None:
 
 
 def _audit_creation(command: SubmitJob, emit: Emitter, denial: str | None) -> None:
-    emit(
-        AuditRecorded,
-        audit_id=emit.derived_id("audit"),
-        actor_id=clip(command.submitted_by or command.caller_identity, MAX_CALLER_BYTES),
+    audit(
+        emit,
+        actor_id=command.submitted_by or command.caller_identity,
         actor_role=command.submitter_role or ActorRole.SERVICE,
         action=AuditAction.JOB_CREATE,
         outcome=AuditOutcome.ALLOWED if denial is None else AuditOutcome.DENIED,
-        reason="",
         detail=denial or "created",
-        request_id="",
-        refusal="" if denial is None else "forbidden",
         target=job_target(emit.job_id),
+        refusal="" if denial is None else "forbidden",
     )
 
 

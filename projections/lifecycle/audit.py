@@ -1,0 +1,37 @@
+"""The one way an `AuditRecorded` is written: who, in which role, did what to what, and how it ended."""
+
+from __future__ import annotations
+
+from projections.lifecycle.emit import Emitter
+from projections.lifecycle.limits import MAX_ACTOR_BYTES, MAX_MESSAGE_BYTES, MAX_REASON_BYTES, clip
+from schemas.enums import ActorRole, AuditAction, AuditOutcome
+from schemas.events import AuditRecorded
+
+
+def audit(
+    emit: Emitter,
+    *,
+    actor_id: str,
+    actor_role: ActorRole,
+    action: AuditAction,
+    outcome: AuditOutcome,
+    detail: str,
+    target: str,
+    refusal: str = "",
+    reason: str = "",
+    request_id: str = "",
+) -> None:
+    """Every text is cut to its bound, so a hostile command cannot make the record oversized."""
+    emit(
+        AuditRecorded,
+        audit_id=emit.derived_id("audit"),
+        actor_id=clip(actor_id, MAX_ACTOR_BYTES),
+        actor_role=actor_role,
+        action=action,
+        outcome=outcome,
+        reason=clip(reason, MAX_REASON_BYTES),
+        detail=clip(detail, MAX_MESSAGE_BYTES),
+        request_id=clip(request_id, MAX_ACTOR_BYTES),
+        refusal=refusal,
+        target=clip(target, MAX_ACTOR_BYTES),
+    )
