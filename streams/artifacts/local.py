@@ -6,16 +6,14 @@ Writes handed in while others are being written go to disk together, in one trip
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import os
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 
-from projections.artifacts import artifact_id_for, content_key, retention_expiry
+from projections.artifacts import describe
 from schemas.enums import RetentionClass
 from schemas.records import Artifact
-from schemas.types import build, to_utc_millis
 
 
 class LocalArtifactStore:
@@ -30,23 +28,13 @@ class LocalArtifactStore:
         return self.root / key
 
     async def put(self, body: bytes, content_type: str, retention: RetentionClass, now: datetime) -> Artifact:
-        digest = hashlib.sha256(body).hexdigest()
-        key = content_key(digest)
+        artifact = describe(body, content_type, retention, now)
         written: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._pending.append((self.path_of(key), body, written))
+        self._pending.append((self.path_of(artifact.key), body, written))
         if self._writing is None or self._writing.done():
             self._writing = asyncio.create_task(self._write_pending())
         await written
-        expires_at = retention_expiry(retention, now)
-        fields = {
-            "artifact_id": artifact_id_for(digest),
-            "key": key,
-            "content_type": content_type,
-            "size_bytes": len(body),
-            "sha256": digest,
-            "expires_at": None if expires_at is None else to_utc_millis(expires_at),
-        }
-        return build(Artifact, fields)
+        return artifact
 
     async def existing(self, keys: Sequence[str]) -> set[str]:
         return await asyncio.to_thread(lambda: {key for key in keys if self.path_of(key).is_file()})

@@ -7,7 +7,6 @@ metadata (size, capture time, expiry), so the bucket alone says what each object
 from __future__ import annotations
 
 import asyncio
-import hashlib
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -16,10 +15,9 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from projections.artifacts import artifact_id_for, content_key, retention_expiry
+from projections.artifacts import describe
 from schemas.enums import RetentionClass
 from schemas.records import Artifact
-from schemas.types import build, to_utc_millis
 from streams.artifacts.port import ArtifactStoreError
 
 DELETE_BATCH = 1_000  # S3's DeleteObjects limit
@@ -75,32 +73,22 @@ class S3ArtifactStore:
             raise ArtifactStoreError(f"S3 bucket {self._bucket!r} cannot be created: {exc}") from exc
 
     async def put(self, body: bytes, content_type: str, retention: RetentionClass, now: datetime) -> Artifact:
-        digest = hashlib.sha256(body).hexdigest()
-        key = content_key(digest)
-        expires_at = retention_expiry(retention, now)
+        artifact = describe(body, content_type, retention, now)
         metadata = {
-            "sha256": digest,
-            "size": str(len(body)),
+            "sha256": artifact.sha256,
+            "size": str(artifact.size_bytes),
             "captured-at": now.isoformat(),
-            "expires-at": "" if expires_at is None else expires_at.isoformat(),
+            "expires-at": "" if artifact.expires_at is None else artifact.expires_at.isoformat(),
         }
         await asyncio.to_thread(
             self._client.put_object,
             Bucket=self._bucket,
-            Key=self._key(key),
+            Key=self._key(artifact.key),
             Body=body,
             ContentType=content_type,
             Metadata=metadata,
         )
-        fields = {
-            "artifact_id": artifact_id_for(digest),
-            "key": key,
-            "content_type": content_type,
-            "size_bytes": len(body),
-            "sha256": digest,
-            "expires_at": None if expires_at is None else to_utc_millis(expires_at),
-        }
-        return build(Artifact, fields)
+        return artifact
 
     async def existing(self, keys: Sequence[str]) -> set[str]:
         found = await asyncio.gather(*(self._exists(key) for key in keys))
