@@ -16,7 +16,7 @@ import logging
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 
-from projections.storage.base import KeyValueStore
+from projections.storage.base import KeyValueStore, StoreError
 from schemas.codec import decode_as
 from schemas.errors import CodecError
 from schemas.work import CacheEntry
@@ -34,11 +34,13 @@ class CacheTable:
         self._topic = topic
         self._store = store
         self._consumer = AIOKafkaConsumer(
-            bootstrap_servers=bootstrap, enable_auto_commit=False, fetch_max_wait_ms=profile.fetch_max_wait_ms
+            bootstrap_servers=bootstrap,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",  # compaction may have removed what a stored offset points at
+            fetch_max_wait_ms=profile.fetch_max_wait_ms,
         )
         self._pacer = FetchPacer(self._consumer, profile)
         self._task: asyncio.Task[None] | None = None
-        self.entries_read = 0
 
     async def start(self) -> None:
         await self._consumer.start()
@@ -48,20 +50,26 @@ class CacheTable:
             for partition in sorted(self._consumer.partitions_for_topic(self._topic) or ())
         ]
         self._consumer.assign(partitions)
-        unread = []
-        for tp in partitions:
-            stored = self._store.get(OFFSET + str(tp.partition).encode())
-            if stored is None:
-                unread.append(tp)
-            else:
-                self._consumer.seek(tp, int(stored))
-        if unread:
-            await self._consumer.seek_to_beginning(*unread)
+        await self._rewind(partitions)
         self._task = asyncio.create_task(self._follow(), name="cache-table")
 
     def get(self, request_hash: str) -> CacheEntry | None:
+        """The entry of a request, or None (also for one that does not decode: a miss, not an error)."""
         value = self._store.get(ENTRY + request_hash.encode())
-        return None if value is None else decode_as(value, CacheEntry)
+        if value is None:
+            return None
+        try:
+            return decode_as(value, CacheEntry)
+        except CodecError as exc:
+            log.warning(
+                "the cache entry of %s does not decode (%s): treated as a miss", request_hash[:64], exc
+            )
+            return None
+
+    def offsets(self) -> dict[int, int]:
+        """Per partition of the cache topic, the offset up to which this table has read it."""
+        stored = self._store.scan(OFFSET, OFFSET + b"\xff")
+        return {int(key[len(OFFSET) :]): int(value) for key, value in stored}
 
     async def _follow(self) -> None:
         while True:
@@ -74,24 +82,27 @@ class CacheTable:
             self._pacer.observed(sum(len(records) for records in polled.values()))
             changes: dict[bytes, bytes | None] = {}
             for tp, records in polled.items():
-                for record in records:
-                    changes.update(self._change(record.key, record.value))
+                # Entries are kept as written (latest per key; a tombstone removes it) and decoded when read.
+                changes.update((ENTRY + record.key, record.value) for record in records if record.key)
                 changes[OFFSET + str(tp.partition).encode()] = str(records[-1].offset + 1).encode()
-            if changes:
+            if not changes:
+                continue
+            try:
                 self._store.write(changes)
+            except StoreError as exc:
+                log.warning("the cache table could not be written (%s); reading those entries again", exc)
+                await self._rewind(list(polled))
+                await asyncio.sleep(RETRY_S)
 
-    def _change(self, key: bytes | None, value: bytes | None) -> dict[bytes, bytes | None]:
-        if not key:
-            return {}
-        if value is None:
-            return {ENTRY + key: None}  # a tombstone: the entry is gone
-        try:
-            decode_as(value, CacheEntry)
-        except CodecError as exc:
-            log.warning("skipping an undecodable cache entry for %r: %s", key[:64], exc)
-            return {}
-        self.entries_read += 1
-        return {ENTRY + key: value}
+    async def _rewind(self, partitions: list[TopicPartition]) -> None:
+        """Back to where the table's store has read each partition (its start, if never)."""
+        read = self.offsets()
+        unread = [tp for tp in partitions if tp.partition not in read]
+        for tp in partitions:
+            if tp.partition in read:
+                self._consumer.seek(tp, read[tp.partition])
+        if unread:
+            await self._consumer.seek_to_beginning(*unread)
 
     async def stop(self) -> None:
         if self._task is not None:

@@ -8,9 +8,11 @@ from uuid import UUID
 
 import pytest
 import pytest_asyncio
+from aiokafka import TopicPartition
 
 from schemas.enums import AttemptOutcome, CacheMode, JobStatus
 from schemas.events import AttemptRecorded, JobAccepted
+from streams.broker.compat import EMBEDDED_TANSU, end_offsets
 from tests.e2e.conftest import System, running_system, worker_settings
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -41,6 +43,19 @@ async def entry_seen(system: System, job_id: UUID) -> None:
             return
         await asyncio.sleep(0.01)
     raise AssertionError("the cache entry never reached the worker's table")
+
+
+async def table_read_to_the_end(system: System) -> None:
+    """Until the worker's cache table has read every entry written so far."""
+    topic = system.settings.topic("cache")
+    partitions = [TopicPartition(topic, partition) for partition in range(system.settings.partitions)]
+    ends = await end_offsets(system.settings.kafka_bootstrap, partitions, EMBEDDED_TANSU)
+    for _ in range(500):
+        read = system.worker.cache.offsets()
+        if all(read.get(tp.partition, 0) >= end for tp, end in ends.items()):
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"the cache table stopped at {read}, the topic ends at {ends}")
 
 
 async def test_the_same_url_again_completes_from_cache_without_a_request_unless_its_artifact_is_gone(
@@ -91,8 +106,9 @@ async def test_a_404_is_remembered_for_an_hour_and_ends_the_next_job_without_a_r
 @pytest.mark.parametrize(("path", "hits"), [("/nostore/page", 2), ("/stale/page", 2)])
 async def test_what_the_origin_forbids_caching_is_fetched_every_time(system, origin, path, hits):
     url = origin.url(path)
-    await job(system, url, f"{path}-1")
-    await asyncio.sleep(0.2)  # time for an entry to arrive, were one written
+    first, _ = await job(system, url, f"{path}-1")
+    await table_read_to_the_end(system)
+    assert system.worker.cache.get(fetched_hash(system, first)) is None
     _, again = await job(system, url, f"{path}-2")
     assert again.attempt.outcome is AttemptOutcome.FETCHED
     assert origin.hits[path] == hits
