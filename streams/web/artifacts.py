@@ -6,7 +6,7 @@ local one, this worker's directory, else the first peer that holds them.
 
 from __future__ import annotations
 
-import json
+import asyncio
 import re
 from typing import Annotated, Any
 from uuid import UUID
@@ -21,6 +21,7 @@ from streams.web.auth import Caller
 from streams.web.context import ApiContext, context_of
 from streams.web.errors import ApiError, responses
 from streams.web.jobs import JSON
+from streams.web.models import ArtifactReference, ArtifactReferences
 from streams.web.peers import relay
 
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -46,62 +47,61 @@ async def download(artifact_id: UUID, request: Request, principal: Caller) -> Re
     refs = await _references(context, request, artifact_id)
     if not refs:
         raise ApiError(404, "not_found", f"no job stored artifact {artifact_id}")
-    allowed = [ref for ref in refs if job_read_refusal(principal.name, principal.role, ref["caller"]) is None]
+    allowed = [ref for ref in refs if job_read_refusal(principal.name, principal.role, ref.caller) is None]
     if not allowed:
         refusal = "a service may download only the artifacts of its own jobs"
         await context.audit(
-            principal, request, UUID(refs[0]["job_id"]), AuditAction.ARTIFACT_DOWNLOAD, refusal, target
+            principal, request, refs[0].job_id, AuditAction.ARTIFACT_DOWNLOAD, refusal, target
         )
         raise ApiError(403, "forbidden", refusal)
-    await context.audit(
-        principal, request, UUID(allowed[0]["job_id"]), AuditAction.ARTIFACT_DOWNLOAD, None, target
-    )
-    artifact = allowed[0]["artifact"]
-    return await _bytes(context, request, artifact["sha256"], artifact["content_type"], artifact_id)
+    await context.audit(principal, request, allowed[0].job_id, AuditAction.ARTIFACT_DOWNLOAD, None, target)
+    return await _bytes(context, request, allowed[0], artifact_id)
 
 
 @router.get("/_shard/artifacts/{artifact_id}", include_in_schema=False)
 async def references_shard(artifact_id: UUID, request: Request, principal: Caller) -> Response:
-    context = context_of(request)
-    body = json.dumps({"references": _local_refs(context, artifact_id)})
-    return Response(body, media_type=JSON)
+    references = ArtifactReferences(references=_local_refs(context_of(request), artifact_id))
+    return Response(references.model_dump_json(), media_type=JSON)
 
 
 @router.get("/_shard/artifact-bytes/{sha256}", include_in_schema=False)
 async def bytes_shard(
     sha256: Annotated[str, Path(pattern=SHA256.pattern)], request: Request, principal: Caller
 ) -> Response:
-    body = await context_of(request).artifacts.read(content_key(sha256))
+    body = await _read(context_of(request), sha256)
     if body is None:
         raise ApiError(404, "not_found", "this worker does not hold those bytes")
     return Response(body, media_type="application/octet-stream")
 
 
-async def _references(context: ApiContext, request: Request, artifact_id: UUID) -> list[dict[str, Any]]:
-    found = _local_refs(context, artifact_id)
-    for peer in context.routing.everyone()[1:]:
-        document = await context.peers.shard(peer, f"/_shard/artifacts/{artifact_id}", {}, request)
-        found.extend(document["references"])
-    return found
+async def _references(context: ApiContext, request: Request, artifact_id: UUID) -> list[ArtifactReference]:
+    path = f"/_shard/artifacts/{artifact_id}"
+    peers = context.routing.everyone()[1:]
+    remote = await asyncio.gather(
+        *(context.peers.shard(peer, path, {}, request, ArtifactReferences) for peer in peers)
+    )
+    return _local_refs(context, artifact_id) + [ref for answer in remote for ref in answer.references]
 
 
-def _local_refs(context: ApiContext, artifact_id: UUID) -> list[dict[str, Any]]:
+def _local_refs(context: ApiContext, artifact_id: UUID) -> list[ArtifactReference]:
     return [
-        {
-            "job_id": str(job.job_id),
-            "caller": job.accepted.caller_identity,
-            "artifact": {"sha256": artifact.sha256, "content_type": artifact.content_type},
-        }
+        ArtifactReference(
+            job_id=job.job_id,
+            caller=job.accepted.caller_identity,
+            sha256=artifact.sha256,
+            content_type=artifact.content_type,
+        )
         for job, artifact in context.store.artifact_refs(context.lifecycle.owned, artifact_id)
     ]
 
 
 async def _bytes(
-    context: ApiContext, request: Request, sha256: str, content_type: str, artifact_id: UUID
+    context: ApiContext, request: Request, ref: ArtifactReference, artifact_id: UUID
 ) -> Response:
+    sha256, content_type = ref.sha256, ref.content_type
     if not SHA256.match(sha256):
         raise ApiError(404, "gone", f"artifact {artifact_id} has no stored content address")
-    body = await context.artifacts.read(content_key(sha256))
+    body = await _read(context, sha256)
     if body is not None:
         return Response(body, media_type=content_type, headers=UNTRUSTED_CONTENT)
     peers = () if context.artifacts.shared else context.routing.everyone()[1:]
@@ -114,3 +114,13 @@ async def _bytes(
         "gone",
         f"no worker holds the bytes of artifact {artifact_id} any more (expired, or its worker is gone)",
     )
+
+
+async def _read(context: ApiContext, sha256: str) -> bytes | None:
+    """The stored bytes, or None; a store that fails to answer is a 503, never an unexplained 500."""
+    try:
+        return await context.artifacts.read(content_key(sha256))
+    except Exception as exc:  # any store, any client library: S3's raise their own error types
+        raise ApiError(
+            503, "unavailable", f"the artifact store did not answer: {type(exc).__name__}"
+        ) from exc

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import Counter, OrderedDict
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID, uuid4
@@ -18,6 +18,7 @@ from projections.readindex import Page, merge_pages
 from projections.views import job_view
 from schemas.commands import RecordAudit
 from schemas.enums import AuditAction, AuditOutcome
+from schemas.types import uuid_text
 from streams.agents.lifecycle import Lifecycle
 from streams.artifacts.port import ArtifactStore
 from streams.auth.principals import Principal, Principals
@@ -27,6 +28,7 @@ from streams.publisher import Publisher, outgoing, partition_of
 from streams.routing import Routing
 from streams.settings import Settings
 from streams.web.errors import ApiError
+from streams.web.models import ShardPage
 from streams.web.peers import Peers
 
 MAX_REQUEST_ID = 128
@@ -68,7 +70,7 @@ class ApiContext:
     views: JobViews = field(default_factory=JobViews)
 
     def partition_of(self, job_id: UUID) -> int:
-        return partition_of(str(job_id).encode(), self.partitions)
+        return partition_of(uuid_text(job_id).encode(), self.partitions)
 
     async def forwarded(self, request: Request, job_id: UUID) -> Response | None:
         """The owner's answer when another worker keeps `job_id`; None when this worker answers."""
@@ -121,16 +123,15 @@ class ApiContext:
         Refuses (503) rather than answer from part of the partitions while they move.
         """
         owned = self.lifecycle.owned
-        answers: list[Awaitable[Any]] = [
-            self.peers.shard(peer, path, params, request) for peer in self.routing.everyone()[1:]
-        ]
-        remote = await asyncio.gather(*answers)
+        peers = self.routing.everyone()[1:]
+        remote = await asyncio.gather(
+            *(self.peers.shard(peer, path, params, request, ShardPage) for peer in peers)
+        )
         pages = [local(owned)]
         covered = set(owned)
-        for document in remote:
-            covered.update(int(partition) for partition in document["partitions"])
-            items = [(str(at), _json(item)) for at, item in document["items"]]
-            pages.append(Page(items, document["resume_after"]))
+        for shard in remote:
+            covered.update(shard.partitions)
+            pages.append(Page([(at, _json(item)) for at, item in shard.items], shard.resume_after))
         missing = sorted(set(range(self.partitions)) - covered)
         if missing:
             raise ApiError(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -43,3 +43,24 @@ class MutationResult(BaseModel):
     )
     command_id: UUID
     audit: AuditView | None
+
+
+class ShardPage(BaseModel):
+    """A worker's page of a listing over the partitions it keeps (internal: worker to worker)."""
+
+    partitions: list[int]
+    items: list[tuple[str, Any]]
+    resume_after: str | None
+
+
+class ArtifactReference(BaseModel):
+    """A job that stored an artifact (internal: worker to worker)."""
+
+    job_id: UUID
+    caller: str
+    sha256: str
+    content_type: str
+
+
+class ArtifactReferences(BaseModel):
+    references: list[ArtifactReference]

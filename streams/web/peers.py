@@ -7,16 +7,18 @@ principal; a forwarded request is answered where it lands, never forwarded again
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 import aiohttp
 from fastapi import Request, Response
+from pydantic import BaseModel, ValidationError
 
 from streams.web.errors import ApiError
 
 FORWARDED_HEADER = "scrapestream-forwarded"
 PASSED_HEADERS = ("authorization", "content-type", "x-request-id")
 CHUNK_BYTES = 256 * 1024
+M = TypeVar("M", bound=BaseModel)
 
 
 class Peers:
@@ -54,8 +56,10 @@ class Peers:
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise _unreachable(owner, exc) from exc
 
-    async def shard(self, peer: str, path: str, params: Mapping[str, Any], request: Request) -> Any:
-        """A peer's JSON answer to an internal shard route; errors become this API's errors."""
+    async def shard(
+        self, peer: str, path: str, params: Mapping[str, Any], request: Request, model: type[M]
+    ) -> M:
+        """A peer's answer to an internal shard route, as `model`; every failure is this API's error."""
         try:
             async with self._client().get(
                 f"{peer}{path}", params=_present(params), headers=_passed(request)
@@ -63,7 +67,9 @@ class Peers:
                 document = await answer.json(content_type=None)
                 if answer.status != 200:
                     raise _relayed_error(peer, answer.status, document)
-                return document
+                return model.model_validate(document)
+        except ValidationError as exc:
+            raise ApiError(503, "unavailable", f"worker {peer} answered with an unusable {path}") from exc
         except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
             raise _unreachable(peer, exc) from exc
 
