@@ -3,8 +3,8 @@
 Entries are written by the lifecycles as consequences of attempts (`projections.lifecycle.cache`),
 keyed by request identity on a compacted topic; each worker reads every partition from where its
 store left off (a global table, as Faust's GlobalTable and Kafka Streams' GlobalKTable are), so a
-job on any partition sees an entry made on any other, once this worker has read it (within a
-fetch of it being written).
+job on any partition sees an entry made on any other once this worker has read it: within one
+fetch wait of the table's consumer (250 ms with the embedded broker, 500 ms with Kafka).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from projections.storage.base import KeyValueStore, StoreError
 from schemas.codec import decode_as
 from schemas.errors import CodecError
 from schemas.work import CacheEntry
-from streams.broker.compat import BrokerProfile, FetchPacer
+from streams.broker.compat import BrokerProfile
 
 log = logging.getLogger(__name__)
 ENTRY = b"e/"
@@ -37,9 +37,9 @@ class CacheTable:
             bootstrap_servers=bootstrap,
             enable_auto_commit=False,
             auto_offset_reset="earliest",  # compaction may have removed what a stored offset points at
-            fetch_max_wait_ms=profile.fetch_max_wait_ms,
+            # The table need not be read within milliseconds: a long wait keeps its polls off the broker.
+            fetch_max_wait_ms=max(profile.idle_fetch_max_wait_ms, profile.fetch_max_wait_ms),
         )
-        self._pacer = FetchPacer(self._consumer, profile)
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -79,7 +79,6 @@ class CacheTable:
                 log.warning("reading %s failed (%s); retrying", self._topic, exc)
                 await asyncio.sleep(RETRY_S)
                 continue
-            self._pacer.observed(sum(len(records) for records in polled.values()))
             changes: dict[bytes, bytes | None] = {}
             for tp, records in polled.items():
                 # Entries are kept as written (latest per key; a tombstone removes it) and decoded when read.
