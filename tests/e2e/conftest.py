@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID, uuid4
 
+import httpx
 import pytest_asyncio
 from aiohttp import web
 from aiokafka import AIOKafkaConsumer
@@ -241,3 +242,19 @@ async def running_system(settings: Settings) -> AsyncIterator[System]:
             yield system
     finally:
         await (system.worker if system is not None and system.worker is not None else worker).stop()
+
+
+async def owned_partitions(worker: Worker) -> list[int]:
+    async with httpx.AsyncClient() as http:
+        health = (await http.get(f"http://127.0.0.1:{worker.web_port}/healthz")).json()
+    return list(health["owned_partitions"])
+
+
+async def settled_ownership(*workers: Worker, partitions: int = 4) -> list[list[int]]:
+    """Each worker's partitions (from its /healthz), once every partition is owned by exactly one."""
+    for _ in range(300):
+        owned = [await owned_partitions(worker) for worker in workers]
+        if sorted(p for mine in owned for p in mine) == list(range(partitions)):
+            return owned
+        await asyncio.sleep(0.1)
+    return owned

@@ -32,7 +32,7 @@ from streams.clock import utc_now
 from streams.publisher import partition_of
 from streams.settings import Settings
 from streams.worker import Worker
-from tests.e2e.conftest import Origin, System, observed_system, worker_settings
+from tests.e2e.conftest import Origin, System, observed_system, settled_ownership, worker_settings
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 ROLES = {
@@ -79,17 +79,6 @@ def signed_client(settings: Settings, name: str) -> Client:
     return Client(settings.kafka_bootstrap, EMBEDDED_TANSU, settings.topic_prefix, signer)
 
 
-async def settled(*workers: Worker) -> None:
-    """Until every partition has exactly one owner and each worker has some."""
-    for _ in range(600):
-        owned = [worker.lifecycle.owned for worker in workers if worker.lifecycle is not None]
-        everyone = sorted(p for partitions in owned for p in partitions)
-        if everyone == [0, 1, 2, 3] and all(owned) and len(owned) == len(workers):
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"ownership did not settle: {owned}")
-
-
 async def answered(http: httpx.AsyncClient, method: str, path: str, **options: Any) -> httpx.Response:
     """The answer once partitions stopped moving (503 with Retry-After is the API's way to say so)."""
     for _ in range(100):
@@ -122,7 +111,9 @@ async def cluster(broker, origin: Origin, tmp_path_factory) -> AsyncIterator[Clu
             cluster.jobs[await cluster.submit(caller, origin.url(f"/page/read-{n}"))] = caller
         for job_id in cluster.jobs:
             await system.completion(job_id)
-        await settled(first, second)
+        owned = await settled_ownership(first, second)
+        assert sorted(owned[0] + owned[1]) == [0, 1, 2, 3], f"ownership did not settle: {owned}"
+        assert all(owned), f"one worker owns nothing: {owned}"
         yield cluster
 
 

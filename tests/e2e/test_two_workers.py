@@ -1,34 +1,15 @@
 """Two workers in one group share the partitions; every job still finishes exactly once."""
 
-import asyncio
-
-import httpx
 import pytest
 
 from schemas.enums import JobStatus
 from schemas.events import JobCancelled, JobDeadLettered, JobSucceeded
 from streams.worker import Worker
-from tests.e2e.conftest import running_system, worker_settings
+from tests.e2e.conftest import running_system, settled_ownership, worker_settings
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 JOBS = 20
 TERMINAL = (JobSucceeded, JobDeadLettered, JobCancelled)
-
-
-async def owned_partitions(worker: Worker) -> list[int]:
-    async with httpx.AsyncClient() as http:
-        health = (await http.get(f"http://127.0.0.1:{worker.web_port}/healthz")).json()
-    return list(health["owned_partitions"])
-
-
-async def settled_ownership(*workers: Worker) -> list[list[int]]:
-    """Each worker's partitions, once every partition is owned by exactly one of them."""
-    for _ in range(300):
-        owned = [await owned_partitions(worker) for worker in workers]
-        if sorted(p for partitions in owned for p in partitions) == [0, 1, 2, 3]:
-            return owned
-        await asyncio.sleep(0.1)
-    return owned
 
 
 async def test_two_workers_split_the_partitions_and_finish_every_job_once(broker, origin, tmp_path):
