@@ -7,6 +7,9 @@ from projections.lifecycle.limits import MAX_ACTOR_BYTES, MAX_MESSAGE_BYTES, MAX
 from schemas.enums import ActorRole, AuditAction, AuditOutcome
 from schemas.events import AuditRecorded
 
+# Why a refused request was refused; the HTTP API answers 403, 404, 409 and 400 for them.
+FORBIDDEN, NOT_FOUND, CONFLICT, INVALID = "forbidden", "not_found", "conflict", "invalid"
+
 
 def audit(
     emit: Emitter,

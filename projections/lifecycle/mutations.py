@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import assert_never
 
-from projections.lifecycle.audit import audit
+from projections.lifecycle.audit import CONFLICT, FORBIDDEN, INVALID, NOT_FOUND, audit
 from projections.lifecycle.dispatch import dispatch
 from projections.lifecycle.emit import Emitter
 from projections.lifecycle.evolve import evolve
@@ -37,9 +37,6 @@ class Refusal:
 
     kind: str
     detail: str
-
-
-FORBIDDEN, NOT_FOUND, CONFLICT, INVALID = "forbidden", "not_found", "conflict", "invalid"
 
 
 def mutate(state: Job | None, command: MutationCommand | RecordAudit, emit: Emitter, policy: Policy) -> None:

@@ -6,7 +6,7 @@ import hashlib
 from datetime import datetime
 from uuid import UUID
 
-from projections.lifecycle.audit import audit
+from projections.lifecycle.audit import FORBIDDEN, audit
 from projections.lifecycle.dispatch import dispatch
 from projections.lifecycle.emit import Emitter
 from projections.lifecycle.evolve import start
@@ -93,7 +93,7 @@ def _audit_creation(command: SubmitJob, emit: Emitter, denial: str | None) -> No
         outcome=AuditOutcome.ALLOWED if denial is None else AuditOutcome.DENIED,
         detail=denial or "created",
         target=job_target(emit.job_id),
-        refusal="" if denial is None else "forbidden",
+        refusal="" if denial is None else FORBIDDEN,
     )
 
 

@@ -9,6 +9,7 @@ from uuid import UUID, uuid4
 from fastapi import APIRouter, Request, Response
 
 from projections.access import job_read_refusal
+from projections.lifecycle.audit import CONFLICT, FORBIDDEN, INVALID, NOT_FOUND
 from projections.lifecycle.identity import job_target
 from projections.lifecycle.state import Job
 from projections.views import EventList, JobView, audit_view, event_view
@@ -24,10 +25,10 @@ from streams.web.models import MutationBody, MutationResult, RedriveBody
 JSON = "application/json"
 DECISION_TIMEOUT_S = 10.0
 REFUSALS = {
-    "forbidden": (403, "forbidden"),
-    "not_found": (404, "not_found"),
-    "conflict": (409, "conflict"),
-    "invalid": (400, "invalid_request"),
+    FORBIDDEN: (403, "forbidden"),
+    NOT_FOUND: (404, "not_found"),
+    CONFLICT: (409, "conflict"),
+    INVALID: (400, "invalid_request"),
 }
 READ_ERRORS = responses(400, 401, 403, 404, 503)
 MUTATION_RESPONSES: dict[int | str, dict[str, Any]] = {
