@@ -1,6 +1,12 @@
-"""Artifact naming and retention: content-addressed keys and expiry per retention class."""
+"""Artifact naming and retention: content-addressed keys per retention class, and their expiry.
+
+The key names the retention class, so one object is only ever shared by artifacts kept equally
+long: storing the same bytes again renews the object, and its expiry is its last write plus the
+class's span, never earlier than any artifact record that points at it.
+"""
 
 import hashlib
+import re
 from datetime import datetime, timedelta
 from uuid import UUID, uuid5
 
@@ -14,14 +20,26 @@ RETENTION: dict[RetentionClass, timedelta | None] = {
     RetentionClass.CACHE_7D: timedelta(days=7),
     RetentionClass.REFERENCED_ARCHIVE: None,
 }
+CLASS_DIRECTORY = {
+    RetentionClass.TRANSIENT_24H: "24h",
+    RetentionClass.CACHE_7D: "7d",
+    RetentionClass.REFERENCED_ARCHIVE: "archive",
+}
+CLASS_OF_DIRECTORY = {directory: retention for retention, directory in CLASS_DIRECTORY.items()}
+KEY_PATTERN = re.compile(r"^(24h|7d|archive)/sha256/([0-9a-f]{2})/([0-9a-f]{64})$")
 
 
-def content_key(sha256_hex: str) -> str:
-    return f"sha256/{sha256_hex[:2]}/{sha256_hex}"
+def content_key(sha256_hex: str, retention: RetentionClass) -> str:
+    return f"{CLASS_DIRECTORY[retention]}/sha256/{sha256_hex[:2]}/{sha256_hex}"
 
 
-def artifact_id_for(sha256_hex: str) -> UUID:
-    return uuid5(ARTIFACT_NAMESPACE, sha256_hex)
+def is_content_key(key: str) -> bool:
+    found = KEY_PATTERN.match(key)
+    return found is not None and found.group(3).startswith(found.group(2))
+
+
+def artifact_id_for(key: str) -> UUID:
+    return uuid5(ARTIFACT_NAMESPACE, key)
 
 
 def retention_expiry(retention_class: RetentionClass, now: datetime) -> datetime | None:
@@ -29,13 +47,22 @@ def retention_expiry(retention_class: RetentionClass, now: datetime) -> datetime
     return None if kept_for is None else now + kept_for
 
 
+def object_expiry(key: str, written_at: datetime) -> datetime | None:
+    """When a stored object last written at `written_at` expires; None for pinned or foreign keys."""
+    found = KEY_PATTERN.match(key)
+    if found is None:
+        return None
+    return retention_expiry(CLASS_OF_DIRECTORY[found.group(1)], written_at)
+
+
 def describe(body: bytes, content_type: str, retention: RetentionClass, now: datetime) -> Artifact:
     """The record of `body` stored now: its content address, size and expiry."""
     digest = hashlib.sha256(body).hexdigest()
+    key = content_key(digest, retention)
     expires_at = retention_expiry(retention, now)
     fields = {
-        "artifact_id": artifact_id_for(digest),
-        "key": content_key(digest),
+        "artifact_id": artifact_id_for(key),
+        "key": key,
         "content_type": content_type,
         "size_bytes": len(body),
         "sha256": digest,

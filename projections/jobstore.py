@@ -273,6 +273,24 @@ class JobStore:
         oldest_ms = None if query.since is None else int(query.since.timestamp() * 1000)
         return scan_page(self._store, prefixes, load, after, limit, SCAN_BUDGET, oldest_ms)
 
+    def accepted_before(
+        self, partition: int, cutoff: datetime, after: bytes | None, budget: int
+    ) -> tuple[list[Job], bytes | None]:
+        """Jobs of `partition` accepted by `cutoff` among the next `budget` index entries after the key
+        `after`, and the key to go on from (None at the end of the index)."""
+        prefix = index_prefix("j", partition).encode()
+        low = max(job_key(partition, cutoff, UUID(int=0)), after + b"\x00" if after else b"")
+        jobs: list[Job] = []
+        last = None
+        for index, (key, _) in enumerate(self._store.scan(low, prefix + b"\xff")):
+            if index >= budget:
+                return jobs, last
+            last = key
+            job = self.load_job(UUID(key.decode().rsplit("/", 1)[1]))
+            if job is not None:
+                jobs.append(job)
+        return jobs, None
+
     def artifact_refs(self, partitions: Iterable[int], artifact_id: UUID) -> list[tuple[Job, Artifact]]:
         """The jobs of `partitions` that stored the artifact, with its record."""
         found = []

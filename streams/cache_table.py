@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from datetime import datetime
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
@@ -25,6 +26,7 @@ from streams.broker.compat import BrokerProfile
 log = logging.getLogger(__name__)
 ENTRY = b"e/"
 OFFSET = b"o/"
+REFERENCE = b"r/"  # r/<artifact key>\x00<request hash> -> the entry's expiry in ms
 MAX_RECORDS = 2_000
 RETRY_S = 1.0
 
@@ -66,6 +68,27 @@ class CacheTable:
             )
             return None
 
+    def references(self, artifact_key: str, now: datetime) -> bool:
+        """Whether an entry that has not expired at `now` points at the artifact."""
+        prefix = REFERENCE + artifact_key.encode() + b"\x00"
+        now_ms = int(now.timestamp() * 1000)
+        return any(int(value) > now_ms for _, value in self._store.scan(prefix, prefix + b"\xff"))
+
+    def expired(self, now: datetime, after: str | None, budget: int) -> tuple[list[str], str | None]:
+        """Request hashes whose entry expired at `now` (or does not decode) among the next `budget`
+        after the request hash `after`, and where to go on from (None once the table is read to its end)."""
+        low = ENTRY + (after or "").encode() + (b"\x00" if after else b"")
+        found: list[str] = []
+        last = None
+        for index, (key, value) in enumerate(self._store.scan(low, ENTRY + b"\xff")):
+            if index >= budget:
+                return found, last
+            last = key[len(ENTRY) :].decode()
+            entry = _decoded(value)
+            if entry is None or entry.expires_at <= now:
+                found.append(last)
+        return found, None
+
     def offsets(self) -> dict[int, int]:
         """Per partition of the cache topic, the offset up to which this table has read it."""
         stored = self._store.scan(OFFSET, OFFSET + b"\xff")
@@ -81,8 +104,10 @@ class CacheTable:
                 continue
             changes: dict[bytes, bytes | None] = {}
             for tp, records in polled.items():
-                # Entries are kept as written (latest per key; a tombstone removes it) and decoded when read.
-                changes.update((ENTRY + record.key, record.value) for record in records if record.key)
+                # Kept as written (latest per key; a tombstone removes it), indexed by artifact.
+                for record in records:
+                    if record.key:
+                        self._replace(record.key, record.value, changes)
                 changes[OFFSET + str(tp.partition).encode()] = str(records[-1].offset + 1).encode()
             if not changes:
                 continue
@@ -92,6 +117,18 @@ class CacheTable:
                 log.warning("the cache table could not be written (%s); reading those entries again", exc)
                 await self._rewind(list(polled))
                 await asyncio.sleep(RETRY_S)
+
+    def _replace(self, request_hash: bytes, value: bytes | None, changes: dict[bytes, bytes | None]) -> None:
+        key = ENTRY + request_hash
+        previous = changes[key] if key in changes else self._store.get(key)
+        old = None if previous is None else _decoded(previous)
+        for reference in _references_of(request_hash, old):
+            changes[reference] = None
+        changes[key] = value
+        entry = None if value is None else _decoded(value)
+        if entry is not None:
+            expires_ms = str(int(entry.expires_at.timestamp() * 1000)).encode()
+            changes.update((reference, expires_ms) for reference in _references_of(request_hash, entry))
 
     async def _rewind(self, partitions: list[TopicPartition]) -> None:
         """Back to where the table's store has read each partition (its start, if never)."""
@@ -110,3 +147,16 @@ class CacheTable:
                 await self._task
         await self._consumer.stop()
         self._store.close()
+
+
+def _decoded(value: bytes) -> CacheEntry | None:
+    try:
+        return decode_as(value, CacheEntry)
+    except CodecError:
+        return None
+
+
+def _references_of(request_hash: bytes, entry: CacheEntry | None) -> list[bytes]:
+    if entry is None:
+        return []
+    return [REFERENCE + artifact.key.encode() + b"\x00" + request_hash for artifact in entry.artifacts]

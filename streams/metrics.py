@@ -97,6 +97,15 @@ class ScrapeTimeGauges(Collector):
             if name.startswith("dead_input."):
                 dead.add_metric([name.removeprefix("dead_input.")], count)
         yield dead
+        purged = GaugeMetricFamily(
+            "scrapestream_maintenance_purged",
+            "What this worker's maintenance purged since it started (histories_refused: purges refused)",
+            labels=["kind"],
+        )
+        for name, count in sorted(self._counters.items()):
+            if name.startswith("maintenance."):
+                purged.add_metric([name.removeprefix("maintenance.")], count)
+        yield purged
         lag = GaugeMetricFamily(
             "scrapestream_consumer_lag",
             "Records not yet consumed, per topic-partition this worker is assigned",

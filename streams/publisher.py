@@ -38,6 +38,11 @@ class Outgoing:
     partition: int | None = None
     timestamp_ms: int | None = None
     headers: tuple[tuple[str, bytes], ...] = ()
+    tombstone: bool = False  # no value at all: removes the key from a compacted topic
+
+    @property
+    def payload(self) -> bytes | None:
+        return None if self.tombstone else self.value
 
 
 @functools.lru_cache(maxsize=65_536)
@@ -54,6 +59,10 @@ class Written:
     topic: str
     partition: int
     offset: int
+
+
+def tombstone(topic: str, key: bytes) -> Outgoing:
+    return Outgoing(topic, key, b"", tombstone=True)
 
 
 def outgoing(
@@ -131,12 +140,12 @@ class Publisher:
                     if message.headers:
                         batch.append(
                             key=message.key,
-                            value=message.value,
+                            value=message.payload,
                             timestamp=message.timestamp_ms,
                             headers=list(message.headers),
                         )
                     else:
-                        batch.append(key=message.key, value=message.value, timestamp=message.timestamp_ms)
+                        batch.append(key=message.key, value=message.payload, timestamp=message.timestamp_ms)
                 future = await self._producer.send_batch(batch, topic, partition=partition)
                 pending.append((future, topic, partition, members))
         written: list[Written | None] = [None] * len(messages)

@@ -66,6 +66,10 @@ class Settings(BaseSettings):
     s3_secret_access_key: SecretStr | None = None
     s3_create_bucket: bool = False
 
+    maintenance_interval_s: float = Field(default=60.0, gt=0)
+    maintenance_batch: int = Field(default=1_000, ge=1, le=100_000)
+    history_retention_days: float = Field(default=30.0, ge=0)
+
     callback_secret: SecretStr | None = None
     callback_max_elapsed_s: float = Field(default=86_400.0, gt=0)
     callback_max_attempts: int = Field(default=25, ge=1)

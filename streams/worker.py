@@ -15,6 +15,7 @@ from schemas.errors import ScrapestreamError
 from streams.agents.executor import SUPPORTED_JOB_TYPES, HttpExecutor
 from streams.agents.intake import Intake
 from streams.agents.lifecycle import Lifecycle
+from streams.agents.maintenance import Maintenance
 from streams.agents.outbox import Outbox
 from streams.agents.timers import Timers
 from streams.artifacts.configured import open_artifact_store
@@ -55,6 +56,7 @@ class Worker:
         self.lifecycle: Lifecycle | None = None
         self.consumer: StageConsumer | None = None
         self.cache: CacheTable | None = None
+        self.maintenance: Maintenance | None = None
         self._stack = contextlib.AsyncExitStack()
 
     async def start(self) -> None:
@@ -131,6 +133,18 @@ class Worker:
             await asyncio.wait_for(consumer.joined.wait(), JOIN_TIMEOUT_S)
         timers = Timers(settings, store, lambda: lifecycle.owned, publisher, self.policy, utc_now)
         stack.push_async_callback(_cancelled, asyncio.create_task(timers.run()))
+        maintenance = self.maintenance = Maintenance(
+            settings,
+            store,
+            lambda: lifecycle.owned,
+            cache,
+            artifacts,
+            publisher,
+            lifecycle.decision,
+            utc_now,
+            self.counters,
+        )
+        stack.push_async_callback(_cancelled, asyncio.create_task(maintenance.run()))
 
     def _principals(self) -> Principals | None:
         settings = self.settings

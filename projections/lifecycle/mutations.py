@@ -150,11 +150,21 @@ def _delete_denial(job: Job | None, command: DeleteJobHistory) -> Refusal | None
         return None
     if command.actor_role is not ActorRole.ADMIN:
         return Refusal(FORBIDDEN, f"role {command.actor_role} may not delete history; ADMIN may")
+    return _still_active(job)
+
+
+def _still_active(job: Job) -> Refusal | None:
+    """Fail closed: a job that can still run, or still owes a callback, keeps its history."""
     if not job.is_terminal:
         return Refusal(CONFLICT, f"job is {job.status} and can still run")
     if job.callbacks:
         return Refusal(CONFLICT, "its callback is still being delivered")
     return None
+
+
+def retention_expired(job: Job, cutoff: datetime) -> bool:
+    """Whether maintenance may purge the job's history: finished, owing nothing, completed by `cutoff`."""
+    return _still_active(job) is None and job.completed_at is not None and job.completed_at <= cutoff
 
 
 def _actor(command: MutationCommand) -> str:

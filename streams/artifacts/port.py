@@ -7,6 +7,7 @@ Two implementations: `LocalArtifactStore` (a directory, the `dev` default) and
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
@@ -17,6 +18,12 @@ from schemas.records import Artifact
 
 class ArtifactStoreError(ScrapestreamError):
     """The store cannot be used as configured; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class StoredObject:
+    key: str
+    written_at: datetime  # its last write: storing the same bytes again renews it
 
 
 class ArtifactStore(Protocol):
@@ -34,8 +41,13 @@ class ArtifactStore(Protocol):
         """The stored bytes, or None when nothing is stored under `key`."""
         ...
 
-    async def delete(self, keys: Sequence[str]) -> int:
-        """Remove what is stored under `keys`; returns how many were there."""
+    async def delete(self, keys: Sequence[str], written_before: datetime | None = None) -> int:
+        """Remove what is stored under `keys` (only objects last written before `written_before`, when
+        given: one renewed since it was listed stays); returns how many were removed."""
+        ...
+
+    async def listing(self, after: str | None, limit: int) -> list[StoredObject]:
+        """Up to `limit` stored objects in key order, from after the key `after`."""
         ...
 
     async def close(self) -> None: ...

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import boto3
@@ -18,7 +18,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from projections.artifacts import describe
 from schemas.enums import RetentionClass
 from schemas.records import Artifact
-from streams.artifacts.port import ArtifactStoreError
+from streams.artifacts.port import ArtifactStoreError, StoredObject
 
 DELETE_BATCH = 1_000  # S3's DeleteObjects limit
 CHECKS_AT_ONCE = 16
@@ -117,8 +117,14 @@ class S3ArtifactStore:
 
         return await asyncio.to_thread(fetch)
 
-    async def delete(self, keys: Sequence[str]) -> int:
-        present = await self.existing(keys)
+    async def delete(self, keys: Sequence[str], written_before: datetime | None = None) -> int:
+        if written_before is None:
+            present = await self.existing(keys)
+        else:
+            written = await asyncio.gather(*(self._written_at(key) for key in keys))
+            present = {
+                key for key, at in zip(keys, written, strict=True) if at is not None and at < written_before
+            }
         ordered = sorted(present)
         for start in range(0, len(ordered), DELETE_BATCH):
             batch = [{"Key": self._key(key)} for key in ordered[start : start + DELETE_BATCH]]
@@ -127,8 +133,40 @@ class S3ArtifactStore:
             )
         return len(present)
 
+    async def _written_at(self, key: str) -> datetime | None:
+        async with self._checks:
+            try:
+                head = await asyncio.to_thread(
+                    self._client.head_object, Bucket=self._bucket, Key=self._key(key)
+                )
+            except ClientError as exc:
+                if _code(exc) in MISSING:
+                    return None
+                raise
+        return _utc(head["LastModified"])
+
+    async def listing(self, after: str | None, limit: int) -> list[StoredObject]:
+        def page() -> list[StoredObject]:
+            answer = self._client.list_objects_v2(
+                Bucket=self._bucket,
+                Prefix=self._prefix,
+                StartAfter=self._key(after or ""),
+                MaxKeys=min(limit, 1_000),
+            )
+            # Foreign objects under the prefix are listed too, so a page always moves on; none expires.
+            return [
+                StoredObject(str(item["Key"])[len(self._prefix) :], _utc(item["LastModified"]))
+                for item in answer.get("Contents", ())
+            ]
+
+        return await asyncio.to_thread(page)
+
     async def close(self) -> None:
         await asyncio.to_thread(self._client.close)
+
+
+def _utc(moment: datetime) -> datetime:
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
 def _code(exc: ClientError) -> str:

@@ -7,7 +7,6 @@ local one, this worker's directory, else the first peer that holds them.
 from __future__ import annotations
 
 import asyncio
-import re
 from typing import Annotated, Any
 from uuid import UUID
 
@@ -15,7 +14,7 @@ from fastapi import APIRouter, Path, Request, Response
 from fastapi.responses import StreamingResponse
 
 from projections.access import job_read_refusal
-from projections.artifacts import content_key
+from projections.artifacts import KEY_PATTERN, is_content_key
 from schemas.enums import AuditAction
 from streams.web.auth import Caller
 from streams.web.context import ApiContext, context_of
@@ -24,7 +23,6 @@ from streams.web.jobs import JSON
 from streams.web.models import ArtifactReference, ArtifactReferences
 from streams.web.peers import relay
 
-SHA256 = re.compile(r"^[0-9a-f]{64}$")
 # Stored pages are served from the API's origin: never run as its scripts, never sniffed.
 UNTRUSTED_CONTENT = {"Content-Security-Policy": "sandbox", "X-Content-Type-Options": "nosniff"}
 BYTES_RESPONSE: dict[int | str, dict[str, Any]] = {
@@ -64,11 +62,11 @@ async def references_shard(artifact_id: UUID, request: Request, principal: Calle
     return Response(references.model_dump_json(), media_type=JSON)
 
 
-@router.get("/_shard/artifact-bytes/{sha256}", include_in_schema=False)
+@router.get("/_shard/artifact-bytes/{key:path}", include_in_schema=False)
 async def bytes_shard(
-    sha256: Annotated[str, Path(pattern=SHA256.pattern)], request: Request, principal: Caller
+    key: Annotated[str, Path(pattern=KEY_PATTERN.pattern)], request: Request, principal: Caller
 ) -> Response:
-    body = await _read(context_of(request), sha256)
+    body = await _read(context_of(request), key)
     if body is None:
         raise ApiError(404, "not_found", "this worker does not hold those bytes")
     return Response(body, media_type="application/octet-stream")
@@ -88,7 +86,7 @@ def _local_refs(context: ApiContext, artifact_id: UUID) -> list[ArtifactReferenc
         ArtifactReference(
             job_id=job.job_id,
             caller=job.accepted.caller_identity,
-            sha256=artifact.sha256,
+            key=artifact.key,
             content_type=artifact.content_type,
         )
         for job, artifact in context.store.artifact_refs(context.lifecycle.owned, artifact_id)
@@ -98,15 +96,15 @@ def _local_refs(context: ApiContext, artifact_id: UUID) -> list[ArtifactReferenc
 async def _bytes(
     context: ApiContext, request: Request, ref: ArtifactReference, artifact_id: UUID
 ) -> Response:
-    sha256, content_type = ref.sha256, ref.content_type
-    if not SHA256.match(sha256):
+    key, content_type = ref.key, ref.content_type
+    if not is_content_key(key):
         raise ApiError(404, "gone", f"artifact {artifact_id} has no stored content address")
-    body = await _read(context, sha256)
+    body = await _read(context, key)
     if body is not None:
         return Response(body, media_type=content_type, headers=UNTRUSTED_CONTENT)
     peers = () if context.artifacts.shared else context.routing.everyone()[1:]
     for peer in peers:
-        answer = await context.peers.open_stream(peer, f"/_shard/artifact-bytes/{sha256}", request)
+        answer = await context.peers.open_stream(peer, f"/_shard/artifact-bytes/{key}", request)
         if answer is not None:
             return StreamingResponse(relay(answer), media_type=content_type, headers=UNTRUSTED_CONTENT)
     raise ApiError(
@@ -116,10 +114,10 @@ async def _bytes(
     )
 
 
-async def _read(context: ApiContext, sha256: str) -> bytes | None:
+async def _read(context: ApiContext, key: str) -> bytes | None:
     """The stored bytes, or None; a store that fails to answer is a 503, never an unexplained 500."""
     try:
-        return await context.artifacts.read(content_key(sha256))
+        return await context.artifacts.read(key)
     except Exception as exc:  # any store, any client library: S3's raise their own error types
         raise ApiError(
             503, "unavailable", f"the artifact store did not answer: {type(exc).__name__}"

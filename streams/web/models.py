@@ -58,7 +58,7 @@ class ArtifactReference(BaseModel):
 
     job_id: UUID
     caller: str
-    sha256: str
+    key: str
     content_type: str
 
 

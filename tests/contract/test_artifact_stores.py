@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from uuid import uuid4
 
 import pytest
@@ -41,7 +41,7 @@ async def test_the_same_bytes_are_one_object_and_read_back_whole(store: Artifact
     first = await store.put(b"<html>one</html>", "text/html", RetentionClass.TRANSIENT_24H, NOW)
     again = await store.put(b"<html>one</html>", "text/html", RetentionClass.TRANSIENT_24H, NOW)
     assert first == again
-    assert first.key == content_key(first.sha256)
+    assert first.key == content_key(first.sha256, RetentionClass.TRANSIENT_24H)
     assert first.size_bytes == 16
     assert first.expires_at == datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
     assert await store.read(first.key) == b"<html>one</html>"
@@ -50,7 +50,7 @@ async def test_the_same_bytes_are_one_object_and_read_back_whole(store: Artifact
 async def test_existence_is_checked_in_one_call_and_deletion_counts_what_was_there(store: ArtifactStore):
     kept = await store.put(b"kept", "text/plain", RetentionClass.CACHE_7D, NOW)
     gone = await store.put(b"gone", "text/plain", RetentionClass.CACHE_7D, NOW)
-    never = content_key("0" * 64)
+    never = content_key("0" * 64, RetentionClass.CACHE_7D)
     assert await store.existing([kept.key, gone.key, never]) == {kept.key, gone.key}
     assert await store.delete([gone.key, never]) == 1
     assert await store.existing([kept.key, gone.key]) == {kept.key}
@@ -81,3 +81,33 @@ async def test_a_missing_bucket_is_a_clear_error_unless_it_may_be_created(s3):  
     with pytest.raises(ArtifactStoreError, match="cannot be used"):
         await store.ensure_bucket(create=False)
     await store.close()
+
+
+async def test_the_same_bytes_kept_for_different_spans_are_different_objects(store: ArtifactStore):
+    short = await store.put(b"page", "text/html", RetentionClass.TRANSIENT_24H, NOW)
+    long = await store.put(b"page", "text/html", RetentionClass.CACHE_7D, NOW)
+    assert short.sha256 == long.sha256
+    assert short.key != long.key
+    assert short.artifact_id != long.artifact_id
+    assert await store.existing([short.key, long.key]) == {short.key, long.key}
+
+
+async def test_the_listing_pages_through_every_object_in_key_order(store: ArtifactStore):
+    stored = [
+        await store.put(f"body {n}".encode(), "text/plain", RetentionClass.CACHE_7D, NOW) for n in range(5)
+    ]
+    seen: list[str] = []
+    after = None
+    while page := await store.listing(after, 2):
+        seen += [item.key for item in page]
+        after = page[-1].key
+    assert seen == sorted(artifact.key for artifact in stored)
+
+
+async def test_a_conditional_delete_keeps_an_object_written_since(store: ArtifactStore):
+    old = await store.put(b"old", "text/plain", RetentionClass.TRANSIENT_24H, NOW)
+    (listed,) = [item for item in await store.listing(None, 100) if item.key == old.key]
+    assert await store.delete([old.key], written_before=listed.written_at - timedelta(seconds=1)) == 0
+    assert await store.existing([old.key]) == {old.key}
+    assert await store.delete([old.key], written_before=listed.written_at + timedelta(seconds=1)) == 1
+    assert await store.existing([old.key]) == set()

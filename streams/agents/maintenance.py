@@ -1,0 +1,167 @@
+"""Maintenance: purges what has outlived its retention, in bounded batches, on a schedule.
+
+Each round takes at most `SCRAPESTREAM_MAINTENANCE_BATCH` of each kind, going on next round from
+where it stopped:
+- cache entries that expired: a tombstone on the compacted cache topic, by the worker that owns
+  the entry's commands partition (every worker's table then drops it);
+- artifacts past their expiry that no live cache entry points at (a shared store is kept by the
+  owner of commands partition 0; a local one by its own worker); archived ones are pinned;
+- histories of jobs finished more than `SCRAPESTREAM_HISTORY_RETENTION_DAYS` ago: a
+  `DeleteJobHistory` command, decided by the lifecycle like an operator's (a job that can still
+  run, or still owes a callback, is refused), so each purge is an event a replay agrees with.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import Counter, defaultdict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from uuid import UUID, uuid5
+
+from projections.artifacts import object_expiry
+from projections.jobstore import JobStore
+from projections.lifecycle.mutations import retention_expired
+from schemas.commands import DeleteJobHistory
+from schemas.enums import ActorRole, AuditOutcome
+from schemas.events import AuditRecorded
+from streams.artifacts.port import ArtifactStore
+from streams.cache_table import CacheTable
+from streams.publisher import Sink, outgoing, partition_of, tombstone
+from streams.settings import Settings
+
+log = logging.getLogger(__name__)
+ACTOR = "scrapestream-maintenance"
+PURGE_NAMESPACE = UUID("5b0c3f64-9f1e-5d0a-8a4c-3e2f7d1b6a90")
+DECISION_TIMEOUT_S = 10.0
+
+Decision = Callable[[UUID, float], Awaitable[AuditRecorded | None]]
+
+
+@dataclass(frozen=True)
+class Swept:
+    """What one round purged (and how many purges the lifecycle refused)."""
+
+    cache_entries: int = 0
+    artifacts: int = 0
+    histories: int = 0
+    histories_refused: int = 0
+
+
+class Maintenance:
+    def __init__(
+        self,
+        settings: Settings,
+        store: JobStore,
+        owned: Callable[[], list[int]],
+        cache: CacheTable,
+        artifacts: ArtifactStore,
+        publisher: Sink,
+        decision: Decision,
+        clock: Callable[[], datetime],
+        counters: Counter[str],
+    ) -> None:
+        self._settings = settings
+        self._store = store
+        self._owned = owned
+        self._cache = cache
+        self._artifacts = artifacts
+        self._publisher = publisher
+        self._decision = decision
+        self._clock = clock
+        self._counters = counters
+        self._cache_after: str | None = None
+        self._artifacts_after: str | None = None
+        self._history_after: dict[int, bytes | None] = defaultdict(lambda: None)
+
+    async def run(self) -> None:
+        while True:
+            await asyncio.sleep(self._settings.maintenance_interval_s)
+            try:
+                await self.run_once(self._clock())
+            except Exception:  # the next round tries again; nothing was half-purged
+                log.exception("maintenance round failed")
+
+    async def run_once(self, now: datetime) -> Swept:
+        swept = Swept(
+            await self._expire_cache_entries(now),
+            await self._expire_artifacts(now),
+            *await self._purge_histories(now),
+        )
+        for name, count in vars(swept).items():
+            self._counters[f"maintenance.{name}"] += count
+        if any(vars(swept).values()):
+            log.info(
+                "maintenance purged %d cache entries, %d artifacts, %d job histories (%d refused)",
+                swept.cache_entries,
+                swept.artifacts,
+                swept.histories,
+                swept.histories_refused,
+            )
+        return swept
+
+    async def _expire_cache_entries(self, now: datetime) -> int:
+        owned = set(self._owned())
+        partitions = self._settings.partitions
+        expired, self._cache_after = self._cache.expired(
+            now, self._cache_after, self._settings.maintenance_batch
+        )
+        mine = [key for key in expired if partition_of(key.encode(), partitions) in owned]
+        topic = self._settings.topic("cache")
+        await self._publisher.send_all([tombstone(topic, key.encode()) for key in mine])
+        return len(mine)
+
+    async def _expire_artifacts(self, now: datetime) -> int:
+        if self._artifacts.shared and 0 not in self._owned():
+            return 0
+        batch = self._settings.maintenance_batch
+        listed = await self._artifacts.listing(self._artifacts_after, batch)
+        self._artifacts_after = listed[-1].key if len(listed) >= batch else None
+        # Grouped by the latest write that has expired by now, so an object renewed since it was listed stays.
+        expired: dict[datetime, list[str]] = defaultdict(list)
+        for stored in listed:
+            expires_at = object_expiry(stored.key, stored.written_at)
+            if expires_at is not None and expires_at <= now and not self._cache.references(stored.key, now):
+                kept_for = expires_at - stored.written_at
+                expired[now - kept_for + timedelta(microseconds=1)].append(stored.key)
+        removed = 0
+        for written_before, keys in expired.items():
+            removed += await self._artifacts.delete(keys, written_before=written_before)
+        return removed
+
+    async def _purge_histories(self, now: datetime) -> tuple[int, int]:
+        days = self._settings.history_retention_days
+        if days <= 0:
+            return 0, 0
+        cutoff = now - timedelta(days=days)
+        commands = []
+        for partition in self._owned():
+            candidates, self._history_after[partition] = self._store.accepted_before(
+                partition, cutoff, self._history_after[partition], self._settings.maintenance_batch
+            )
+            commands += [_purge(job.job_id, days) for job in candidates if retention_expired(job, cutoff)]
+        if not commands:
+            return 0, 0
+        decided = [self._decision(_purge_id(command.job_id), DECISION_TIMEOUT_S) for command in commands]
+        topic = self._settings.topic("commands")
+        await self._publisher.send_all([outgoing(topic, command.job_id, command) for command in commands])
+        audits = await asyncio.gather(*decided)
+        allowed = sum(1 for audit in audits if audit is not None and audit.outcome is AuditOutcome.ALLOWED)
+        return allowed, len(commands) - allowed
+
+
+def _purge_id(job_id: UUID) -> UUID:
+    """One command id per job: a purge sent twice is decided once."""
+    return uuid5(PURGE_NAMESPACE, str(job_id))
+
+
+def _purge(job_id: UUID, days: float) -> DeleteJobHistory:
+    return DeleteJobHistory(
+        command_id=_purge_id(job_id),
+        job_id=job_id,
+        actor_id=ACTOR,
+        actor_role=ActorRole.ADMIN,
+        reason=f"retention: finished more than {days:g} days ago",
+    )

@@ -1,0 +1,219 @@
+"""Maintenance against a real broker and a real S3 server: what outlived its retention goes, nothing else."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from datetime import timedelta
+from typing import Any
+from uuid import UUID, uuid4
+
+import httpx
+import pytest
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from schemas.enums import CacheMode, JobStatus, RetentionClass
+from schemas.events import JobAccepted, JobHistoryDeleted
+from schemas.types import to_utc_millis
+from schemas.work import CacheEntry
+from streams.agents.maintenance import ACTOR, Swept
+from streams.clock import utc_now
+from streams.publisher import outgoing
+from streams.worker import Worker
+from tests.e2e.conftest import System, running_system, worker_settings
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+TRANSIENT = RetentionClass.TRANSIENT_24H
+QUIET = {"maintenance_interval_s": 3_600.0}  # rounds run only when a test asks
+
+
+async def read_topic(bootstrap: str, topic: str) -> list[tuple[bytes, bytes | None]]:
+    """Every (key, value) of `topic` from its start to its current end; a tombstone's value is None."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
+        if not partitions:
+            partitions = [TopicPartition(topic, p) for p in range(2)]
+        consumer.assign(partitions)
+        await consumer.seek_to_beginning(*partitions)
+        ends = await consumer.end_offsets(partitions)
+        seen: list[tuple[bytes, bytes | None]] = []
+        while [tp for tp in partitions if await consumer.position(tp) < ends[tp]]:
+            for records in (await consumer.getmany(timeout_ms=500)).values():
+                seen += [(record.key, record.value) for record in records]
+        return seen
+    finally:
+        await consumer.stop()
+
+
+async def finished(system: System, *job_ids: UUID) -> list[Any]:
+    completions = [await system.completion(job_id) for job_id in job_ids]
+    assert all(completion.status is JobStatus.SUCCEEDED for completion in completions)
+    return completions
+
+
+async def request_hash_of(system: System, job_id: UUID) -> str:
+    accepted = await first_event(system, job_id, JobAccepted)
+    return str(accepted.request_hash)
+
+
+async def first_event(system: System, job_id: UUID, kind: type[Any]) -> Any:
+    def seen(_: object) -> bool:
+        return any(isinstance(event, kind) for event in system.events.of_job(job_id))
+
+    await system.events.wait_for(seen)
+    return next(event for event in system.events.of_job(job_id) if isinstance(event, kind))
+
+
+async def table_reads(worker: Worker, request_hash: str, present: bool) -> None:
+    assert worker.cache is not None
+    for _ in range(200):
+        if (worker.cache.get(request_hash) is not None) is present:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"the cache table never {'held' if present else 'dropped'} {request_hash}")
+
+
+async def test_maintenance_expires_artifacts_and_cache_entries_but_keeps_what_is_referenced(
+    broker, origin, s3, tmp_path
+):
+    bucket = f"maint-{uuid4().hex[:12]}"
+    settings = worker_settings(
+        broker.bootstrap, tmp_path, history_retention_days=0, **QUIET, **s3.settings(bucket)
+    )
+    async with running_system(settings) as system:
+        worker = system.worker
+        assert worker is not None
+        assert worker.maintenance is not None
+        assert worker.cache is not None
+        day = await system.submit(origin.url("/page/maint-day"), retention_class=TRANSIENT)
+        week = await system.submit(origin.url("/page/maint-week"), retention_class=RetentionClass.CACHE_7D)
+        pinned = await system.submit(
+            origin.url("/page/maint-pinned"), retention_class=RetentionClass.REFERENCED_ARCHIVE
+        )
+        held = await system.submit(
+            origin.url("/page/maint-held"), retention_class=RetentionClass.TRANSIENT_24H
+        )
+        day_done, week_done, pinned_done, held_done = await finished(system, day, week, pinned, held)
+        hashes = {job: await request_hash_of(system, job) for job in (day, week, held)}
+        for request_hash in hashes.values():
+            await table_reads(worker, request_hash, present=True)
+        # An entry still valid in 30 days points at the held page's object: it must outlive its own expiry.
+        now = utc_now()
+        (held_artifact,) = held_done.artifacts
+        holder = CacheEntry(
+            request_hash=hashes[held],
+            http_status=200,
+            artifacts=(held_artifact,),
+            stored_at=to_utc_millis(now),
+            expires_at=to_utc_millis(now + timedelta(days=30)),
+            job_id=held,
+        )
+        await worker_publish(worker, outgoing(settings.topic("cache"), hashes[held], holder))
+        await wait_until(lambda: worker.cache.references(held_artifact.key, now + timedelta(days=2)))
+
+        swept = await worker.maintenance.run_once(now + timedelta(days=2))
+        assert swept.artifacts == 1
+        keys = {item["Key"] for item in s3.client().list_objects_v2(Bucket=bucket)["Contents"]}
+        assert keys == {f"artifacts/{done.artifacts[0].key}" for done in (week_done, pinned_done, held_done)}
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{worker.web_port}") as http:
+            gone = await http.get(f"/artifacts/{day_done.artifacts[0].artifact_id}")
+            assert gone.status_code == 404
+            assert gone.json()["code"] == "gone"
+            kept = await http.get(f"/artifacts/{pinned_done.artifacts[0].artifact_id}")
+            assert kept.status_code == 200
+        # The day-old entry expired with its artifact: a tombstone on the topic, and gone from the table.
+        assert swept.cache_entries == 1
+        await table_reads(worker, hashes[day], present=False)
+        assert (hashes[day].encode(), None) in await read_topic(broker.bootstrap, settings.topic("cache"))
+
+        later = await worker.maintenance.run_once(now + timedelta(days=40))
+        assert later.artifacts == 2  # the week's page and the held one, once nothing points at it
+        assert later.cache_entries == 3  # the week's, the holder and the pinned page's (seven days at most)
+        (left,) = s3.client().list_objects_v2(Bucket=bucket)["Contents"]
+        assert left["Key"] == f"artifacts/{pinned_done.artifacts[0].key}"
+        async with httpx.AsyncClient() as http:
+            metrics = (await http.get(f"http://127.0.0.1:{worker.web_port}/metrics")).text
+        assert 'scrapestream_maintenance_purged{kind="artifacts"} 3.0' in metrics
+        assert 'scrapestream_maintenance_purged{kind="cache_entries"} 4.0' in metrics
+
+
+async def test_a_renewed_object_survives_the_round_that_listed_it_expired(origin, broker, tmp_path):
+    settings = worker_settings(broker.bootstrap, tmp_path, history_retention_days=0, **QUIET)
+    async with running_system(settings) as system:
+        worker = system.worker
+        assert worker is not None
+        assert worker.maintenance is not None
+        first = await system.submit(
+            origin.url("/page/renewed"),
+            retention_class=RetentionClass.TRANSIENT_24H,
+            cache_mode=CacheMode.BYPASS,
+        )
+        (done,) = await finished(system, first)
+        # Written 20 hours ago, as far as the store can tell; the same bytes stored now renew it.
+        path = worker.settings.data_dir / "artifacts" / done.artifacts[0].key
+        now = utc_now()
+        aged = (now - timedelta(hours=20)).timestamp()
+        os.utime(path, (aged, aged))
+        again = await system.submit(
+            origin.url("/page/renewed"),
+            retention_class=RetentionClass.TRANSIENT_24H,
+            cache_mode=CacheMode.BYPASS,
+            caller_identity="svc-b",  # another caller's job, not a resubmission of the first
+        )
+        await finished(system, again)
+        assert path.stat().st_mtime >= (now - timedelta(minutes=1)).timestamp()
+        assert (await worker.maintenance.run_once(now + timedelta(hours=5))).artifacts == 0
+        assert path.exists()
+        assert (await worker.maintenance.run_once(now + timedelta(hours=25))).artifacts == 1
+        assert not path.exists()
+
+
+async def test_histories_past_retention_are_purged_through_the_lifecycle(broker, origin, tmp_path):
+    settings = worker_settings(broker.bootstrap, tmp_path, history_retention_days=1, **QUIET)
+    async with running_system(settings) as system:
+        worker = system.worker
+        assert worker is not None
+        assert worker.maintenance is not None
+        jobs = [await system.submit(origin.url(f"/page/purged-{n}")) for n in range(3)]
+        await finished(system, *jobs)
+        now = utc_now()
+        assert (await worker.maintenance.run_once(now + timedelta(hours=12))).histories == 0
+        total = Swept()
+        for _ in range(50):  # completions are announced just before the lifecycle folds them
+            swept = await worker.maintenance.run_once(now + timedelta(days=2))
+            total = Swept(histories=total.histories + swept.histories)
+            if total.histories == len(jobs):
+                break
+            await asyncio.sleep(0.1)
+        assert total.histories == len(jobs)
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{worker.web_port}") as http:
+            for job_id in jobs:
+                assert (await http.get(f"/jobs/{job_id}")).status_code == 404
+            metrics = (await http.get("/metrics")).text
+        assert 'scrapestream_maintenance_purged{kind="histories"} 3.0' in metrics
+        for job_id in jobs:
+            deleted = await first_event(system, job_id, JobHistoryDeleted)
+            assert deleted.actor_id == ACTOR
+        # Nothing is left to purge, and a second round sends nothing.
+        assert (await worker.maintenance.run_once(now + timedelta(days=2))).histories == 0
+
+
+async def worker_publish(worker: Worker, message: Any) -> None:
+    from streams.publisher import Publisher
+
+    publisher = Publisher(worker.settings.kafka_bootstrap, worker.profile)
+    await publisher.start()
+    try:
+        await publisher.send_all([message])
+    finally:
+        await publisher.stop()
+
+
+async def wait_until(condition: Any) -> None:
+    for _ in range(200):
+        if condition():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("the condition never held")
