@@ -6,6 +6,7 @@ Keys (all ASCII):
   d/<partition>/<due_ms>/<job_id> the due index, ordered by time
   l/<partition>/<due_ms>/<job_id> the expiry of running leases, for the horizon sweep
   o/<partition>                   offset in scrapestream.events up to which this store is complete
+  s/<partition>/<job_id>          a job changed since its last snapshot; the value is the offset it changed at
 and the read indexes of `projections.readindex`.
 A commit writes all of them in one atomic batch, so state and offset never disagree. Deleting a
 job's history removes its events but its audit records, and leaves a tombstone.
@@ -92,6 +93,22 @@ def _offset_key(partition: int) -> bytes:
     return f"o/{partition:05d}".encode()
 
 
+def _changed_key(partition: int, job_id: UUID) -> bytes:
+    return f"s/{partition:05d}/{uuid_text(job_id)}".encode()
+
+
+@dataclass(frozen=True)
+class SnapshotCut:
+    """Changed jobs of one partition as the store holds them at `events_offset`: each job's stored
+    events, and the change marks to clear once they are written (unless changed again)."""
+
+    partition: int
+    events_offset: int
+    jobs: dict[UUID, list[bytes]]
+    marks: dict[bytes, bytes]
+    complete: bool  # every changed job of the partition is in `jobs`
+
+
 @dataclass
 class Folded:
     """What one commit changed: the new state of each job touched, and the duplicates it ignored."""
@@ -167,9 +184,11 @@ class JobStore:
             ok = known is not None and known.sequence == kept[-1].sequence and not folded.ignored
             folded.states[job_id] = known if ok else replay(kept, before[job_id])
         counts: Counter[bytes] = Counter()
+        changed_at = str(next_offset).encode() if next_offset is not None else b""
         for job_id, state in folded.states.items():
             self._index(partition, job_id, state, changes)
             self._index_reads(partition, before[job_id], state, accepted[job_id], changes, counts)
+            changes[_changed_key(partition, job_id)] = changed_at
         self._count(counts, changes)
         if next_offset is not None:
             changes[_offset_key(partition)] = str(next_offset).encode()
@@ -178,6 +197,48 @@ class JobStore:
             self._remember(job_id, state)
         self.duplicates_ignored += len(folded.ignored)
         return folded
+
+    def has_offset(self, partition: int) -> bool:
+        """Whether this store ever folded `partition` (else it starts from a snapshot, or the log's start)."""
+        return self._store.get(_offset_key(partition)) is not None
+
+    def snapshot_cut(self, partition: int, limit: int) -> SnapshotCut:
+        """Up to `limit` jobs of `partition` changed since their last snapshot, as of the stored offset."""
+        prefix = f"s/{partition:05d}/".encode()
+        marks: dict[bytes, bytes] = {}
+        jobs: dict[UUID, list[bytes]] = {}
+        complete = True
+        for key, value in self._store.scan(prefix, prefix + b"\xff"):
+            if len(jobs) >= limit:
+                complete = False
+                break
+            job_id = UUID(key[len(prefix) :].decode())
+            events = _events_prefix(job_id)
+            jobs[job_id] = [stored for _, stored in self._store.scan(events, events + b"\xff")]
+            marks[key] = value
+        return SnapshotCut(partition, self.events_offset(partition), jobs, marks, complete)
+
+    def snapshotted(self, cut: SnapshotCut) -> None:
+        """Clears the change marks of a written cut, except for jobs that changed again since."""
+        self._store.write({key: None for key, value in cut.marks.items() if self._store.get(key) == value})
+
+    def restore(self, partition: int, snapshots: Mapping[UUID, Sequence[bytes]], events_offset: int) -> None:
+        """Fill an empty partition from snapshots (each job's stored events), complete to `events_offset`."""
+        changes: dict[bytes, bytes | None] = {}
+        counts: Counter[bytes] = Counter()
+        for job_id, encoded in snapshots.items():
+            events = [decode_event(value) for value in encoded]
+            for event, value in zip(events, encoded, strict=True):
+                changes[_events_prefix(job_id) + _sequence_key(event.sequence)] = value
+            state = replay(events)
+            self._index(partition, job_id, state, changes)
+            self._index_reads(partition, None, state, events, changes, counts)
+            if any(isinstance(event, JobHistoryDeleted) for event in events):
+                changes[tombstone_key(job_id)] = b""
+            self._remember(job_id, state)
+        self._count(counts, changes)
+        changes[_offset_key(partition)] = str(events_offset).encode()
+        self._store.write(changes)
 
     def _index(self, partition: int, job_id: UUID, state: State, changes: dict[bytes, bytes | None]) -> None:
         pointer = f"t/{uuid_text(job_id)}".encode()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from decimal import Decimal
 from typing import Any
 from uuid import UUID
 
@@ -26,7 +27,7 @@ from schemas.enums import (
     TransportRoute,
 )
 from schemas.events import AuditRecorded, Event
-from schemas.records import Artifact, Attempt, Failure
+from schemas.records import Artifact, Attempt, Cost, Failure
 
 
 class View(BaseModel):
@@ -160,6 +161,7 @@ class AuditList(View):
     next_cursor: str | None
 
 
+NO_COST = Cost().actual
 ENVELOPE_FIELDS = frozenset({"event_id", "job_id", "sequence", "occurred_at", "command_id"})
 
 
@@ -247,7 +249,9 @@ def job_view(job: Job) -> JobView:
             budget_spent=job.budget_spent,
             bytes=sum(attempt.bytes for attempt in job.attempts),
             elapsed_ms=sum(attempt.elapsed_ms for attempt in job.attempts),
-            cost_actual=str(sum((a.cost.actual for a in job.attempts if not is_denial(a)), start=0)),
+            cost_actual=str(
+                sum((a.cost.actual for a in job.attempts if not is_denial(a)), start=Decimal("0.000000"))
+            ),
         ),
         accepted_at=accepted.occurred_at,
         deadline_at=accepted.deadline_at,

@@ -29,10 +29,11 @@ class Failure(Record):
 
 
 class Cost(Record):
-    estimated: Money = Decimal(0)
-    actual: Money = Decimal(0)
+    # Defaults are not validated: written at the schema's scale, so a decoded cost reads the same.
+    estimated: Money = Decimal("0.000000")
+    actual: Money = Decimal("0.000000")
     bytes: int = 0
-    browser_seconds: Money = Decimal(0)
+    browser_seconds: Money = Decimal("0.000000")
 
 
 class Artifact(Record):

@@ -54,3 +54,14 @@ class DeadInput(Record):
     value: bytes
     reason: str
     received_at: Instant
+
+
+class JobSnapshot(Record):
+    job_id: UUID
+    events_offset: int
+    events: tuple[bytes, ...]
+
+
+class SnapshotMark(Record):
+    partition: int
+    events_offset: int

@@ -6,6 +6,7 @@ must agree key for key and byte for byte; the first key where they differ is rep
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -74,7 +75,8 @@ async def verify(
 
 
 def first_difference(live: KeyValueStore, rebuilt: KeyValueStore) -> Difference | None:
-    left, right = live.scan(b"", b"\xff"), rebuilt.scan(b"", b"\xff")
+    """The first differing key of the two stores' state (snapshot bookkeeping, `s/`, is not state)."""
+    left, right = _state(live), _state(rebuilt)
     a, b = next(left, None), next(right, None)
     while a is not None and b is not None:
         if a == b:
@@ -90,3 +92,7 @@ def first_difference(live: KeyValueStore, rebuilt: KeyValueStore) -> Difference 
     if b is not None:
         return Difference(b[0], None, b[1])
     return None
+
+
+def _state(store: KeyValueStore) -> Iterator[tuple[bytes, bytes]]:
+    return ((key, value) for key, value in store.scan(b"", b"\xff") if not key.startswith(b"s/"))

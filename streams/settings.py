@@ -13,7 +13,17 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from projections.lifecycle.policy import CallbackPolicy, ExecutionProfile, Policy
 from schemas.errors import ScrapestreamError
 
-TOPIC_NAMES = ("submit", "commands", "events", "due", "completions", "outbox", "dead-input", "cache")
+TOPIC_NAMES = (
+    "submit",
+    "commands",
+    "events",
+    "due",
+    "completions",
+    "outbox",
+    "dead-input",
+    "cache",
+    "snapshots",
+)
 
 
 class SettingsError(ScrapestreamError):
@@ -69,6 +79,8 @@ class Settings(BaseSettings):
     maintenance_interval_s: float = Field(default=60.0, gt=0)
     maintenance_batch: int = Field(default=1_000, ge=1, le=100_000)
     history_retention_days: float = Field(default=30.0, ge=0)
+    snapshot_interval_s: float = Field(default=5.0, gt=0)
+    events_retention_hours: float = Field(default=168.0, ge=0)
 
     callback_secret: SecretStr | None = None
     callback_max_elapsed_s: float = Field(default=86_400.0, gt=0)

@@ -12,9 +12,9 @@ from streams.errors import BrokerError
 from streams.settings import TOPIC_NAMES, Settings
 
 # The lifecycle reads events partition p for commands partition p: the two must match.
-CO_PARTITIONED = ("commands", "events")
-# Keyed by request identity; only the latest entry of each key matters.
-COMPACTED = frozenset({"cache"})
+CO_PARTITIONED = ("commands", "events", "snapshots")
+# Keyed by request identity or job id; only the latest record of each key matters.
+COMPACTED = frozenset({"cache", "snapshots"})
 
 
 class TopicLayoutError(ScrapestreamError):
@@ -38,10 +38,15 @@ async def ensure_topics(settings: Settings) -> None:
         await admin.close()
     counts = {topic["topic"]: len(topic["partitions"]) for topic in described}
     if len(set(counts.values())) > 1:
-        raise TopicLayoutError(f"commands and events topics must have equal partition counts, found {counts}")
+        raise TopicLayoutError(
+            f"commands, events and snapshots topics must have equal partition counts, found {counts}"
+        )
 
 
 def _new_topic(settings: Settings, name: str) -> NewTopic:
     configs = {"cleanup.policy": "compact"} if name in COMPACTED else {}
+    if name == "events" and settings.events_retention_hours > 0:
+        # Recovery needs only the events after the latest snapshot mark (`streams/snapshots.py`).
+        configs["retention.ms"] = str(int(settings.events_retention_hours * 3_600_000))
     partitions, replication = settings.partitions, settings.replication_factor
     return NewTopic(settings.topic(name), partitions, replication, topic_configs=configs)

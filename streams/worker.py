@@ -32,6 +32,7 @@ from streams.metrics import Metrics, ScrapeTimeGauges
 from streams.publisher import Publisher
 from streams.routing import Routing, RoutingAssignor
 from streams.settings import Settings
+from streams.snapshots import Snapshots
 from streams.topics import ensure_topics
 from streams.web.api import build_api
 from streams.web.context import ApiContext
@@ -57,6 +58,7 @@ class Worker:
         self.consumer: StageConsumer | None = None
         self.cache: CacheTable | None = None
         self.maintenance: Maintenance | None = None
+        self.snapshots: Snapshots | None = None
         self._stack = contextlib.AsyncExitStack()
 
     async def start(self) -> None:
@@ -94,8 +96,19 @@ class Worker:
         await publisher.start()
         stack.push_async_callback(publisher.stop)
         dead = DeadLetters(settings, publisher, self.counters)
+        snapshots = self.snapshots = Snapshots(
+            settings, self.profile, store, publisher, lambda: lifecycle.owned, self.counters
+        )
         lifecycle = self.lifecycle = Lifecycle(
-            settings, self.profile, store, publisher, self.policy, dead, utc_now, self.metrics.observe_events
+            settings,
+            self.profile,
+            store,
+            publisher,
+            self.policy,
+            dead,
+            utc_now,
+            self.metrics.observe_events,
+            snapshots.restore,
         )
         intake = Intake(settings, publisher, dead, self.counters, utc_now, principals)
         stages: list[Stage] = [intake, lifecycle]
@@ -145,6 +158,7 @@ class Worker:
             self.counters,
         )
         stack.push_async_callback(_cancelled, asyncio.create_task(maintenance.run()))
+        stack.push_async_callback(_cancelled, asyncio.create_task(snapshots.run()))
 
     def _principals(self) -> Principals | None:
         settings = self.settings

@@ -31,7 +31,7 @@ from projections.lifecycle.identity import host_of
 from projections.lifecycle.submission import submission_identity
 from schemas.codec import decode_as
 from schemas.commands import Command, SubmitJob
-from schemas.errors import CodecError
+from schemas.errors import CodecError, ScrapestreamError
 from schemas.events import AuditRecorded, Event
 from streams.broker.compat import BrokerProfile, end_offsets
 from streams.consumer import PartitionControl, QuietStage, Record
@@ -72,10 +72,13 @@ class Lifecycle(QuietStage):
         dead_letters: DeadLetters,
         clock: Callable[[], datetime],
         observe: Callable[[Sequence[Event]], None] | None = None,
+        restore: Callable[[int], Awaitable[bool]] | None = None,
     ) -> None:
         self._settings = settings
         self._profile = profile
         self._observe = observe
+        self._restore = restore
+        self.events_from_log = 0  # events folded from the log rather than as they were decided
         self._decisions: dict[UUID, asyncio.Future[AuditRecorded]] = {}
         self._store = store
         self._publisher = publisher
@@ -279,6 +282,8 @@ class Lifecycle(QuietStage):
     async def catch_up(self, partition: int) -> int:
         """Fold the events of `partition` this store has not seen (written before a crash or elsewhere)."""
         events_partition = TopicPartition(self._settings.topic("events"), partition)
+        if self._restore is not None:
+            await self._restore(partition)
         start = self._store.events_offset(partition)
         end = (await end_offsets(self._settings.kafka_bootstrap, [events_partition], self._profile))[
             events_partition
@@ -286,6 +291,7 @@ class Lifecycle(QuietStage):
         if start >= end:
             return 0
         folded = await fold_log(self._settings, events_partition, start, end, self._store)
+        self.events_from_log += folded
         log.info("partition %d: folded %d events from the log", partition, folded)
         return folded
 
@@ -305,6 +311,13 @@ async def fold_log(
     folded = 0
     try:
         consumer.assign([events_partition])
+        first = (await consumer.beginning_offsets([events_partition]))[events_partition]
+        if first > start:
+            raise LogGapError(
+                f"events partition {events_partition.partition} starts at offset {first}, but this store"
+                f" needs it from {start}: the events it missed are past the topic's retention. Start the"
+                " worker on an empty SCRAPESTREAM_DATA_DIR: it recovers from the snapshot topic."
+            )
         consumer.seek(events_partition, start)
         # The consumer's position, not the last offset seen, so a gap left by retention cannot stall this.
         while await consumer.position(events_partition) < end:
@@ -320,6 +333,10 @@ async def fold_log(
     finally:
         await consumer.stop()
     return folded
+
+
+class LogGapError(ScrapestreamError):
+    """The log no longer holds events this store needs (retention removed them)."""
 
 
 def _decoded(records: list[Any]) -> tuple[list[Event], list[bytes]]:

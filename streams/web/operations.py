@@ -25,7 +25,10 @@ router = APIRouter(tags=["operations"])
 @router.get("/healthz", response_model=Health, summary="The process is up")
 async def healthz(request: Request) -> Health:
     context = context_of(request)
-    counters = dict(context.counters) | {"fold.duplicates_ignored": context.store.duplicates_ignored}
+    counters = dict(context.counters) | {
+        "fold.duplicates_ignored": context.store.duplicates_ignored,
+        "fold.events_from_log": context.lifecycle.events_from_log,
+    }
     return Health(status="ok", owned_partitions=context.lifecycle.owned, counters=counters)
 
 

@@ -1,0 +1,160 @@
+"""The snapshot topic: each job's latest state, so a fresh worker need not read the log from its start.
+
+Every `SCRAPESTREAM_SNAPSHOT_INTERVAL_S` the worker takes a cut of each partition it owns: the jobs
+changed since their last snapshot, as its store holds them at the partition's events offset X. It
+writes one `JobSnapshot` per job (keyed by job id, in the job's partition of the compacted
+`scrapestream.snapshots`) and, once those are acknowledged and the cut held every changed job, a
+`SnapshotMark` with X. A worker that adopts a partition its store never folded reads the partition
+of the snapshot topic, restores the latest snapshot of each job and folds the events from the
+latest mark on: every job changed before the mark has a snapshot at or after it, so no older event
+is needed, and events the log no longer keeps (time retention) are never asked for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import Counter
+from collections.abc import Callable
+from uuid import UUID
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from projections.jobstore import JobStore, SnapshotCut
+from schemas.codec import decode_as
+from schemas.errors import CodecError
+from schemas.work import JobSnapshot, SnapshotMark
+from streams.broker.compat import BrokerProfile, end_offsets
+from streams.publisher import MAX_BATCH_BYTES, Sink, outgoing
+from streams.settings import Settings
+
+log = logging.getLogger(__name__)
+JOBS_PER_CUT = 20_000
+READ_BATCH = 2_000
+
+
+def mark_key(partition: int) -> bytes:
+    return f"mark/{partition}".encode()
+
+
+class Snapshots:
+    def __init__(
+        self,
+        settings: Settings,
+        profile: BrokerProfile,
+        store: JobStore,
+        publisher: Sink,
+        owned: Callable[[], list[int]],
+        counters: Counter[str],
+    ) -> None:
+        self._settings = settings
+        self._profile = profile
+        self._store = store
+        self._publisher = publisher
+        self._owned = owned
+        self._counters = counters
+        self._topic = settings.topic("snapshots")
+
+    async def run(self) -> None:
+        while True:
+            await asyncio.sleep(self._settings.snapshot_interval_s)
+            try:
+                await self.write_round()
+            except Exception:  # the change marks stay: the next round writes those jobs again
+                log.exception("writing snapshots failed")
+
+    async def write_round(self) -> int:
+        """Snapshots every changed job of the owned partitions; returns how many were written."""
+        written = 0
+        for partition in self._owned():
+            written += await self._write(self._store.snapshot_cut(partition, JOBS_PER_CUT))
+        return written
+
+    async def _write(self, cut: SnapshotCut) -> int:
+        if not cut.jobs:
+            return 0
+        messages = []
+        too_large = []
+        for job_id, events in cut.jobs.items():
+            snapshot = JobSnapshot(job_id=job_id, events_offset=cut.events_offset, events=tuple(events))
+            message = outgoing(self._topic, job_id, snapshot, partition=cut.partition)
+            if len(message.value) > MAX_BATCH_BYTES - 1024:
+                too_large.append(job_id)
+                continue
+            messages.append(message)
+        await self._publisher.send_all(messages)
+        if too_large:
+            # Without a mark, recovery starts at the previous one: slower, never wrong.
+            log.error("partition %d: too large to snapshot, so no mark: %s", cut.partition, too_large)
+        elif cut.complete:
+            mark = SnapshotMark(partition=cut.partition, events_offset=cut.events_offset)
+            await self._publisher.send_all(
+                [outgoing(self._topic, mark_key(cut.partition), mark, partition=cut.partition)]
+            )
+        self._store.snapshotted(cut)
+        self._counters["snapshots.written"] += len(messages)
+        return len(messages)
+
+    async def restore(self, partition: int) -> bool:
+        """Fill a partition this store never folded from the snapshot topic; False when it has no mark."""
+        if self._store.has_offset(partition):
+            return False
+        latest, mark = await self._read(partition)
+        if mark is None:
+            return False
+        self._store.restore(partition, latest, mark.events_offset)
+        self._counters["recovery.snapshots_restored"] += len(latest)
+        log.info(
+            "partition %d: restored %d jobs from snapshots, the log follows from offset %d",
+            partition,
+            len(latest),
+            mark.events_offset,
+        )
+        return True
+
+    async def _read(self, partition: int) -> tuple[dict[UUID, tuple[bytes, ...]], SnapshotMark | None]:
+        source = TopicPartition(self._topic, partition)
+        end = (await end_offsets(self._settings.kafka_bootstrap, [source], self._profile))[source]
+        latest: dict[UUID, tuple[bytes, ...]] = {}
+        mark: SnapshotMark | None = None
+        if end == 0:
+            return latest, mark
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=self._settings.kafka_bootstrap,
+            enable_auto_commit=False,
+            fetch_max_wait_ms=50,
+            max_partition_fetch_bytes=8 * 1024 * 1024,
+        )
+        await consumer.start()
+        try:
+            consumer.assign([source])
+            await consumer.seek_to_beginning(source)
+            while await consumer.position(source) < end:
+                batch = await consumer.getmany(source, timeout_ms=500, max_records=READ_BATCH)
+                for record in batch.get(source, []):
+                    if record.offset >= end:
+                        break
+                    mark = self._apply(record, latest) or mark
+        finally:
+            await consumer.stop()
+        return latest, mark
+
+    def _apply(self, record: object, latest: dict[UUID, tuple[bytes, ...]]) -> SnapshotMark | None:
+        key: bytes = getattr(record, "key", b"") or b""
+        value: bytes | None = getattr(record, "value", None)
+        if value is None:
+            try:
+                latest.pop(UUID(key.decode()), None)  # a purged job's tombstone
+            except ValueError:
+                log.warning("a tombstone on the snapshot topic names no job: %r", key[:64])
+            return None
+        try:
+            found = decode_as(value, JobSnapshot, SnapshotMark)
+        except CodecError as exc:
+            log.error("a snapshot record of %r does not decode and is skipped: %s", key[:64], exc)
+            return None
+        if isinstance(found, SnapshotMark):
+            return found
+        if isinstance(found, JobSnapshot):
+            latest[found.job_id] = found.events
+        return None
