@@ -36,7 +36,7 @@ from streams.agents.lifecycle import fold_log, target_job
 from streams.broker.compat import EMBEDDED_TANSU
 from streams.broker.embedded import EmbeddedBroker
 from streams.publisher import Publisher, outgoing
-from streams.settings import load_settings
+from streams.settings import Settings, load_settings
 from streams.topics import ensure_topics
 
 BATCH = 500
@@ -104,19 +104,31 @@ def run_fold(jobs: int, directory: Path) -> tuple[float, list[Event]]:
     return len(log) / elapsed, log
 
 
+async def one_partition(bootstrap: str, name: str) -> Settings:
+    """Settings for one-partition topics on the embedded broker, with the topics made."""
+    settings = load_settings(
+        kafka_bootstrap=bootstrap, broker_profile="embedded", partitions=1, topic_prefix=name
+    )
+    await ensure_topics(settings)
+    return settings
+
+
+async def append_log(publisher: Publisher, settings: Settings, log: list[Event]) -> None:
+    """Appends `log` to events partition 0, as the lifecycle agent would have."""
+    topic = settings.topic("events")
+    for offset in range(0, len(log), 5_000):
+        chunk = log[offset : offset + 5_000]
+        await publisher.send_all([outgoing(topic, e.job_id, e, partition=0) for e in chunk])
+
+
 async def run_replay(log: list[Event], directory: Path) -> float:
     async with EmbeddedBroker() as broker:
-        settings = load_settings(
-            kafka_bootstrap=broker.bootstrap, broker_profile="embedded", partitions=1, topic_prefix="replay"
-        )
-        await ensure_topics(settings)
+        settings = await one_partition(broker.bootstrap, "replay")
         publisher = Publisher(broker.bootstrap, EMBEDDED_TANSU)
         await publisher.start()
-        topic = settings.topic("events")
-        for offset in range(0, len(log), 5_000):
-            chunk = log[offset : offset + 5_000]
-            await publisher.send_all([outgoing(topic, str(e.job_id), e, partition=0) for e in chunk])
+        await append_log(publisher, settings, log)
         await publisher.stop()
+        topic = settings.topic("events")
         store = JobStore(RocksStore(directory), POLICY)
         started = time.perf_counter()
         folded = await fold_log(settings, TopicPartition(topic, 0), 0, len(log), store)

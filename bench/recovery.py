@@ -22,33 +22,25 @@ from pathlib import Path
 
 from aiokafka import TopicPartition
 
-from bench.fold import POLICY, run_fold
+from bench.fold import POLICY, append_log, one_partition, run_fold
 from projections.jobstore import JobStore
 from projections.storage.rocks import RocksStore
 from streams.agents.lifecycle import fold_log
 from streams.broker.compat import EMBEDDED_TANSU
 from streams.broker.embedded import EmbeddedBroker
-from streams.publisher import Publisher, outgoing
-from streams.settings import load_settings
+from streams.publisher import Publisher
 from streams.snapshots import Snapshots
-from streams.topics import ensure_topics
 
 
 async def measure(jobs: int, scratch: Path) -> dict[str, object]:
     _, log = run_fold(jobs, scratch / "decided")
     async with EmbeddedBroker() as broker:
-        settings = load_settings(
-            kafka_bootstrap=broker.bootstrap, broker_profile="embedded", partitions=1, topic_prefix="recovery"
-        )
-        await ensure_topics(settings)
+        settings = await one_partition(broker.bootstrap, "recovery")
         publisher = Publisher(broker.bootstrap, EMBEDDED_TANSU)
         await publisher.start()
         try:
-            topic = settings.topic("events")
-            for offset in range(0, len(log), 5_000):
-                chunk = log[offset : offset + 5_000]
-                await publisher.send_all([outgoing(topic, e.job_id, e, partition=0) for e in chunk])
-            events = TopicPartition(topic, 0)
+            await append_log(publisher, settings, log)
+            events = TopicPartition(settings.topic("events"), 0)
 
             from_log = JobStore(RocksStore(scratch / "from-log"), POLICY)
             started = time.perf_counter()

@@ -47,12 +47,12 @@ def retention_expiry(retention_class: RetentionClass, now: datetime) -> datetime
     return None if kept_for is None else now + kept_for
 
 
-def object_expiry(key: str, written_at: datetime) -> datetime | None:
-    """When a stored object last written at `written_at` expires; None for pinned or foreign keys."""
+def expired_if_written_before(key: str, now: datetime) -> datetime | None:
+    """An object stored under `key` has expired by `now` if last written before this moment; None for
+    pinned (archived) or foreign keys, which never expire."""
     found = KEY_PATTERN.match(key)
-    if found is None:
-        return None
-    return retention_expiry(CLASS_OF_DIRECTORY[found.group(1)], written_at)
+    kept_for = None if found is None else RETENTION[CLASS_OF_DIRECTORY[found.group(1)]]
+    return None if kept_for is None else now - kept_for
 
 
 def describe(body: bytes, content_type: str, retention: RetentionClass, now: datetime) -> Artifact:

@@ -88,24 +88,18 @@ class ScrapeTimeGauges(Collector):
         for state, count in sorted(self._jobs_by_state().items()):
             jobs.add_metric([state], count)
         yield jobs
-        dead = GaugeMetricFamily(
+        yield self._counted(
+            "dead_input.",
             "scrapestream_dead_input_records",
             "Input records this worker sent to dead input since it started, by source topic",
-            labels=["topic"],
+            "topic",
         )
-        for name, count in sorted(self._counters.items()):
-            if name.startswith("dead_input."):
-                dead.add_metric([name.removeprefix("dead_input.")], count)
-        yield dead
-        purged = GaugeMetricFamily(
+        yield self._counted(
+            "maintenance.",
             "scrapestream_maintenance_purged",
             "What this worker's maintenance purged since it started (histories_refused: purges refused)",
-            labels=["kind"],
+            "kind",
         )
-        for name, count in sorted(self._counters.items()):
-            if name.startswith("maintenance."):
-                purged.add_metric([name.removeprefix("maintenance.")], count)
-        yield purged
         lag = GaugeMetricFamily(
             "scrapestream_consumer_lag",
             "Records not yet consumed, per topic-partition this worker is assigned",
@@ -114,3 +108,11 @@ class ScrapeTimeGauges(Collector):
         for (topic, partition), behind in sorted(self._lag().items()):
             lag.add_metric([topic, str(partition)], behind)
         yield lag
+
+    def _counted(self, prefix: str, name: str, documentation: str, label: str) -> GaugeMetricFamily:
+        """The worker counters named `<prefix><value>`, one sample per value of `label`."""
+        family = GaugeMetricFamily(name, documentation, labels=[label])
+        for counter, count in sorted(self._counters.items()):
+            if counter.startswith(prefix):
+                family.add_metric([counter.removeprefix(prefix)], count)
+        return family

@@ -12,25 +12,24 @@ is needed, and events the log no longer keeps (time retention) are never asked f
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections import Counter
 from collections.abc import Callable
 from uuid import UUID
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import TopicPartition
 
 from projections.jobstore import JobStore, SnapshotCut
 from schemas.codec import decode_as
-from schemas.errors import CodecError
+from schemas.errors import CodecError, ScrapestreamError
 from schemas.work import JobSnapshot, SnapshotMark
-from streams.broker.compat import BrokerProfile, end_offsets
+from streams.broker.compat import BrokerProfile, end_offsets, records_between
+from streams.periodic import every
 from streams.publisher import MAX_BATCH_BYTES, Sink, outgoing
 from streams.settings import Settings
 
 log = logging.getLogger(__name__)
 JOBS_PER_CUT = 20_000
-READ_BATCH = 2_000
 
 
 def mark_key(partition: int) -> bytes:
@@ -56,12 +55,8 @@ class Snapshots:
         self._topic = settings.topic("snapshots")
 
     async def run(self) -> None:
-        while True:
-            await asyncio.sleep(self._settings.snapshot_interval_s)
-            try:
-                await self.write_round()
-            except Exception:  # the change marks stay: the next round writes those jobs again
-                log.exception("writing snapshots failed")
+        # A failed round leaves the change marks: the next one writes those jobs again.
+        await every(self._settings.snapshot_interval_s, self.write_round, "a snapshot round")
 
     async def write_round(self) -> int:
         """Snapshots every changed job of the owned partitions; returns how many were written."""
@@ -96,13 +91,18 @@ class Snapshots:
         return len(messages)
 
     async def restore(self, partition: int) -> bool:
-        """Fill a partition this store never folded from the snapshot topic; False when it has no mark."""
+        """Fill a partition this store never folded from the snapshot topic; False when it has no mark,
+        or holds a record that cannot be used (then the log is folded from its start instead)."""
         if self._store.has_offset(partition):
             return False
-        latest, mark = await self._read(partition)
-        if mark is None:
+        try:
+            latest, mark = await self._read(partition)
+            if mark is None:
+                return False
+            self._store.restore(partition, latest, mark.events_offset)
+        except (UnusableSnapshotError, CodecError) as exc:
+            log.error("partition %d: not restored from snapshots, folding the whole log: %s", partition, exc)
             return False
-        self._store.restore(partition, latest, mark.events_offset)
         self._counters["recovery.snapshots_restored"] += len(latest)
         log.info(
             "partition %d: restored %d jobs from snapshots, the log follows from offset %d",
@@ -113,48 +113,35 @@ class Snapshots:
         return True
 
     async def _read(self, partition: int) -> tuple[dict[UUID, tuple[bytes, ...]], SnapshotMark | None]:
+        """The latest snapshot of each job of the partition, and its latest mark."""
         source = TopicPartition(self._topic, partition)
         end = (await end_offsets(self._settings.kafka_bootstrap, [source], self._profile))[source]
         latest: dict[UUID, tuple[bytes, ...]] = {}
         mark: SnapshotMark | None = None
-        if end == 0:
-            return latest, mark
-        consumer = AIOKafkaConsumer(
-            bootstrap_servers=self._settings.kafka_bootstrap,
-            enable_auto_commit=False,
-            fetch_max_wait_ms=50,
-            max_partition_fetch_bytes=8 * 1024 * 1024,
-        )
-        await consumer.start()
-        try:
-            consumer.assign([source])
-            await consumer.seek_to_beginning(source)
-            while await consumer.position(source) < end:
-                batch = await consumer.getmany(source, timeout_ms=500, max_records=READ_BATCH)
-                for record in batch.get(source, []):
-                    if record.offset >= end:
-                        break
-                    mark = self._apply(record, latest) or mark
-        finally:
-            await consumer.stop()
+        async for records in records_between(self._settings.kafka_bootstrap, source, None, end):
+            for record in records:
+                if record.value is None:
+                    latest.pop(_job_of(record.key), None)  # a purged job's tombstone
+                    continue
+                try:
+                    found = decode_as(record.value, JobSnapshot, SnapshotMark)
+                except CodecError as exc:
+                    raise UnusableSnapshotError(
+                        f"the record at offset {record.offset} does not decode: {exc}"
+                    ) from exc
+                if isinstance(found, JobSnapshot):
+                    latest[found.job_id] = found.events
+                elif isinstance(found, SnapshotMark) and found.partition == partition:
+                    mark = found
         return latest, mark
 
-    def _apply(self, record: object, latest: dict[UUID, tuple[bytes, ...]]) -> SnapshotMark | None:
-        key: bytes = getattr(record, "key", b"") or b""
-        value: bytes | None = getattr(record, "value", None)
-        if value is None:
-            try:
-                latest.pop(UUID(key.decode()), None)  # a purged job's tombstone
-            except ValueError:
-                log.warning("a tombstone on the snapshot topic names no job: %r", key[:64])
-            return None
-        try:
-            found = decode_as(value, JobSnapshot, SnapshotMark)
-        except CodecError as exc:
-            log.error("a snapshot record of %r does not decode and is skipped: %s", key[:64], exc)
-            return None
-        if isinstance(found, SnapshotMark):
-            return found
-        if isinstance(found, JobSnapshot):
-            latest[found.job_id] = found.events
-        return None
+
+class UnusableSnapshotError(ScrapestreamError):
+    """A snapshot record that cannot be restored: skipping it would lose its job, so none is used."""
+
+
+def _job_of(key: bytes | None) -> UUID:
+    try:
+        return UUID((key or b"").decode())
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise UnusableSnapshotError(f"a tombstone names no job: {(key or b'')[:64]!r}") from exc

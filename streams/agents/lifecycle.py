@@ -19,10 +19,10 @@ from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, cast, get_args
+from typing import cast, get_args
 from uuid import UUID
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import ConsumerRecord, TopicPartition
 
 from projections.jobstore import JobStore, decode_event
 from projections.lifecycle import Policy, State, decide, replay
@@ -31,9 +31,9 @@ from projections.lifecycle.identity import host_of
 from projections.lifecycle.submission import submission_identity
 from schemas.codec import decode_as
 from schemas.commands import Command, SubmitJob
-from schemas.errors import CodecError, ScrapestreamError
+from schemas.errors import CodecError
 from schemas.events import AuditRecorded, Event
-from streams.broker.compat import BrokerProfile, end_offsets
+from streams.broker.compat import BrokerProfile, LogGapError, end_offsets, records_between
 from streams.consumer import PartitionControl, QuietStage, Record
 from streams.deadinput import DeadLetters
 from streams.publisher import Outgoing, Sink, outgoing
@@ -41,7 +41,6 @@ from streams.settings import Settings
 
 log = logging.getLogger(__name__)
 COMMAND_TYPES = get_args(Command)
-CATCH_UP_BATCH = 2_000
 CATCH_UP_RETRY_S = 1.0
 
 
@@ -300,46 +299,23 @@ async def fold_log(
     settings: Settings, events_partition: TopicPartition, start: int, end: int, store: JobStore
 ) -> int:
     """Fold the events of one partition from offset `start` to `end` into `store`, in log order."""
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=settings.kafka_bootstrap,
-        enable_auto_commit=False,
-        fetch_max_wait_ms=50,
-        auto_offset_reset="earliest",
-        max_partition_fetch_bytes=8 * 1024 * 1024,
-    )
-    await consumer.start()
     folded = 0
     try:
-        consumer.assign([events_partition])
-        first = (await consumer.beginning_offsets([events_partition]))[events_partition]
-        if first > start:
-            raise LogGapError(
-                f"events partition {events_partition.partition} starts at offset {first}, but this store"
-                f" needs it from {start}: the events it missed are past the topic's retention. Start the"
-                " worker on an empty SCRAPESTREAM_DATA_DIR: it recovers from the snapshot topic."
+        async for records in records_between(settings.kafka_bootstrap, events_partition, start, end):
+            events, values = _decoded(records)
+            store.commit(
+                events_partition.partition, events, next_offset=records[-1].offset + 1, encoded=values
             )
-        consumer.seek(events_partition, start)
-        # The consumer's position, not the last offset seen, so a gap left by retention cannot stall this.
-        while await consumer.position(events_partition) < end:
-            batch = await consumer.getmany(events_partition, timeout_ms=500, max_records=CATCH_UP_BATCH)
-            # Up to `end` exactly: a replay compared with a store must stop where that store stopped.
-            records = [record for record in batch.get(events_partition, []) if record.offset < end]
-            if records:
-                events, values = _decoded(records)
-                store.commit(
-                    events_partition.partition, events, next_offset=records[-1].offset + 1, encoded=values
-                )
-                folded += len(records)
-    finally:
-        await consumer.stop()
+            folded += len(records)
+    except LogGapError as exc:
+        raise LogGapError(
+            f"{exc}. This store missed them: start the worker on an empty SCRAPESTREAM_DATA_DIR,"
+            " it recovers from the snapshot topic."
+        ) from exc
     return folded
 
 
-class LogGapError(ScrapestreamError):
-    """The log no longer holds events this store needs (retention removed them)."""
-
-
-def _decoded(records: list[Any]) -> tuple[list[Event], list[bytes]]:
+def _decoded(records: list[ConsumerRecord[bytes, bytes]]) -> tuple[list[Event], list[bytes]]:
     """The events of `records` and their bytes; an event that cannot be decoded is logged and skipped."""
     events, values = [], []
     for record in records:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from uuid import UUID, uuid5
 
-from projections.artifacts import object_expiry
+from projections.artifacts import expired_if_written_before
 from projections.jobstore import JobStore
 from projections.lifecycle.mutations import retention_expired
 from schemas.commands import DeleteJobHistory
@@ -29,6 +29,7 @@ from schemas.enums import ActorRole, AuditOutcome
 from schemas.events import AuditRecorded
 from streams.artifacts.port import ArtifactStore
 from streams.cache_table import CacheTable
+from streams.periodic import every
 from streams.publisher import Sink, outgoing, partition_of, tombstone
 from streams.settings import Settings
 
@@ -77,12 +78,10 @@ class Maintenance:
         self._history_after: dict[int, bytes | None] = defaultdict(lambda: None)
 
     async def run(self) -> None:
-        while True:
-            await asyncio.sleep(self._settings.maintenance_interval_s)
-            try:
-                await self.run_once(self._clock())
-            except Exception:  # the next round tries again; nothing was half-purged
-                log.exception("maintenance round failed")
+        await every(self._settings.maintenance_interval_s, self._round, "maintenance")
+
+    async def _round(self) -> Swept:
+        return await self.run_once(self._clock())
 
     async def run_once(self, now: datetime) -> Swept:
         swept = Swept(
@@ -119,13 +118,14 @@ class Maintenance:
         batch = self._settings.maintenance_batch
         listed = await self._artifacts.listing(self._artifacts_after, batch)
         self._artifacts_after = listed[-1].key if len(listed) >= batch else None
-        # Grouped by the latest write that has expired by now, so an object renewed since it was listed stays.
+        # The delete checks each object's last write again: one renewed since it was listed stays.
         expired: dict[datetime, list[str]] = defaultdict(list)
         for stored in listed:
-            expires_at = object_expiry(stored.key, stored.written_at)
-            if expires_at is not None and expires_at <= now and not self._cache.references(stored.key, now):
-                kept_for = expires_at - stored.written_at
-                expired[now - kept_for + timedelta(microseconds=1)].append(stored.key)
+            cutoff = expired_if_written_before(stored.key, now)
+            if cutoff is None or stored.written_at >= cutoff:
+                continue
+            if not self._cache.references(stored.key, now):
+                expired[cutoff].append(stored.key)
         removed = 0
         for written_before, keys in expired.items():
             removed += await self._artifacts.delete(keys, written_before=written_before)
@@ -144,9 +144,18 @@ class Maintenance:
             commands += [_purge(job.job_id, days) for job in candidates if retention_expired(job, cutoff)]
         if not commands:
             return 0, 0
-        decided = [self._decision(_purge_id(command.job_id), DECISION_TIMEOUT_S) for command in commands]
+        # Watched before they are sent, as tasks: a failed send cancels them, which stops the watching.
+        decided = [
+            asyncio.ensure_future(self._decision(_purge_id(command.job_id), DECISION_TIMEOUT_S))
+            for command in commands
+        ]
         topic = self._settings.topic("commands")
-        await self._publisher.send_all([outgoing(topic, command.job_id, command) for command in commands])
+        try:
+            await self._publisher.send_all([outgoing(topic, command.job_id, command) for command in commands])
+        except BaseException:
+            for waiting in decided:
+                waiting.cancel()
+            raise
         audits = await asyncio.gather(*decided)
         allowed = sum(1 for audit in audits if audit is not None and audit.outcome is AuditOutcome.ALLOWED)
         return allowed, len(commands) - allowed

@@ -6,7 +6,6 @@ leases (the only timers it can act on). `decide` judges what is really due.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -16,6 +15,7 @@ from uuid import UUID, uuid5
 from projections.jobstore import JobStore
 from projections.lifecycle import Policy
 from schemas.commands import CheckTimers
+from streams.periodic import every
 from streams.publisher import Sink, outgoing
 from streams.settings import Settings
 
@@ -44,13 +44,7 @@ class Timers:
         self._last_sweep = 0.0
 
     async def run(self) -> None:
-        interval = self._settings.timer_interval_ms / 1000
-        while True:
-            await asyncio.sleep(interval)
-            try:
-                await self.tick()
-            except Exception as exc:
-                log.warning("timer pass failed (%s); the next pass retries", exc)
+        await every(self._settings.timer_interval_ms / 1000, self.tick, "timer pass")
 
     async def tick(self) -> int:
         now = self._clock()

@@ -15,11 +15,13 @@ Each setting answers one measured defect of tansu 0.6.0 (docs/BROKER.md):
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
+
+from schemas.errors import ScrapestreamError
 
 
 @dataclass(frozen=True)
@@ -140,3 +142,40 @@ async def _high_watermarks(
         if not pending:
             break
     return corrected
+
+
+class LogGapError(ScrapestreamError):
+    """The log no longer holds records a reader needs (retention removed them)."""
+
+
+async def records_between(
+    bootstrap: str, partition: TopicPartition, start: int | None, end: int, batch: int = 2_000
+) -> AsyncIterator[list[ConsumerRecord[bytes, bytes]]]:
+    """The records of `partition` from offset `start` (None: its first retained one) up to `end`, in
+    batches; `LogGapError` when the partition no longer starts at or before `start`."""
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap,
+        enable_auto_commit=False,
+        fetch_max_wait_ms=50,
+        auto_offset_reset="earliest",
+        max_partition_fetch_bytes=8 * 1024 * 1024,
+    )
+    await consumer.start()
+    try:
+        consumer.assign([partition])
+        first = (await consumer.beginning_offsets([partition]))[partition]
+        if start is not None and first > start:
+            raise LogGapError(
+                f"{partition.topic} partition {partition.partition} starts at offset {first}, but is"
+                f" needed from {start}: the records in between are past the topic's retention"
+            )
+        consumer.seek(partition, first if start is None else start)
+        # The consumer's position, not the last offset seen: a gap (compaction, retention) cannot stall it.
+        while await consumer.position(partition) < end:
+            fetched = await consumer.getmany(partition, timeout_ms=500, max_records=batch)
+            # Up to `end` exactly: a replay compared with a store must stop where that store stopped.
+            records = [record for record in fetched.get(partition, []) if record.offset < end]
+            if records:
+                yield records
+    finally:
+        await consumer.stop()

@@ -175,3 +175,35 @@ def test_merged_pages_of_shards_that_stop_early_visit_every_item_once_in_order(s
             break
         after = page.resume_after
     assert seen == everything
+
+
+def test_a_partition_restored_from_its_snapshots_equals_the_folded_one(store):
+    """Every key a fold writes (events, timers, lists, counts, audit, artifact refs, tombstones)."""
+    folded = JobStore(store, POLICY)
+    make_job(folded, 0, 1, outcome=AttemptOutcome.FETCHED)
+    make_job(folded, 0, 2, caller="svc-b", outcome=AttemptOutcome.HTTP_ERROR)
+    make_job(folded, 0, 3)  # dispatched, with a lease timer
+    deleted = make_job(folded, 0, 4, outcome=AttemptOutcome.FETCHED)
+    delete = DeleteJobHistory(
+        job_id=deleted.job.job_id, actor_id="ops", actor_role=ActorRole.ADMIN, reason="x"
+    )
+    folded.commit(0, deleted(delete, T0 + timedelta(seconds=9)), 41)
+    cut = folded.snapshot_cut(0, limit=100)
+    assert cut.complete
+    assert cut.events_offset == 41
+    assert len(cut.jobs) == 4
+    restored_store = MemoryStore()
+    JobStore(restored_store, POLICY).restore(0, cut.jobs, cut.events_offset)
+    state = [(k, v) for k, v in store.scan(b"", b"\xff") if not k.startswith(b"s/")]
+    assert list(restored_store.scan(b"", b"\xff")) == state
+    folded.snapshotted(cut)
+    assert folded.snapshot_cut(0, limit=100).jobs == {}
+
+
+def test_a_job_changed_after_its_cut_is_snapshotted_again(store):
+    jobs = JobStore(store, POLICY)
+    lifecycle = make_job(jobs, 0, 1)
+    cut = jobs.snapshot_cut(0, limit=100)
+    jobs.commit(0, lifecycle(report(lifecycle.job, attempt_under(lifecycle.job)), T0), 7)
+    jobs.snapshotted(cut)
+    assert list(jobs.snapshot_cut(0, limit=100).jobs) == [lifecycle.job.job_id]

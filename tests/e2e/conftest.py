@@ -16,12 +16,12 @@ from uuid import UUID, uuid4
 import httpx
 import pytest_asyncio
 from aiohttp import web
-from aiokafka import AIOKafkaConsumer
+from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 
 from schemas.codec import decode
 from schemas.commands import SubmitJob
 from schemas.records import Request
-from streams.broker.compat import EMBEDDED_TANSU
+from streams.broker.compat import EMBEDDED_TANSU, end_offsets, records_between
 from streams.client import Client
 from streams.clock import utc_now
 from streams.settings import Settings, load_settings
@@ -258,3 +258,14 @@ async def settled_ownership(*workers: Worker, partitions: int = 4) -> list[list[
             return owned
         await asyncio.sleep(0.1)
     return owned
+
+
+async def read_topic(bootstrap: str, topic: str, partitions: int) -> list[ConsumerRecord[bytes, bytes]]:
+    """Every record of `topic` from its start to its current end (a tombstone's value is None)."""
+    wanted = [TopicPartition(topic, partition) for partition in range(partitions)]
+    ends = await end_offsets(bootstrap, wanted, EMBEDDED_TANSU)
+    found: list[ConsumerRecord[bytes, bytes]] = []
+    for partition in wanted:
+        async for records in records_between(bootstrap, partition, None, ends[partition]):
+            found += records
+    return found

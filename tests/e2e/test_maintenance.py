@@ -10,7 +10,6 @@ from uuid import UUID, uuid4
 
 import httpx
 import pytest
-from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from schemas.enums import CacheMode, JobStatus, RetentionClass
 from schemas.events import JobAccepted, JobHistoryDeleted
@@ -20,31 +19,11 @@ from streams.agents.maintenance import ACTOR, Swept
 from streams.clock import utc_now
 from streams.publisher import outgoing
 from streams.worker import Worker
-from tests.e2e.conftest import System, running_system, worker_settings
+from tests.e2e.conftest import System, read_topic, running_system, worker_settings
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 TRANSIENT = RetentionClass.TRANSIENT_24H
 QUIET = {"maintenance_interval_s": 3_600.0}  # rounds run only when a test asks
-
-
-async def read_topic(bootstrap: str, topic: str) -> list[tuple[bytes, bytes | None]]:
-    """Every (key, value) of `topic` from its start to its current end; a tombstone's value is None."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
-    await consumer.start()
-    try:
-        partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
-        if not partitions:
-            partitions = [TopicPartition(topic, p) for p in range(2)]
-        consumer.assign(partitions)
-        await consumer.seek_to_beginning(*partitions)
-        ends = await consumer.end_offsets(partitions)
-        seen: list[tuple[bytes, bytes | None]] = []
-        while [tp for tp in partitions if await consumer.position(tp) < ends[tp]]:
-            for records in (await consumer.getmany(timeout_ms=500)).values():
-                seen += [(record.key, record.value) for record in records]
-        return seen
-    finally:
-        await consumer.stop()
 
 
 async def finished(system: System, *job_ids: UUID) -> list[Any]:
@@ -126,7 +105,8 @@ async def test_maintenance_expires_artifacts_and_cache_entries_but_keeps_what_is
         # The day-old entry expired with its artifact: a tombstone on the topic, and gone from the table.
         assert swept.cache_entries == 1
         await table_reads(worker, hashes[day], present=False)
-        assert (hashes[day].encode(), None) in await read_topic(broker.bootstrap, settings.topic("cache"))
+        cache_topic = await read_topic(broker.bootstrap, settings.topic("cache"), settings.partitions)
+        assert (hashes[day].encode(), None) in [(record.key, record.value) for record in cache_topic]
 
         later = await worker.maintenance.run_once(now + timedelta(days=40))
         assert later.artifacts == 2  # the week's page and the held one, once nothing points at it

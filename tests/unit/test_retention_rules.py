@@ -5,7 +5,7 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given
 from hypothesis import strategies as st
 
-from projections.artifacts import content_key, is_content_key, object_expiry
+from projections.artifacts import content_key, expired_if_written_before, is_content_key
 from projections.lifecycle.mutations import retention_expired
 from schemas.enums import AttemptOutcome, JobStatus, RetentionClass
 from tests.lifecycle import Lifecycle, attempt_under, report, submit
@@ -48,17 +48,19 @@ def test_a_job_owing_a_callback_keeps_its_history():
 def test_an_object_expires_a_class_span_after_its_last_write(retention: RetentionClass, written_at: datetime):
     key = content_key(SHA, retention)
     assert is_content_key(key)
-    expires_at = object_expiry(key, written_at)
-    if retention is RetentionClass.REFERENCED_ARCHIVE:
-        assert expires_at is None
-    else:
-        assert expires_at is not None
-        assert expires_at - written_at == {RetentionClass.TRANSIENT_24H: timedelta(hours=24)}.get(
-            retention, timedelta(days=7)
-        )
+    span = {RetentionClass.TRANSIENT_24H: timedelta(hours=24), RetentionClass.CACHE_7D: timedelta(days=7)}
+    if retention not in span:
+        assert expired_if_written_before(key, written_at + timedelta(days=36_500)) is None
+        return
+    just_kept = expired_if_written_before(key, written_at + span[retention])
+    just_expired = expired_if_written_before(key, written_at + span[retention] + timedelta(microseconds=1))
+    assert just_kept is not None
+    assert just_expired is not None
+    assert not written_at < just_kept
+    assert written_at < just_expired
 
 
 @given(st.text(max_size=90))
 def test_a_foreign_key_never_expires(key: str):
     if not is_content_key(key):
-        assert object_expiry(key, datetime(2026, 1, 1, tzinfo=UTC)) is None
+        assert expired_if_written_before(key, datetime(2026, 1, 1, tzinfo=UTC)) is None
