@@ -8,6 +8,7 @@ class's span, never earlier than any artifact record that points at it.
 import hashlib
 import re
 from datetime import datetime, timedelta
+from enum import Enum
 from uuid import UUID, uuid5
 
 from schemas.enums import RetentionClass
@@ -53,6 +54,36 @@ def expired_if_written_before(key: str, now: datetime) -> datetime | None:
     found = KEY_PATTERN.match(key)
     kept_for = None if found is None else RETENTION[CLASS_OF_DIRECTORY[found.group(1)]]
     return None if kept_for is None else now - kept_for
+
+
+class Pointers(Enum):
+    """What points at a stored object: a job's artifact record or a cache entry."""
+
+    LIVE = "live"  # at least one that has not expired
+    LAPSED = "lapsed"  # only expired ones
+    NONE = "none"  # none: the object is an orphan
+
+
+def reference_key(artifact_key: str, job_id: UUID) -> bytes:
+    """The key of a job's reference to an object on the references topic."""
+    return f"{artifact_key}\x00{job_id}".encode()
+
+
+def removable_if_written_before(
+    key: str, pointers: Pointers, now: datetime, orphan_grace: timedelta
+) -> datetime | None:
+    """An object stored under `key` may be deleted at `now` if last written before this moment; None
+    while anything live points at it, and for keys scrapestream did not write.
+
+    The grace keeps an object just stored whose reference is still on its way; a lapsed object of a
+    class that expires is also kept for its class's span since its last write."""
+    if not is_content_key(key) or pointers is Pointers.LIVE:
+        return None
+    orphaned_before = now - orphan_grace
+    class_cutoff = expired_if_written_before(key, now)
+    if pointers is Pointers.LAPSED and class_cutoff is not None:
+        return min(orphaned_before, class_cutoff)
+    return orphaned_before
 
 
 def describe(body: bytes, content_type: str, retention: RetentionClass, now: datetime) -> Artifact:

@@ -56,6 +56,19 @@ class DeadInput(Record):
     received_at: Instant
 
 
+class ArtifactReference(Record):
+    artifact_key: str
+    job_id: UUID
+    expires_at: Instant | None = None
+
+
+class ArtifactPurged(Record):
+    artifact_key: str
+    written_before: Instant
+    reason: str
+    purged_at: Instant
+
+
 class JobSnapshot(Record):
     job_id: UUID
     events_offset: int

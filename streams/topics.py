@@ -13,8 +13,8 @@ from streams.settings import TOPIC_NAMES, Settings
 
 # The lifecycle reads events partition p for commands partition p: the two must match.
 CO_PARTITIONED = ("commands", "events", "snapshots")
-# Keyed by request identity or job id; only the latest record of each key matters.
-COMPACTED = frozenset({"cache", "snapshots"})
+# Keyed by request identity, job id or object; only the latest record of each key matters.
+COMPACTED = frozenset({"cache", "snapshots", "references"})
 
 
 class TopicLayoutError(ScrapestreamError):

@@ -22,12 +22,12 @@ from streams.artifacts.configured import open_artifact_store
 from streams.artifacts.port import ArtifactStore
 from streams.auth.principals import Principals, load_principals
 from streams.broker.compat import EMBEDDED_TANSU, KAFKA
-from streams.cache_table import CacheTable
 from streams.callbacks.sender import CallbackSender
 from streams.clock import utc_now
 from streams.consumer import Stage, StageConsumer
 from streams.deadinput import DeadLetters
 from streams.fetch.http import FetchLimits, HttpFetcher
+from streams.global_table import GlobalTable
 from streams.metrics import Metrics, ScrapeTimeGauges
 from streams.publisher import Publisher
 from streams.routing import Routing, RoutingAssignor
@@ -56,7 +56,7 @@ class Worker:
         self.store: JobStore | None = None
         self.lifecycle: Lifecycle | None = None
         self.consumer: StageConsumer | None = None
-        self.cache: CacheTable | None = None
+        self.table: GlobalTable | None = None
         self.maintenance: Maintenance | None = None
         self.snapshots: Snapshots | None = None
         self._stack = contextlib.AsyncExitStack()
@@ -82,14 +82,15 @@ class Worker:
         artifacts = await open_artifact_store(settings)
         stack.push_async_callback(artifacts.close)
         await ensure_topics(settings)
-        cache = self.cache = CacheTable(
+        table = self.table = GlobalTable(
             settings.kafka_bootstrap,
             settings.topic("cache"),
+            settings.topic("references"),
             self.profile,
-            RocksStore(settings.data_dir / "cache"),
+            RocksStore(settings.data_dir / "global-table"),
         )
-        await cache.start()
-        stack.push_async_callback(cache.stop)
+        stack.push_async_callback(table.stop)  # also when it fails to start
+        await table.start()
         store = self.store = JobStore(RocksStore(settings.data_dir / "lifecycle"), self.policy)
         stack.callback(store.close)
         publisher = Publisher(settings.kafka_bootstrap, self.profile)
@@ -113,7 +114,7 @@ class Worker:
         intake = Intake(settings, publisher, dead, self.counters, utc_now, principals)
         stages: list[Stage] = [intake, lifecycle]
         if settings.executor_concurrency > 0:
-            stages.append(self._executor(publisher, dead, artifacts, cache))
+            stages.append(self._executor(publisher, dead, artifacts, table))
         stages.append(Outbox(settings, self._callback_sender(), publisher, dead, utc_now, self.metrics))
         assignor = RoutingAssignor(routing, settings.topic("commands"))
         consumer = self.consumer = StageConsumer(
@@ -150,7 +151,7 @@ class Worker:
             settings,
             store,
             lambda: lifecycle.owned,
-            cache,
+            table,
             artifacts,
             publisher,
             lifecycle.decision,
@@ -169,7 +170,7 @@ class Worker:
         return principals
 
     def _executor(
-        self, publisher: Publisher, dead: DeadLetters, artifacts: ArtifactStore, cache: CacheTable
+        self, publisher: Publisher, dead: DeadLetters, artifacts: ArtifactStore, cache: GlobalTable
     ) -> HttpExecutor:
         settings = self.settings
         limits = FetchLimits(settings.max_body_bytes, settings.max_decoded_bytes, settings.max_redirects)

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from projections.artifacts import reference_key
 from projections.lifecycle.cache import cache_entry
 from projections.lifecycle.callbacks import next_callback_timer
 from projections.lifecycle.completion import completion_of, rejection_completion
@@ -20,11 +21,12 @@ from schemas.events import (
     JobCompleted,
     JobDeadLettered,
     JobDispatched,
+    JobHistoryDeleted,
     JobRejected,
     JobSucceeded,
 )
 from schemas.types import build
-from schemas.work import CacheEntry, CallbackDue, DueWork
+from schemas.work import ArtifactReference, CacheEntry, CallbackDue, DueWork
 
 TERMINAL_EVENTS = (JobSucceeded, JobDeadLettered, JobCancelled)
 
@@ -35,14 +37,21 @@ class Consequences:
     completions: list[JobCompleted] = field(default_factory=list)
     callbacks: list[CallbackDue] = field(default_factory=list)
     cache_entries: list[CacheEntry] = field(default_factory=list)
+    references: list[ArtifactReference] = field(default_factory=list)
+    released: list[bytes] = field(default_factory=list)  # reference keys to tombstone
 
 
-def consequences_of(state: State, events: Sequence[Event], policy: Policy) -> Consequences:
-    """Dispatches become due work, attempts cache entries, ends completions and callbacks."""
+def consequences_of(
+    state: State, events: Sequence[Event], policy: Policy, before: State = None
+) -> Consequences:
+    """Dispatches become due work, attempts cache entries and artifact references, ends completions
+    and callbacks; a deleted history (`before` is the job as it was) releases its references."""
     result = Consequences()
     if state is None:
         return result
     for event in events:
+        if isinstance(event, JobHistoryDeleted) and isinstance(before, Job):
+            result.released.extend(_released(before))
         if isinstance(state, Job) and isinstance(event, (JobDispatched, AttemptRecorded, *TERMINAL_EVENTS)):
             _of_job(state, event, result, policy)
         elif isinstance(event, JobRejected):
@@ -64,11 +73,20 @@ def _of_job(state: Job, event: Event, result: Consequences, policy: Policy) -> N
         entry = cache_entry(state, event.attempt)
         if entry is not None:
             result.cache_entries.append(entry)
+        result.references.extend(
+            ArtifactReference(artifact_key=artifact.key, job_id=state.job_id, expires_at=artifact.expires_at)
+            for artifact in event.attempt.artifacts
+        )
     else:
         completion = completion_of(state)
         if completion is not None:
             result.completions.append(completion)
         result.callbacks.extend(_first_try(state.callbacks, event))
+
+
+def _released(job: Job) -> list[bytes]:
+    keys = {artifact.key for attempt in job.attempts for artifact in attempt.artifacts}
+    return [reference_key(key, job.job_id) for key in sorted(keys)]
 
 
 def _first_try(callbacks: tuple[PendingCallback, ...], terminal: Event) -> list[CallbackDue]:

@@ -32,11 +32,11 @@ from schemas.work import CacheEntry, DueWork
 from streams.agents.renewals import Renewals
 from streams.agents.slots import Slots
 from streams.artifacts.port import ArtifactStore
-from streams.cache_table import CacheTable
 from streams.consumer import QuietStage, Record
 from streams.deadinput import DeadLetters
 from streams.fetch.http import FetchResult, HttpFetcher
 from streams.flusher import Flusher
+from streams.global_table import GlobalTable
 from streams.metrics import Metrics
 from streams.publisher import Outgoing, Sink, outgoing
 from streams.settings import Settings
@@ -60,7 +60,7 @@ class HttpExecutor(QuietStage):
         dead_letters: DeadLetters,
         clock: Callable[[], datetime],
         metrics: Metrics | None = None,
-        cache: CacheTable | None = None,
+        cache: GlobalTable | None = None,
     ) -> None:
         self._settings = settings
         self._metrics = metrics

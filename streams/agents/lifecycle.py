@@ -24,6 +24,7 @@ from uuid import UUID
 
 from aiokafka import ConsumerRecord, TopicPartition
 
+from projections.artifacts import reference_key
 from projections.jobstore import JobStore, decode_event
 from projections.lifecycle import Policy, State, decide, replay
 from projections.lifecycle.consequences import consequences_of
@@ -36,7 +37,7 @@ from schemas.events import AuditRecorded, Event
 from streams.broker.compat import BrokerProfile, LogGapError, end_offsets, records_between
 from streams.consumer import PartitionControl, QuietStage, Record
 from streams.deadinput import DeadLetters
-from streams.publisher import Outgoing, Sink, outgoing
+from streams.publisher import Outgoing, Sink, outgoing, tombstone
 from streams.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -193,7 +194,7 @@ class Lifecycle(QuietStage):
         state = states[job_id] if job_id in states else self._store.load(job_id)
         events = decide(state, item.command, item.at, self._policy)
         after = replay(events, state)
-        consequences = self._consequences(after, events) if events else []
+        consequences = self._consequences(after, events, state) if events else []
         states[job_id] = after
         return events, consequences
 
@@ -224,8 +225,8 @@ class Lifecycle(QuietStage):
         log.warning("events partition %d holds another writer's records: folding it from the log", partition)
         await self.catch_up(partition)
 
-    def _consequences(self, state: State, events: list[Event]) -> list[Outgoing]:
-        result = consequences_of(state, events, self._policy)
+    def _consequences(self, state: State, events: list[Event], before: State) -> list[Outgoing]:
+        result = consequences_of(state, events, self._policy, before)
         topic = self._settings.topic
         at = events[-1].occurred_at
         return [
@@ -233,6 +234,11 @@ class Lifecycle(QuietStage):
             *(outgoing(topic("completions"), c.job_id, c, at=at) for c in result.completions),
             *(outgoing(topic("outbox"), c.job_id, c, at=at) for c in result.callbacks),
             *(outgoing(topic("cache"), e.request_hash, e, at=at) for e in result.cache_entries),
+            *(
+                outgoing(topic("references"), reference_key(r.artifact_key, r.job_id), r, at=at)
+                for r in result.references
+            ),
+            *(tombstone(topic("references"), key) for key in result.released),
         ]
 
     async def recover(self, records: Sequence[Record]) -> None:

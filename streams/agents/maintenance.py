@@ -4,8 +4,11 @@ Each round takes at most `SCRAPESTREAM_MAINTENANCE_BATCH` of each kind, going on
 where it stopped:
 - cache entries that expired: a tombstone on the compacted cache topic, by the worker that owns
   the entry's commands partition (every worker's table then drops it);
-- artifacts past their expiry that no live cache entry points at (a shared store is kept by the
-  owner of commands partition 0; a local one by its own worker); archived ones are pinned;
+- artifacts nothing live points at, neither a job's artifact record nor a cache entry (the global
+  table's view of `scrapestream.references` and `scrapestream.cache`): expired ones, and orphans
+  last written more than `SCRAPESTREAM_ORPHAN_GRACE_HOURS` ago; each deletion is an
+  `ArtifactPurged` record on the references topic. A shared store is kept by the owner of commands
+  partition 0, a local one by its own worker; none before the table has read both topics;
 - histories of jobs finished more than `SCRAPESTREAM_HISTORY_RETENTION_DAYS` ago: a
   `DeleteJobHistory` command, decided by the lifecycle like an operator's (a job that can still
   run, or still owes a callback, is refused), so each purge is an event a replay agrees with.
@@ -21,14 +24,16 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from uuid import UUID, uuid5
 
-from projections.artifacts import expired_if_written_before
+from projections.artifacts import Pointers, removable_if_written_before
 from projections.jobstore import JobStore
 from projections.lifecycle.mutations import retention_expired
 from schemas.commands import DeleteJobHistory
 from schemas.enums import ActorRole, AuditOutcome
 from schemas.events import AuditRecorded
+from schemas.types import to_utc_millis
+from schemas.work import ArtifactPurged
 from streams.artifacts.port import ArtifactStore
-from streams.cache_table import CacheTable
+from streams.global_table import GlobalTable
 from streams.periodic import every
 from streams.publisher import Sink, outgoing, partition_of, tombstone
 from streams.settings import Settings
@@ -57,7 +62,7 @@ class Maintenance:
         settings: Settings,
         store: JobStore,
         owned: Callable[[], list[int]],
-        cache: CacheTable,
+        table: GlobalTable,
         artifacts: ArtifactStore,
         publisher: Sink,
         decision: Decision,
@@ -67,7 +72,7 @@ class Maintenance:
         self._settings = settings
         self._store = store
         self._owned = owned
-        self._cache = cache
+        self._table = table
         self._artifacts = artifacts
         self._publisher = publisher
         self._decision = decision
@@ -104,7 +109,7 @@ class Maintenance:
     async def _expire_cache_entries(self, now: datetime) -> int:
         owned = set(self._owned())
         partitions = self._settings.partitions
-        expired, self._cache_after = self._cache.expired(
+        expired, self._cache_after = self._table.expired(
             now, self._cache_after, self._settings.maintenance_batch
         )
         mine = [key for key in expired if partition_of(key.encode(), partitions) in owned]
@@ -115,21 +120,28 @@ class Maintenance:
     async def _expire_artifacts(self, now: datetime) -> int:
         if self._artifacts.shared and 0 not in self._owned():
             return 0
+        if not self._table.caught_up():
+            log.info("artifacts are swept once the global table has read its topics")
+            return 0
         batch = self._settings.maintenance_batch
+        grace = timedelta(hours=self._settings.orphan_grace_hours)
         listed = await self._artifacts.listing(self._artifacts_after, batch)
         self._artifacts_after = listed[-1].key if len(listed) >= batch else None
         # The delete checks each object's last write again: one renewed since it was listed stays.
-        expired: dict[datetime, list[str]] = defaultdict(list)
+        removable: dict[tuple[datetime, str], list[str]] = defaultdict(list)
         for stored in listed:
-            cutoff = expired_if_written_before(stored.key, now)
-            if cutoff is None or stored.written_at >= cutoff:
-                continue
-            if not self._cache.references(stored.key, now):
-                expired[cutoff].append(stored.key)
-        removed = 0
-        for written_before, keys in expired.items():
-            removed += await self._artifacts.delete(keys, written_before=written_before)
-        return removed
+            pointers = self._table.pointers(stored.key, now)
+            cutoff = removable_if_written_before(stored.key, pointers, now, grace)
+            if cutoff is not None and stored.written_at < cutoff:
+                reason = "orphaned" if pointers is Pointers.NONE else "expired"
+                removable[(cutoff, reason)].append(stored.key)
+        purged = []
+        for (written_before, reason), keys in removable.items():
+            removed = await self._artifacts.delete(keys, written_before=written_before)
+            purged += [_purged(key, written_before, reason, now) for key in removed]
+        topic = self._settings.topic("references")
+        await self._publisher.send_all([outgoing(topic, purge.artifact_key, purge) for purge in purged])
+        return len(purged)
 
     async def _purge_histories(self, now: datetime) -> tuple[int, int]:
         days = self._settings.history_retention_days
@@ -159,6 +171,15 @@ class Maintenance:
         audits = await asyncio.gather(*decided)
         allowed = sum(1 for audit in audits if audit is not None and audit.outcome is AuditOutcome.ALLOWED)
         return allowed, len(commands) - allowed
+
+
+def _purged(key: str, written_before: datetime, reason: str, now: datetime) -> ArtifactPurged:
+    return ArtifactPurged(
+        artifact_key=key,
+        written_before=to_utc_millis(written_before),
+        reason=reason,
+        purged_at=to_utc_millis(now),
+    )
 
 
 def _purge_id(job_id: UUID) -> UUID:

@@ -51,17 +51,17 @@ class LocalArtifactStore:
 
         return await asyncio.to_thread(load)
 
-    async def delete(self, keys: Sequence[str], written_before: datetime | None = None) -> int:
+    async def delete(self, keys: Sequence[str], written_before: datetime | None = None) -> list[str]:
         before = None if written_before is None else written_before.timestamp()
 
-        def remove() -> int:
-            removed = 0
+        def remove() -> list[str]:
+            removed = []
             for key in keys:
                 path = self.path_of(key)
                 try:
                     if before is None or path.stat().st_mtime < before:
                         path.unlink()
-                        removed += 1
+                        removed.append(key)
                 except FileNotFoundError:
                     pass
             return removed

@@ -41,9 +41,9 @@ class ArtifactStore(Protocol):
         """The stored bytes, or None when nothing is stored under `key`."""
         ...
 
-    async def delete(self, keys: Sequence[str], written_before: datetime | None = None) -> int:
+    async def delete(self, keys: Sequence[str], written_before: datetime | None = None) -> list[str]:
         """Remove what is stored under `keys` (only objects last written before `written_before`, when
-        given: one renewed since it was listed stays); returns how many were removed."""
+        given: one renewed since it was listed stays); returns the keys removed."""
         ...
 
     async def listing(self, after: str | None, limit: int) -> list[StoredObject]:

@@ -7,6 +7,7 @@ metadata (size, capture time, expiry), so the bucket alone says what each object
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -20,6 +21,7 @@ from schemas.enums import RetentionClass
 from schemas.records import Artifact
 from streams.artifacts.port import ArtifactStoreError, StoredObject
 
+log = logging.getLogger(__name__)
 DELETE_BATCH = 1_000  # S3's DeleteObjects limit
 CHECKS_AT_ONCE = 16
 MISSING = {"404", "NoSuchKey", "NotFound"}
@@ -117,7 +119,7 @@ class S3ArtifactStore:
 
         return await asyncio.to_thread(fetch)
 
-    async def delete(self, keys: Sequence[str], written_before: datetime | None = None) -> int:
+    async def delete(self, keys: Sequence[str], written_before: datetime | None = None) -> list[str]:
         if written_before is None:
             present = await self.existing(keys)
         else:
@@ -126,12 +128,16 @@ class S3ArtifactStore:
                 key for key, at in zip(keys, written, strict=True) if at is not None and at < written_before
             }
         ordered = sorted(present)
+        failed: set[str] = set()
         for start in range(0, len(ordered), DELETE_BATCH):
             batch = [{"Key": self._key(key)} for key in ordered[start : start + DELETE_BATCH]]
-            await asyncio.to_thread(
+            answer = await asyncio.to_thread(
                 self._client.delete_objects, Bucket=self._bucket, Delete={"Objects": batch, "Quiet": True}
             )
-        return len(present)
+            for error in answer.get("Errors", []):
+                log.warning("could not delete %s: %s", error.get("Key"), error.get("Message"))
+                failed.add(error.get("Key", ""))
+        return [key for key in ordered if self._key(key) not in failed]
 
     async def _written_at(self, key: str) -> datetime | None:
         async with self._checks:

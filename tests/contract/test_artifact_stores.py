@@ -52,7 +52,7 @@ async def test_existence_is_checked_in_one_call_and_deletion_counts_what_was_the
     gone = await store.put(b"gone", "text/plain", RetentionClass.CACHE_7D, NOW)
     never = content_key("0" * 64, RetentionClass.CACHE_7D)
     assert await store.existing([kept.key, gone.key, never]) == {kept.key, gone.key}
-    assert await store.delete([gone.key, never]) == 1
+    assert await store.delete([gone.key, never]) == [gone.key]
     assert await store.existing([kept.key, gone.key]) == {kept.key}
     assert await store.read(gone.key) is None
     assert await store.read(kept.key) == b"kept"
@@ -107,7 +107,7 @@ async def test_the_listing_pages_through_every_object_in_key_order(store: Artifa
 async def test_a_conditional_delete_keeps_an_object_written_since(store: ArtifactStore):
     old = await store.put(b"old", "text/plain", RetentionClass.TRANSIENT_24H, NOW)
     (listed,) = [item for item in await store.listing(None, 100) if item.key == old.key]
-    assert await store.delete([old.key], written_before=listed.written_at - timedelta(seconds=1)) == 0
+    assert await store.delete([old.key], written_before=listed.written_at - timedelta(seconds=1)) == []
     assert await store.existing([old.key]) == {old.key}
-    assert await store.delete([old.key], written_before=listed.written_at + timedelta(seconds=1)) == 1
+    assert await store.delete([old.key], written_before=listed.written_at + timedelta(seconds=1)) == [old.key]
     assert await store.existing([old.key]) == set()

@@ -37,9 +37,9 @@ async def entry_seen(system: System, job_id: UUID) -> None:
     """Until the worker's cache table has read the entry the job's attempt made."""
     (accepted,) = [e for e in system.events.of_job(job_id) if isinstance(e, JobAccepted)]
     assert system.worker is not None
-    assert system.worker.cache is not None
+    assert system.worker.table is not None
     for _ in range(500):
-        if system.worker.cache.get(accepted.request_hash) is not None:
+        if system.worker.table.get(accepted.request_hash) is not None:
             return
         await asyncio.sleep(0.01)
     raise AssertionError("the cache entry never reached the worker's table")
@@ -51,8 +51,8 @@ async def table_read_to_the_end(system: System) -> None:
     partitions = [TopicPartition(topic, partition) for partition in range(system.settings.partitions)]
     ends = await end_offsets(system.settings.kafka_bootstrap, partitions, EMBEDDED_TANSU)
     for _ in range(500):
-        read = system.worker.cache.offsets()
-        if all(read.get(tp.partition, 0) >= end for tp, end in ends.items()):
+        read = system.worker.table.offsets()
+        if all(read.get((tp.topic, tp.partition), 0) >= end for tp, end in ends.items()):
             return
         await asyncio.sleep(0.01)
     raise AssertionError(f"the cache table stopped at {read}, the topic ends at {ends}")
@@ -108,7 +108,7 @@ async def test_what_the_origin_forbids_caching_is_fetched_every_time(system, ori
     url = origin.url(path)
     first, _ = await job(system, url, f"{path}-1")
     await table_read_to_the_end(system)
-    assert system.worker.cache.get(fetched_hash(system, first)) is None
+    assert system.worker.table.get(fetched_hash(system, first)) is None
     _, again = await job(system, url, f"{path}-2")
     assert again.attempt.outcome is AttemptOutcome.FETCHED
     assert origin.hits[path] == hits
@@ -152,7 +152,7 @@ async def test_an_origin_claiming_freshness_for_millennia_is_cached_for_seven_da
     first, fetched = await job(system, url, "forever-1")
     assert (await system.completion(first)).status is JobStatus.SUCCEEDED
     await entry_seen(system, first)
-    entry = system.worker.cache.get(fetched_hash(system, first))
+    entry = system.worker.table.get(fetched_hash(system, first))
     assert entry is not None
     (stored,) = fetched.attempt.artifacts
     assert stored.expires_at is not None

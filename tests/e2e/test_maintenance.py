@@ -11,12 +11,18 @@ from uuid import UUID, uuid4
 import httpx
 import pytest
 
+from projections.artifacts import Pointers, reference_key
+from projections.storage.rocks import RocksStore
+from schemas.codec import decode
 from schemas.enums import CacheMode, JobStatus, RetentionClass
 from schemas.events import JobAccepted, JobHistoryDeleted
 from schemas.types import to_utc_millis
-from schemas.work import CacheEntry
+from schemas.work import ArtifactPurged, CacheEntry
 from streams.agents.maintenance import ACTOR, Swept
+from streams.artifacts.configured import open_artifact_store
+from streams.broker.compat import EMBEDDED_TANSU
 from streams.clock import utc_now
+from streams.global_table import GlobalTable
 from streams.publisher import outgoing
 from streams.worker import Worker
 from tests.e2e.conftest import System, read_topic, running_system, worker_settings
@@ -46,9 +52,9 @@ async def first_event(system: System, job_id: UUID, kind: type[Any]) -> Any:
 
 
 async def table_reads(worker: Worker, request_hash: str, present: bool) -> None:
-    assert worker.cache is not None
+    assert worker.table is not None
     for _ in range(200):
-        if (worker.cache.get(request_hash) is not None) is present:
+        if (worker.table.get(request_hash) is not None) is present:
             return
         await asyncio.sleep(0.05)
     raise AssertionError(f"the cache table never {'held' if present else 'dropped'} {request_hash}")
@@ -65,7 +71,7 @@ async def test_maintenance_expires_artifacts_and_cache_entries_but_keeps_what_is
         worker = system.worker
         assert worker is not None
         assert worker.maintenance is not None
-        assert worker.cache is not None
+        assert worker.table is not None
         day = await system.submit(origin.url("/page/maint-day"), retention_class=TRANSIENT)
         week = await system.submit(origin.url("/page/maint-week"), retention_class=RetentionClass.CACHE_7D)
         pinned = await system.submit(
@@ -90,9 +96,10 @@ async def test_maintenance_expires_artifacts_and_cache_entries_but_keeps_what_is
             job_id=held,
         )
         await worker_publish(worker, outgoing(settings.topic("cache"), hashes[held], holder))
-        await wait_until(lambda: worker.cache.references(held_artifact.key, now + timedelta(days=2)))
+        in_two_days = now + timedelta(days=2)
+        await wait_until(lambda: worker.table.pointers(held_artifact.key, in_two_days) is Pointers.LIVE)
 
-        swept = await worker.maintenance.run_once(now + timedelta(days=2))
+        swept = await worker.maintenance.run_once(in_two_days)
         assert swept.artifacts == 1
         keys = {item["Key"] for item in s3.client().list_objects_v2(Bucket=bucket)["Contents"]}
         assert keys == {f"artifacts/{done.artifacts[0].key}" for done in (week_done, pinned_done, held_done)}
@@ -178,6 +185,93 @@ async def test_histories_past_retention_are_purged_through_the_lifecycle(broker,
             assert deleted.actor_id == ACTOR
         # Nothing is left to purge, and a second round sends nothing.
         assert (await worker.maintenance.run_once(now + timedelta(days=2))).histories == 0
+
+
+async def test_an_archived_artifact_stays_while_its_job_lasts_and_orphans_go_after_the_grace(
+    broker, origin, tmp_path
+):
+    settings = worker_settings(broker.bootstrap, tmp_path, history_retention_days=1, **QUIET)
+    async with running_system(settings) as system:
+        worker = system.worker
+        assert worker is not None
+        assert worker.maintenance is not None
+        assert worker.table is not None
+        job = await system.submit(
+            origin.url("/page/archived-orphan"), retention_class=RetentionClass.REFERENCED_ARCHIVE
+        )
+        (done,) = await finished(system, job)
+        (artifact,) = done.artifacts
+        now = utc_now()
+        store = await open_artifact_store(settings)
+        try:
+            stray = await store.put(b"nothing points here", "text/plain", RetentionClass.CACHE_7D, now)
+        finally:
+            await store.close()
+        root = settings.data_dir / "artifacts"
+        await wait_until(lambda: worker.table.pointers(artifact.key, now) is Pointers.LIVE)
+        assert worker.table.pointers(stray.key, now) is Pointers.NONE
+
+        # Within the grace an unreferenced object stays: its reference may still be on the way.
+        assert (await worker.maintenance.run_once(now + timedelta(hours=1))).artifacts == 0
+        assert (root / stray.key).exists()
+        # A year on, the archived page stays while its job's history does; the orphan goes.
+        a_year_on = now + timedelta(days=365)
+        purged = Swept()
+        for _ in range(50):
+            swept = await worker.maintenance.run_once(a_year_on)
+            purged = Swept(
+                artifacts=purged.artifacts + swept.artifacts, histories=purged.histories + swept.histories
+            )
+            if purged.histories:
+                break
+            await asyncio.sleep(0.1)
+        assert purged == Swept(artifacts=1, histories=1)
+        assert not (root / stray.key).exists()
+        assert (root / artifact.key).exists()
+        # The purge released the job's reference: nothing live points at the page any more.
+        await wait_until(lambda: worker.table.pointers(artifact.key, a_year_on) is not Pointers.LIVE)
+        assert (await worker.maintenance.run_once(a_year_on)).artifacts == 1
+        assert not (root / artifact.key).exists()
+
+        records = await read_topic(broker.bootstrap, settings.topic("references"), settings.partitions)
+        reference = reference_key(artifact.key, job)
+        assert [record.value is None for record in records if record.key == reference] == [False, True]
+        purges = {
+            found.artifact_key: found.reason
+            for record in records
+            if record.value is not None and isinstance(found := decode(record.value), ArtifactPurged)
+        }
+        assert purges == {stray.key: "orphaned", artifact.key: "orphaned"}
+
+
+async def test_no_artifact_is_swept_before_the_global_table_has_read_its_topics(broker, origin, tmp_path):
+    settings = worker_settings(broker.bootstrap, tmp_path, **QUIET)
+    async with running_system(settings) as system:
+        job = await system.submit(
+            origin.url("/page/archived-late-reader"), retention_class=RetentionClass.REFERENCED_ARCHIVE
+        )
+        (done,) = await finished(system, job)
+        (artifact,) = done.artifacts
+        written = await read_topic(broker.bootstrap, settings.topic("references"), settings.partitions)
+        assert reference_key(artifact.key, job) in {record.key for record in written}
+        # A table on an empty store, as a worker has on a new machine: caught up only once it knows.
+        table = GlobalTable(
+            settings.kafka_bootstrap,
+            settings.topic("cache"),
+            settings.topic("references"),
+            EMBEDDED_TANSU,
+            RocksStore(tmp_path / "late-table"),
+        )
+        await table.start()
+        try:
+            for _ in range(500):
+                if table.caught_up():
+                    break
+                await asyncio.sleep(0.01)
+            # The first moment it says so, it knows the job's reference to its archived page.
+            assert table.pointers(artifact.key, utc_now() + timedelta(days=365)) is Pointers.LIVE
+        finally:
+            await table.stop()
 
 
 async def worker_publish(worker: Worker, message: Any) -> None:

@@ -1,10 +1,12 @@
-"""The response cache as every worker sees it: all of `scrapestream.cache`, folded into a local store.
+"""The response cache and the artifact references as every worker sees them: all of
+`scrapestream.cache` and `scrapestream.references`, folded into a local store.
 
-Entries are written by the lifecycles as consequences of attempts (`projections.lifecycle.cache`),
-keyed by request identity on a compacted topic; each worker reads every partition from where its
-store left off (a global table, as Faust's GlobalTable and Kafka Streams' GlobalKTable are), so a
-job on any partition sees an entry made on any other once this worker has read it: within one
-fetch wait of the table's consumer (250 ms with the embedded broker, 500 ms with Kafka).
+Both are written by the lifecycles as consequences of attempts (`projections.lifecycle.consequences`)
+on compacted topics: cache entries keyed by request identity, references keyed by object and job.
+Each worker reads every partition from where its store left off (a global table, as Faust's
+GlobalTable and Kafka Streams' GlobalKTable are), so a job on any partition sees an entry made on
+any other once this worker has read it: within one fetch wait of the table's consumer (250 ms with
+the embedded broker, 500 ms with Kafka). Maintenance asks it what still points at an object.
 """
 
 from __future__ import annotations
@@ -17,24 +19,38 @@ from datetime import datetime
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 
+from projections.artifacts import Pointers
 from projections.storage.base import KeyValueStore, StoreError
 from schemas.codec import decode_as
 from schemas.errors import CodecError
-from schemas.work import CacheEntry
-from streams.broker.compat import BrokerProfile
+from schemas.work import ArtifactPurged, ArtifactReference, CacheEntry
+from streams.broker.compat import BrokerProfile, end_offsets
 
 log = logging.getLogger(__name__)
 ENTRY = b"e/"
 OFFSET = b"o/"
-REFERENCE = b"r/"  # r/<artifact key>\x00<request hash> -> the entry's expiry in ms
+# r/<artifact key>\x00<request hash or job id> -> the entry's or the job's record's expiry in ms
+# (empty: no expiry while the job's history lasts)
+REFERENCE = b"r/"
 MAX_RECORDS = 2_000
 RETRY_S = 1.0
 
 
-class CacheTable:
-    def __init__(self, bootstrap: str, topic: str, profile: BrokerProfile, store: KeyValueStore) -> None:
-        self._topic = topic
+class GlobalTable:
+    def __init__(
+        self,
+        bootstrap: str,
+        cache_topic: str,
+        references_topic: str,
+        profile: BrokerProfile,
+        store: KeyValueStore,
+    ) -> None:
+        self._bootstrap = bootstrap
+        self._profile = profile
+        self._cache_topic = cache_topic
+        self._references_topic = references_topic
         self._store = store
+        self._ends: dict[TopicPartition, int] | None = None
         self._consumer = AIOKafkaConsumer(
             bootstrap_servers=bootstrap,
             enable_auto_commit=False,
@@ -48,12 +64,22 @@ class CacheTable:
         await self._consumer.start()
         await self._consumer.topics()
         partitions = [
-            TopicPartition(self._topic, partition)
-            for partition in sorted(self._consumer.partitions_for_topic(self._topic) or ())
+            TopicPartition(topic, partition)
+            for topic in (self._cache_topic, self._references_topic)
+            for partition in sorted(self._consumer.partitions_for_topic(topic) or ())
         ]
         self._consumer.assign(partitions)
         await self._rewind(partitions)
-        self._task = asyncio.create_task(self._follow(), name="cache-table")
+        self._ends = await end_offsets(self._bootstrap, partitions, self._profile)
+        self._task = asyncio.create_task(self._follow(), name="global-table")
+
+    def caught_up(self) -> bool:
+        """Whether the table has read both topics up to where they ended when it started: before
+        that, an object's pointers may not be known yet."""
+        if self._ends is None:
+            return False
+        read = self.offsets()
+        return all(read.get((tp.topic, tp.partition), 0) >= end for tp, end in self._ends.items() if end > 0)
 
     def get(self, request_hash: str) -> CacheEntry | None:
         """The entry of a request, or None (also for one that does not decode: a miss, not an error)."""
@@ -68,11 +94,16 @@ class CacheTable:
             )
             return None
 
-    def references(self, artifact_key: str, now: datetime) -> bool:
-        """Whether an entry that has not expired at `now` points at the artifact."""
+    def pointers(self, artifact_key: str, now: datetime) -> Pointers:
+        """What points at the object at `now`: cache entries and jobs' artifact records."""
         prefix = REFERENCE + artifact_key.encode() + b"\x00"
         now_ms = int(now.timestamp() * 1000)
-        return any(int(value) > now_ms for _, value in self._store.scan(prefix, prefix + b"\xff"))
+        found = Pointers.NONE
+        for _, expires_ms in self._store.scan(prefix, prefix + b"\xff"):
+            if not expires_ms or int(expires_ms) > now_ms:
+                return Pointers.LIVE
+            found = Pointers.LAPSED
+        return found
 
     def expired(self, now: datetime, after: str | None, budget: int) -> tuple[list[str], str | None]:
         """Request hashes whose entry expired at `now` (or does not decode) among the next `budget`
@@ -89,32 +120,37 @@ class CacheTable:
                 found.append(last)
         return found, None
 
-    def offsets(self) -> dict[int, int]:
-        """Per partition of the cache topic, the offset up to which this table has read it."""
+    def offsets(self) -> dict[tuple[str, int], int]:
+        """Per topic partition, the offset up to which this table has read it."""
         stored = self._store.scan(OFFSET, OFFSET + b"\xff")
-        return {int(key[len(OFFSET) :]): int(value) for key, value in stored}
+        found = {}
+        for key, value in stored:
+            topic, _, partition = key[len(OFFSET) :].decode().rpartition("/")
+            found[(topic, int(partition))] = int(value)
+        return found
 
     async def _follow(self) -> None:
         while True:
             try:
                 polled = await self._consumer.getmany(timeout_ms=1_000, max_records=MAX_RECORDS)
             except KafkaError as exc:
-                log.warning("reading %s failed (%s); retrying", self._topic, exc)
+                log.warning("reading the global table failed (%s); retrying", exc)
                 await asyncio.sleep(RETRY_S)
                 continue
             changes: dict[bytes, bytes | None] = {}
             for tp, records in polled.items():
                 # Kept as written (latest per key; a tombstone removes it), indexed by artifact.
+                fold = self._replace if tp.topic == self._cache_topic else self._reference
                 for record in records:
                     if record.key:
-                        self._replace(record.key, record.value, changes)
-                changes[OFFSET + str(tp.partition).encode()] = str(records[-1].offset + 1).encode()
+                        fold(record.key, record.value, changes)
+                changes[_offset_key(tp)] = str(records[-1].offset + 1).encode()
             if not changes:
                 continue
             try:
                 self._store.write(changes)
             except StoreError as exc:
-                log.warning("the cache table could not be written (%s); reading those entries again", exc)
+                log.warning("the global table could not be written (%s); reading those records again", exc)
                 await self._rewind(list(polled))
                 await asyncio.sleep(RETRY_S)
 
@@ -130,13 +166,31 @@ class CacheTable:
             expires_ms = str(int(entry.expires_at.timestamp() * 1000)).encode()
             changes.update((reference, expires_ms) for reference in _references_of(request_hash, entry))
 
+    def _reference(self, key: bytes, value: bytes | None, changes: dict[bytes, bytes | None]) -> None:
+        """A job's reference to an object (its tombstone releases it); purge records are not kept."""
+        if value is None:
+            changes[REFERENCE + key] = None
+            return
+        try:
+            found = decode_as(value, ArtifactReference, ArtifactPurged)
+        except CodecError as exc:
+            # Read as no expiry: an unreadable reference keeps its object rather than losing it.
+            log.warning("the artifact reference %r does not decode (%s): kept as live", key[:96], exc)
+            changes[REFERENCE + key] = b""
+            return
+        if isinstance(found, ArtifactReference):
+            expires = found.expires_at
+            changes[REFERENCE + key] = (
+                b"" if expires is None else str(int(expires.timestamp() * 1000)).encode()
+            )
+
     async def _rewind(self, partitions: list[TopicPartition]) -> None:
         """Back to where the table's store has read each partition (its start, if never)."""
         read = self.offsets()
-        unread = [tp for tp in partitions if tp.partition not in read]
+        unread = [tp for tp in partitions if (tp.topic, tp.partition) not in read]
         for tp in partitions:
-            if tp.partition in read:
-                self._consumer.seek(tp, read[tp.partition])
+            if (tp.topic, tp.partition) in read:
+                self._consumer.seek(tp, read[(tp.topic, tp.partition)])
         if unread:
             await self._consumer.seek_to_beginning(*unread)
 
@@ -147,6 +201,10 @@ class CacheTable:
                 await self._task
         await self._consumer.stop()
         self._store.close()
+
+
+def _offset_key(tp: TopicPartition) -> bytes:
+    return OFFSET + f"{tp.topic}/{tp.partition}".encode()
 
 
 def _decoded(value: bytes) -> CacheEntry | None:
