@@ -107,6 +107,7 @@ class SnapshotCut:
     jobs: dict[UUID, list[bytes]]
     marks: dict[bytes, bytes]
     complete: bool  # every changed job of the partition is in `jobs`
+    purged: frozenset[UUID] = frozenset()  # jobs whose history is deleted: what is left is the marker
 
 
 @dataclass
@@ -216,7 +217,12 @@ class JobStore:
             events = _events_prefix(job_id)
             jobs[job_id] = [stored for _, stored in self._store.scan(events, events + b"\xff")]
             marks[key] = value
-        return SnapshotCut(partition, self.events_offset(partition), jobs, marks, complete)
+        purged = frozenset(job_id for job_id in jobs if self.history_deleted(job_id))
+        return SnapshotCut(partition, self.events_offset(partition), jobs, marks, complete, purged)
+
+    def history_deleted(self, job_id: UUID) -> bool:
+        """Whether the job's history was deleted and no job has been accepted under its id since."""
+        return self._store.get(tombstone_key(job_id)) is not None and not isinstance(self.load(job_id), Job)
 
     def snapshotted(self, cut: SnapshotCut) -> None:
         """Clears the change marks of a written cut, except for jobs that changed again since."""

@@ -61,8 +61,8 @@ class Written:
     offset: int
 
 
-def tombstone(topic: str, key: bytes) -> Outgoing:
-    return Outgoing(topic, key, b"", tombstone=True)
+def tombstone(topic: str, key: bytes, partition: int | None = None) -> Outgoing:
+    return Outgoing(topic, key, b"", partition, tombstone=True)
 
 
 def outgoing(

@@ -8,6 +8,10 @@ writes one `JobSnapshot` per job (keyed by job id, in the job's partition of the
 of the snapshot topic, restores the latest snapshot of each job and folds the events from the
 latest mark on: every job changed before the mark has a snapshot at or after it, so no older event
 is needed, and events the log no longer keeps (time retention) are never asked for.
+
+A job whose history is purged gets a tombstone under its id, so compaction removes its snapshot;
+what the store keeps of it (audit records and the deletion, which dedupe its commands and number
+its events) is written under `purged/<job id>`. Recovery takes the latest record of either key.
 """
 
 from __future__ import annotations
@@ -25,11 +29,14 @@ from schemas.errors import CodecError, ScrapestreamError
 from schemas.work import JobSnapshot, SnapshotMark
 from streams.broker.compat import BrokerProfile, end_offsets, records_between
 from streams.periodic import every
-from streams.publisher import MAX_BATCH_BYTES, Sink, outgoing
+from streams.publisher import MAX_BATCH_BYTES, Sink, outgoing, tombstone
 from streams.settings import Settings
 
 log = logging.getLogger(__name__)
 JOBS_PER_CUT = 20_000
+
+
+PURGED = b"purged/"
 
 
 def mark_key(partition: int) -> bytes:
@@ -72,10 +79,13 @@ class Snapshots:
         too_large = []
         for job_id, events in cut.jobs.items():
             snapshot = JobSnapshot(job_id=job_id, events_offset=cut.events_offset, events=tuple(events))
-            message = outgoing(self._topic, job_id, snapshot, partition=cut.partition)
+            key = PURGED + str(job_id).encode() if job_id in cut.purged else str(job_id).encode()
+            message = outgoing(self._topic, key, snapshot, partition=cut.partition)
             if len(message.value) > MAX_BATCH_BYTES - 1024:
                 too_large.append(job_id)
                 continue
+            if job_id in cut.purged:
+                messages.append(tombstone(self._topic, str(job_id).encode(), cut.partition))
             messages.append(message)
         await self._publisher.send_all(messages)
         if too_large:
@@ -87,8 +97,9 @@ class Snapshots:
                 [outgoing(self._topic, mark_key(cut.partition), mark, partition=cut.partition)]
             )
         self._store.snapshotted(cut)
-        self._counters["snapshots.written"] += len(messages)
-        return len(messages)
+        written = sum(1 for message in messages if not message.tombstone)
+        self._counters["snapshots.written"] += written
+        return written
 
     async def restore(self, partition: int) -> bool:
         """Fill a partition this store never folded from the snapshot topic; False when it has no mark,
@@ -121,7 +132,7 @@ class Snapshots:
         async for records in records_between(self._settings.kafka_bootstrap, source, None, end):
             for record in records:
                 if record.value is None:
-                    latest.pop(_job_of(record.key), None)  # a purged job's tombstone
+                    latest.pop(_job_of(record.key), None)  # a purged job's: its marker follows
                     continue
                 try:
                     found = decode_as(record.value, JobSnapshot, SnapshotMark)

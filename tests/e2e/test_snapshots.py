@@ -152,3 +152,54 @@ async def test_a_mark_is_written_only_after_every_changed_job_of_its_cut(broker,
             if isinstance(decode(record.value), SnapshotMark):
                 same_partition = [r for r in records if r.partition == record.partition and r is not record]
                 assert all(r.offset < record.offset for r in same_partition)
+
+
+async def test_a_purged_history_is_tombstoned_and_a_fresh_worker_still_knows_it_was_deleted(
+    broker, origin, tmp_path
+):
+    settings = worker_settings(
+        broker.bootstrap,
+        tmp_path / "live",
+        partitions=PARTITIONS,
+        snapshot_interval_s=3_600.0,
+    )
+    async with running_system(settings) as system:
+        live = system.worker
+        assert live is not None
+        assert live.snapshots is not None
+        assert live.store is not None
+        kept, purged = [await system.submit(origin.url(f"/page/purge-snap-{n}")) for n in range(2)]
+        await job_views(live, [kept, purged])
+        assert await live.snapshots.write_round() == 2
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{live.web_port}") as http:
+            deleted = await http.post(f"/jobs/{purged}/delete-history", json={"reason": "gdpr"})
+            assert deleted.status_code == 200, deleted.text
+        for _ in range(50):
+            if live.store.history_deleted(purged):
+                break
+            await asyncio.sleep(0.1)
+        assert live.store.history_deleted(purged)
+        assert not live.store.history_deleted(kept)
+        views = await job_views(live, [kept, purged], settled=False)
+        assert await live.snapshots.write_round() == 1
+        await live.stop()
+        system.worker = None
+
+    records = await read_topic(broker.bootstrap, settings.topic("snapshots"), PARTITIONS)
+    key = str(purged).encode()
+    at_job_key = [record.value is None for record in records if record.key == key]
+    assert at_job_key == [False, True]  # its full snapshot, then the tombstone
+    (marker,) = [record for record in records if record.key == b"purged/" + key]
+    kinds = {type(decode(event)).__name__ for event in decode(marker.value).events}
+    assert kinds == {"AuditRecorded", "JobHistoryDeleted"}
+    assert [r.value is None for r in records if r.key == str(kept).encode()] == [False]
+
+    fresh = Worker(settings.model_copy(update={"data_dir": tmp_path / "fresh", "executor_concurrency": 0}))
+    await fresh.start()
+    try:
+        await settled_ownership(fresh, partitions=PARTITIONS)
+        assert fresh.store is not None
+        assert fresh.store.history_deleted(purged)
+        assert await job_views(fresh, [kept, purged], settled=False) == views
+    finally:
+        await fresh.stop()
