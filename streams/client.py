@@ -101,8 +101,8 @@ class Client:
             enable_auto_commit=False,
             fetch_max_wait_ms=self._profile.fetch_max_wait_ms,
         )
-        await consumer.start()
         try:
+            await consumer.start()
             async for record in consumer:
                 completion = decode(record.value)
                 if isinstance(completion, JobCompleted):
@@ -159,8 +159,8 @@ class Client:
             enable_auto_commit=False,
             fetch_max_wait_ms=self._profile.fetch_max_wait_ms,
         )
-        await consumer.start()
         try:
+            await consumer.start()
             await consumer.topics()
             partitions = [self._partition_of(consumer, f"{self._prefix}.{name}", key) for name in topics]
             consumer.assign(partitions)

@@ -16,6 +16,7 @@ its events) is written under `purged/<job id>`. Recovery takes the latest record
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections import Counter
 from collections.abc import Callable
@@ -129,21 +130,23 @@ class Snapshots:
         end = (await end_offsets(self._settings.kafka_bootstrap, [source], self._profile))[source]
         latest: dict[UUID, tuple[bytes, ...]] = {}
         mark: SnapshotMark | None = None
-        async for records in records_between(self._settings.kafka_bootstrap, source, None, end):
-            for record in records:
-                if record.value is None:
-                    latest.pop(_job_of(record.key), None)  # a purged job's: its marker follows
-                    continue
-                try:
-                    found = decode_as(record.value, JobSnapshot, SnapshotMark)
-                except CodecError as exc:
-                    raise UnusableSnapshotError(
-                        f"the record at offset {record.offset} does not decode: {exc}"
-                    ) from exc
-                if isinstance(found, JobSnapshot):
-                    latest[found.job_id] = found.events
-                elif isinstance(found, SnapshotMark) and found.partition == partition:
-                    mark = found
+        reading = records_between(self._settings.kafka_bootstrap, source, None, end)
+        async with contextlib.aclosing(reading):  # a refused record stops the reader now, not at GC
+            async for records in reading:
+                for record in records:
+                    if record.value is None:
+                        latest.pop(_job_of(record.key), None)  # a purged job's: its marker follows
+                        continue
+                    try:
+                        found = decode_as(record.value, JobSnapshot, SnapshotMark)
+                    except CodecError as exc:
+                        raise UnusableSnapshotError(
+                            f"the record at offset {record.offset} does not decode: {exc}"
+                        ) from exc
+                    if isinstance(found, JobSnapshot):
+                        latest[found.job_id] = found.events
+                    elif isinstance(found, SnapshotMark) and found.partition == partition:
+                        mark = found
         return latest, mark
 
 

@@ -15,7 +15,7 @@ Each setting answers one measured defect of tansu 0.6.0 (docs/BROKER.md):
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncGenerator, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -114,8 +114,8 @@ async def end_offsets(
         fetch_max_wait_ms=10,
         max_partition_fetch_bytes=1024,
     )
-    await consumer.start()
     try:
+        await consumer.start()  # inside: a start cancelled halfway still stops it
         reported: dict[TopicPartition, int] = await consumer.end_offsets(wanted)
         if not profile.end_offsets_from_fetch:
             return reported
@@ -150,7 +150,7 @@ class LogGapError(ScrapestreamError):
 
 async def records_between(
     bootstrap: str, partition: TopicPartition, start: int | None, end: int, batch: int = 2_000
-) -> AsyncIterator[list[ConsumerRecord[bytes, bytes]]]:
+) -> AsyncGenerator[list[ConsumerRecord[bytes, bytes]], None]:
     """The records of `partition` from offset `start` (None: its first retained one) up to `end`, in
     batches; `LogGapError` when the partition no longer starts at or before `start`."""
     consumer = AIOKafkaConsumer(
@@ -160,8 +160,8 @@ async def records_between(
         auto_offset_reset="earliest",
         max_partition_fetch_bytes=8 * 1024 * 1024,
     )
-    await consumer.start()
     try:
+        await consumer.start()
         consumer.assign([partition])
         first = (await consumer.beginning_offsets([partition]))[partition]
         if start is not None and first > start:
