@@ -68,6 +68,7 @@ async def main(
                     data_dir / str(number),
                     partitions=partitions,
                     executor_concurrency=concurrency,
+                    host_concurrency=concurrency,  # the one origin stands for many hosts
                 )
                 (data_dir / str(number)).mkdir()
                 running.append(await start_worker(environment, data_dir / f"worker-{number}.log"))

@@ -56,6 +56,13 @@ class DeadInput(Record):
     received_at: Instant
 
 
+class LeaseRevoked(Record):
+    job_id: UUID
+    attempt_number: int
+    lease_id: UUID
+    reason: str
+
+
 class ArtifactReference(Record):
     artifact_key: str
     job_id: UUID

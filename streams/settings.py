@@ -5,12 +5,21 @@ from __future__ import annotations
 import base64
 from ipaddress import IPv4Network, IPv6Network
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from projections.lifecycle.policy import CallbackPolicy, ExecutionProfile, Policy
+from schemas.enums import PolicyClass
 from schemas.errors import ScrapestreamError
 
 TOPIC_NAMES = (
@@ -29,6 +38,51 @@ TOPIC_NAMES = (
 
 class SettingsError(ScrapestreamError):
     """Settings that cannot run; the message lists each bad variable."""
+
+
+class ResponseLimits(BaseModel):
+    """What a policy class allows one response: its size, redirects and time, and robots.txt."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    max_body_bytes: int = Field(ge=1)
+    max_decoded_bytes: int = Field(ge=1)
+    max_redirects: int = Field(ge=0, le=20)
+    timeout_s: float = Field(gt=0, le=3_600)
+    obey_robots: bool
+
+
+MIB = 1024 * 1024
+POLICY_CLASS_DEFAULTS: dict[PolicyClass, dict[str, Any]] = {
+    PolicyClass.STANDARD: {
+        "max_body_bytes": 10 * MIB,
+        "max_decoded_bytes": 20 * MIB,
+        "max_redirects": 5,
+        "timeout_s": 30.0,
+        "obey_robots": False,
+    },
+    PolicyClass.STRICT: {
+        "max_body_bytes": 2 * MIB,
+        "max_decoded_bytes": 4 * MIB,
+        "max_redirects": 3,
+        "timeout_s": 15.0,
+        "obey_robots": True,
+    },
+    PolicyClass.LARGE: {
+        "max_body_bytes": 100 * MIB,
+        "max_decoded_bytes": 200 * MIB,
+        "max_redirects": 5,
+        "timeout_s": 120.0,
+        "obey_robots": False,
+    },
+}
+
+
+class HostLimit(BaseModel):
+    """One host's own politeness limits; what it leaves out is the deployment's default."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    concurrency: int | None = Field(default=None, ge=1, le=512)
+    requests_per_s: float | None = Field(default=None, ge=0, le=10_000)
 
 
 class Settings(BaseSettings):
@@ -58,9 +112,14 @@ class Settings(BaseSettings):
     timer_interval_ms: int = Field(default=100, ge=10)
     shutdown_grace_s: float = Field(default=10.0, ge=0)
 
-    max_body_bytes: int = Field(default=10 * 1024 * 1024, ge=1)
-    max_decoded_bytes: int = Field(default=20 * 1024 * 1024, ge=1)
-    max_redirects: int = Field(default=5, ge=0, le=20)
+    policy_classes: dict[PolicyClass, ResponseLimits] = Field(
+        default_factory=lambda: {
+            name: ResponseLimits(**limits) for name, limits in POLICY_CLASS_DEFAULTS.items()
+        }
+    )
+    host_concurrency: int = Field(default=8, ge=1, le=512)
+    host_requests_per_s: float = Field(default=0.0, ge=0, le=10_000)
+    host_limits: dict[str, HostLimit] = {}
 
     auth_enabled: bool = True
     principals_file: Path | None = None
@@ -104,6 +163,28 @@ class Settings(BaseSettings):
         except ValueError as exc:
             raise ValueError("the part after whsec_ must be base64") from exc
         return value
+
+    @field_validator("policy_classes", mode="before")
+    @classmethod
+    def _over_the_defaults(cls, value: Any) -> Any:
+        """Each class's limits as given, the rest of them its defaults."""
+        if not isinstance(value, dict):
+            return value
+        unknown = sorted(str(name) for name in value if name not in POLICY_CLASS_DEFAULTS)
+        if unknown:
+            raise ValueError(
+                f"unknown policy classes {unknown}; known: {[str(n) for n in POLICY_CLASS_DEFAULTS]}"
+            )
+        merged: dict[PolicyClass, Any] = {}
+        for name, defaults in POLICY_CLASS_DEFAULTS.items():
+            given = value.get(name, {})
+            merged[name] = defaults | given if isinstance(given, dict) else given  # else refused as it is
+        return merged
+
+    @field_validator("host_limits", mode="after")
+    @classmethod
+    def _lower_case_hosts(cls, value: dict[str, HostLimit]) -> dict[str, HostLimit]:
+        return {host.strip().lower().rstrip("."): limit for host, limit in value.items()}
 
     @model_validator(mode="after")
     def _s3_needs_a_bucket(self) -> Settings:

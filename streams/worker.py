@@ -11,6 +11,7 @@ from typing import Any
 
 from projections.jobstore import JobStore
 from projections.storage.rocks import RocksStore
+from schemas.enums import PolicyClass
 from schemas.errors import ScrapestreamError
 from streams.agents.executor import SUPPORTED_JOB_TYPES, HttpExecutor
 from streams.agents.intake import Intake
@@ -173,7 +174,7 @@ class Worker:
         self, publisher: Publisher, dead: DeadLetters, artifacts: ArtifactStore, cache: GlobalTable
     ) -> HttpExecutor:
         settings = self.settings
-        limits = FetchLimits(settings.max_body_bytes, settings.max_decoded_bytes, settings.max_redirects)
+        limits = FetchLimits.of(settings.policy_classes[PolicyClass.STANDARD])
         fetcher = HttpFetcher(limits, settings.allow_private_networks, settings.allowed_networks)
         self._stack.push_async_callback(fetcher.close)
         return HttpExecutor(settings, fetcher, artifacts, publisher, dead, utc_now, self.metrics, cache)

@@ -12,7 +12,7 @@ from projections.lifecycle.callbacks import next_callback_timer
 from projections.lifecycle.completion import completion_of, rejection_completion
 from projections.lifecycle.policy import Policy, renew_interval_ms
 from projections.lifecycle.state import Job, PendingCallback, State
-from schemas.enums import JobStatus
+from schemas.enums import JobStatus, ReportKind
 from schemas.events import (
     AttemptRecorded,
     CallbackDispatched,
@@ -24,11 +24,13 @@ from schemas.events import (
     JobHistoryDeleted,
     JobRejected,
     JobSucceeded,
+    StaleReportIgnored,
 )
 from schemas.types import build
-from schemas.work import ArtifactReference, CacheEntry, CallbackDue, DueWork
+from schemas.work import ArtifactReference, CacheEntry, CallbackDue, DueWork, LeaseRevoked
 
 TERMINAL_EVENTS = (JobSucceeded, JobDeadLettered, JobCancelled)
+RUNNING_REPORTS = (ReportKind.START, ReportKind.RENEWAL)
 
 
 @dataclass(frozen=True)
@@ -39,19 +41,32 @@ class Consequences:
     cache_entries: list[CacheEntry] = field(default_factory=list)
     references: list[ArtifactReference] = field(default_factory=list)
     released: list[bytes] = field(default_factory=list)  # reference keys to tombstone
+    revoked: list[LeaseRevoked] = field(default_factory=list)  # to the due topic, for the executor
 
 
 def consequences_of(
     state: State, events: Sequence[Event], policy: Policy, before: State = None
 ) -> Consequences:
     """Dispatches become due work, attempts cache entries and artifact references, ends completions
-    and callbacks; a deleted history (`before` is the job as it was) releases its references."""
+    and callbacks; a deleted history (`before` is the job as it was) releases its references; a
+    stale start or renewal revokes the lease its executor still runs under."""
     result = Consequences()
     if state is None:
         return result
     for event in events:
         if isinstance(event, JobHistoryDeleted) and isinstance(before, Job):
             result.released.extend(_released(before))
+        elif (
+            isinstance(event, StaleReportIgnored) and event.kind in RUNNING_REPORTS and isinstance(state, Job)
+        ):
+            # Its executor still runs the work: told to stop, so it neither goes on nor reports.
+            revoked = LeaseRevoked(
+                job_id=event.job_id,
+                attempt_number=event.attempt_number,
+                lease_id=event.lease_id,
+                reason=event.reason,
+            )
+            result.revoked.append(revoked)
         if isinstance(state, Job) and isinstance(event, (JobDispatched, AttemptRecorded, *TERMINAL_EVENTS)):
             _of_job(state, event, result, policy)
         elif isinstance(event, JobRejected):
@@ -82,6 +97,20 @@ def _of_job(state: Job, event: Event, result: Consequences, policy: Policy) -> N
         if completion is not None:
             result.completions.append(completion)
         result.callbacks.extend(_first_try(state.callbacks, event))
+
+
+def _revoked(stale: StaleReportIgnored) -> list[LeaseRevoked]:
+    """A stale start or renewal comes from an executor still running the work: it is told to stop."""
+    if stale.kind not in RUNNING_REPORTS:
+        return []
+    return [
+        LeaseRevoked(
+            job_id=stale.job_id,
+            attempt_number=stale.attempt_number,
+            lease_id=stale.lease_id,
+            reason=stale.reason,
+        )
+    ]
 
 
 def _released(job: Job) -> list[bytes]:

@@ -44,6 +44,12 @@ LOCAL_FAILURES: dict[str, tuple[AttemptOutcome, FailureDisposition, str]] = {
         "the origin used a content encoding scrapestream does not decode",
     ),
     "UNSUPPORTED_JOB_TYPE": (AttemptOutcome.DENIED, _TERMINAL, "no executor for this job type"),
+    "ROBOTS_DISALLOWED": (AttemptOutcome.DENIED, _TERMINAL, "the origin's robots.txt disallows this URL"),
+    "ROBOTS_UNAVAILABLE": (
+        AttemptOutcome.DENIED,
+        _RETRYABLE,
+        "the origin's robots.txt could not be read, so the URL is not fetched for now",
+    ),
     "ARTIFACT_STORE_FAILED": (AttemptOutcome.NETWORK_ERROR, _RETRYABLE, "the artifact could not be stored"),
     "FETCH_FAILED": (AttemptOutcome.NETWORK_ERROR, _RETRYABLE, "the fetch failed unexpectedly"),
 }

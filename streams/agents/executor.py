@@ -3,15 +3,24 @@
 Per batch of due work:
 1. refuse work of a type this executor does not run (a zero-cost `UNSUPPORTED_JOB_TYPE` report),
    and leave work whose start window passed (the lifecycle re-dispatches it, uncharged);
-2. run each fetch in its own task, bounded by the job type's runtime, and report it; the batch
-   counts as processed at once, so a rebalance never hands started work to a second executor.
-An attempt still running after a second tells the lifecycle it started (`Renewals`), so its
-lease runs from there and a crash from then on is charged. Whatever a fetch or its storage
-raises is itself a recorded, budget-counted attempt.
+2. run each attempt in its own task and report it; the batch counts as processed at once, so a
+   rebalance never hands started work to a second executor.
+An attempt answered from the cache makes no request. Otherwise it waits for its host's turn
+(`Politeness`: per-host concurrency and request rate), then for one of the worker's
+`SCRAPESTREAM_EXECUTOR_CONCURRENCY` fetch places; work whose start window passed meanwhile is
+left for the lifecycle to dispatch again. A job whose policy class obeys robots.txt is checked
+against it first (a zero-cost `DENIED` attempt when refused). The fetch runs under the policy
+class's response limits and timeout, within the job type's runtime. An attempt still running
+after a second tells the lifecycle it started (`Renewals`), so its lease runs from there and a
+crash from then on is charged; when the lifecycle answers one of those as stale (the job was
+cancelled, or its lease lapsed and the job moved on), a `LeaseRevoked` follows the work on the
+due topic and the attempt is stopped without a report. Whatever a fetch or its storage raises is
+itself a recorded, budget-counted attempt.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -20,31 +29,34 @@ from datetime import datetime, timedelta
 from uuid import UUID
 
 from projections.lifecycle.cache import answers, cached_outcome, revalidation_headers
-from projections.lifecycle.identity import name_based
+from projections.lifecycle.identity import host_of, name_based
 from projections.lifecycle.outcomes import local_failure
 from schemas.codec import decode_as
 from schemas.commands import ReportAttempt
 from schemas.enums import ArtifactTrust, AttemptOutcome, CaptureMode, TransportRoute
 from schemas.errors import CodecError
-from schemas.records import Artifact, Attempt, Cost
+from schemas.records import Artifact, Attempt, Cost, Request
 from schemas.types import build, build_with_defaults, to_utc_millis
-from schemas.work import CacheEntry, DueWork
+from schemas.work import CacheEntry, DueWork, LeaseRevoked
 from streams.agents.renewals import Renewals
 from streams.agents.slots import Slots
 from streams.artifacts.port import ArtifactStore
 from streams.consumer import QuietStage, Record
 from streams.deadinput import DeadLetters
-from streams.fetch.http import FetchResult, HttpFetcher
+from streams.fetch.http import FetchLimits, FetchResult, HttpFetcher
+from streams.fetch.politeness import HostGate, HostLimit, Politeness
+from streams.fetch.robots import RobotsRules, Verdict
 from streams.flusher import Flusher
 from streams.global_table import GlobalTable
 from streams.metrics import Metrics
 from streams.publisher import Outgoing, Sink, outgoing
-from streams.settings import Settings
+from streams.settings import ResponseLimits, Settings
 
 log = logging.getLogger(__name__)
 SUPPORTED_JOB_TYPES = frozenset({"http.fetch"})
 STARTED_REMEMBERED = 50_000
 MIN_FETCH_DEADLINE_S = 1.0
+WAITING_PER_FETCH = 4  # work taken in beyond the fetch places, waiting for its host's turn
 
 
 class HttpExecutor(QuietStage):
@@ -72,11 +84,16 @@ class HttpExecutor(QuietStage):
         self._dead = dead_letters
         self._clock = clock
         self._commands = settings.topic("commands")
-        self._slots = Slots(settings.executor_concurrency)
+        self._slots = Slots(settings.executor_concurrency * WAITING_PER_FETCH)
+        self._fetching = asyncio.Semaphore(max(settings.executor_concurrency, 1))
+        self._politeness = politeness_of(settings)
+        self._robots = RobotsRules()
         self.max_batch = max(settings.executor_concurrency, 1)
         self.topics = frozenset({settings.topic("due")})
         self.not_started = 0
+        self.revocations = 0
         self._started: OrderedDict[UUID, None] = OrderedDict()
+        self._running: dict[UUID, asyncio.Task[None]] = {}  # by lease
         self._renewals = Renewals(self._reports, self._commands, clock)
 
     def capacity(self) -> int:
@@ -94,11 +111,15 @@ class HttpExecutor(QuietStage):
         immediate: list[Outgoing] = []
         for record in records:
             try:
-                work = decode_as(record.value or b"", DueWork)
+                work = decode_as(record.value or b"", DueWork, LeaseRevoked)
             except CodecError as exc:
                 immediate.append(self._dead.of(record, f"undecodable due work: {exc}"))
                 continue
-            if work.job_type not in SUPPORTED_JOB_TYPES:
+            if isinstance(work, LeaseRevoked):
+                self._revoke(work)
+            elif not isinstance(work, DueWork):
+                continue
+            elif work.job_type not in SUPPORTED_JOB_TYPES:
                 immediate.append(self._report_message(work, _unsupported(work, now), now))
             elif now > _start_by(work):
                 self.not_started += 1
@@ -111,7 +132,20 @@ class HttpExecutor(QuietStage):
         if immediate:
             await self._publisher.send_all(immediate)
         for work in startable:
-            self._slots.start(self._attempt(work))
+            self._running[work.lease_id] = self._slots.start(self._attempt(work))
+
+    def _revoke(self, revoked: LeaseRevoked) -> None:
+        running = self._running.get(revoked.lease_id)
+        if running is None:
+            return
+        running.cancel()
+        self.revocations += 1
+        log.info(
+            "job %s attempt %d: stopped, its lease was revoked (%s)",
+            revoked.job_id,
+            revoked.attempt_number,
+            revoked.reason,
+        )
 
     def _remember_started(self, lease_id: UUID) -> None:
         self._started[lease_id] = None
@@ -128,14 +162,15 @@ class HttpExecutor(QuietStage):
         return outgoing(self._commands, work.job_id, report, at=now)
 
     async def _attempt(self, work: DueWork) -> None:
-        self._renewals.add(work)
         try:
             attempt = await self._run(work)
         finally:
-            self._renewals.discard(work)
-        await self._report(work, attempt)
+            self._running.pop(work.lease_id, None)  # a revocation from here on finds nothing to stop
+        if attempt is not None:
+            await self._report(work, attempt)
 
-    async def _run(self, work: DueWork) -> Attempt:
+    async def _run(self, work: DueWork) -> Attempt | None:
+        """The attempt to report; None when its start window passed while it waited."""
         try:
             entry = self._cache.get(work.request_hash) if self._cache and work.request_hash else None
             cached = await self._from_cache(work, entry)
@@ -144,8 +179,31 @@ class HttpExecutor(QuietStage):
             entry = cached = None
         if cached is not None:
             return cached
+        async with self._politeness.turn(host_of(work.request.url)) as gate:
+            await gate.ready()  # before taking a fetch place, so a slow host holds none
+            async with self._fetching:
+                if self._clock() > _start_by(work):
+                    self.not_started += 1
+                    log.info(
+                        "job %s attempt %d: start window passed waiting for its host",
+                        work.job_id,
+                        work.attempt_number,
+                    )
+                    return None
+                self._renewals.add(work)
+                try:
+                    return await self._run_fetch(work, entry, gate)
+                finally:
+                    self._renewals.discard(work)
+
+    async def _run_fetch(self, work: DueWork, entry: CacheEntry | None, gate: HostGate) -> Attempt:
+        limits = self._settings.policy_classes[work.policy_class]
         try:
-            result, reused = await self._fetch(work, entry)
+            if limits.obey_robots:
+                verdict = await self._robots_verdict(work, gate)
+                if verdict is not Verdict.ALLOWED:
+                    return self._denied(work, verdict)
+            result, reused = await self._fetch(work, entry, limits, gate)
         except Exception as exc:  # the fetcher types every origin failure; this is a bug, still counted
             log.exception("job %s: the fetch raised", work.job_id)
             return self._failed(work, "FETCH_FAILED", exc)
@@ -167,13 +225,33 @@ class HttpExecutor(QuietStage):
         result = FetchResult(outcome=outcome, failure=failure, http_status=entry.http_status)
         return self._attempt_of(work, result, entry.artifacts, from_cache=True)
 
+    async def _robots_verdict(self, work: DueWork, gate: HostGate) -> Verdict:
+        url = work.request.url
+        rules = self._robots.known(url)
+        if rules is None:
+
+            async def fetch(request: Request, timeout_s: float, limits: FetchLimits) -> FetchResult:
+                await gate.request()
+                return await self._fetcher.fetch(request, timeout_s, None, None, limits)
+
+            rules = await self._robots.fetch(url, fetch)
+        return rules.verdict(url)
+
+    def _denied(self, work: DueWork, verdict: Verdict) -> Attempt:
+        outcome, failure = local_failure(verdict.value, work.request.url)
+        return self._attempt_of(work, FetchResult(outcome=outcome, failure=failure), ())
+
     async def _fetch(
-        self, work: DueWork, entry: CacheEntry | None
+        self, work: DueWork, entry: CacheEntry | None, limits: ResponseLimits, gate: HostGate
     ) -> tuple[FetchResult, tuple[Artifact, ...] | None]:
         """The origin's answer, and the stored artifacts a 304 to a revalidation lets the job reuse."""
-        deadline_s = max(work.max_runtime_ms / 1000, MIN_FETCH_DEADLINE_S)
+        deadline_s = max(min(work.max_runtime_ms / 1000, limits.timeout_s), MIN_FETCH_DEADLINE_S)
+        fetch_limits = FetchLimits.of(limits)
         validators = revalidation_headers(entry, work.cache_mode)
-        result = await self._fetcher.fetch(work.request, deadline_s, work.deadline_at, validators)
+        await gate.request()
+        result = await self._fetcher.fetch(
+            work.request, deadline_s, work.deadline_at, validators, fetch_limits
+        )
         self._observe(result)
         if entry is None or not validators or result.http_status != 304:
             return result, None
@@ -187,9 +265,8 @@ class HttpExecutor(QuietStage):
                 last_modified=last_modified,
             )
             return revalidated, entry.artifacts
-        result = await self._fetcher.fetch(
-            work.request, deadline_s, work.deadline_at
-        )  # the stored copy is gone
+        await gate.request()  # the stored copy is gone: the whole page again
+        result = await self._fetcher.fetch(work.request, deadline_s, work.deadline_at, None, fetch_limits)
         self._observe(result)
         return result, None
 
@@ -251,6 +328,18 @@ class HttpExecutor(QuietStage):
         """Let running attempts finish within the shutdown grace; the rest are left to the reaper."""
         await self._slots.close(self._settings.shutdown_grace_s)
         await self._renewals.close()
+
+
+def politeness_of(settings: Settings) -> Politeness:
+    default = HostLimit(settings.host_concurrency, settings.host_requests_per_s)
+    overrides = {
+        host: HostLimit(
+            limit.concurrency or default.concurrency,
+            default.requests_per_s if limit.requests_per_s is None else limit.requests_per_s,
+        )
+        for host, limit in settings.host_limits.items()
+    }
+    return Politeness(default, overrides)
 
 
 def _start_by(work: DueWork) -> datetime:

@@ -29,6 +29,7 @@ from projections.jobstore import JobStore, decode_event
 from projections.lifecycle import Policy, State, decide, replay
 from projections.lifecycle.consequences import consequences_of
 from projections.lifecycle.identity import host_of
+from projections.lifecycle.state import accepted_job
 from projections.lifecycle.submission import submission_identity
 from schemas.codec import decode_as
 from schemas.commands import Command, SubmitJob
@@ -227,6 +228,7 @@ class Lifecycle(QuietStage):
 
     def _consequences(self, state: State, events: list[Event], before: State) -> list[Outgoing]:
         result = consequences_of(state, events, self._policy, before)
+        job = accepted_job(state)
         topic = self._settings.topic
         at = events[-1].occurred_at
         return [
@@ -239,6 +241,11 @@ class Lifecycle(QuietStage):
                 for r in result.references
             ),
             *(tombstone(topic("references"), key) for key in result.released),
+            *(
+                outgoing(topic("due"), host_of(job.accepted.request.url), r, at=at)
+                for r in result.revoked
+                if job
+            ),
         ]
 
     async def recover(self, records: Sequence[Record]) -> None:

@@ -32,6 +32,7 @@ from streams.fetch.addresses import IPNetwork
 from streams.fetch.decoding import ACCEPT_ENCODING, BoundedDecoder, DecodingRefusedError
 from streams.fetch.freshness import freshness
 from streams.fetch.guard import AddressPolicy, AddressRefusedError, ResolutionError, guarded_session
+from streams.settings import ResponseLimits
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 NOT_MODIFIED = 304
@@ -69,6 +70,10 @@ class FetchLimits:
     max_body_bytes: int
     max_decoded_bytes: int
     max_redirects: int
+
+    @classmethod
+    def of(cls, policy_class: ResponseLimits) -> FetchLimits:
+        return cls(policy_class.max_body_bytes, policy_class.max_decoded_bytes, policy_class.max_redirects)
 
 
 @dataclass(frozen=True)
@@ -111,15 +116,17 @@ class HttpFetcher:
         deadline_s: float,
         retry_until: datetime | None = None,
         validators: Mapping[str, str] | None = None,
+        limits: FetchLimits | None = None,
     ) -> FetchResult:
         """Fetch within `deadline_s`; a Retry-After is honoured up to `retry_until` (the job deadline).
 
-        `validators` (`If-None-Match`, `If-Modified-Since`) make the request conditional.
+        `validators` (`If-None-Match`, `If-Modified-Since`) make the request conditional; `limits`
+        (the job's policy class) replace the fetcher's own.
         """
         started = time.monotonic()
         try:
             async with asyncio.timeout(deadline_s):
-                result = await self._follow(request, retry_until, validators or {})
+                result = await self._follow(request, retry_until, validators or {}, limits or self._limits)
         except (FetchRefusedError, DecodingRefusedError) as exc:
             result = _local(exc.code, str(exc))
         except Exception as exc:  # every other error an origin can cause, typed once, here
@@ -127,24 +134,27 @@ class HttpFetcher:
         return replace(result, elapsed_ms=int((time.monotonic() - started) * 1000))
 
     async def _follow(
-        self, request: Request, retry_until: datetime | None, validators: Mapping[str, str]
+        self,
+        request: Request,
+        retry_until: datetime | None,
+        validators: Mapping[str, str],
+        limits: FetchLimits,
     ) -> FetchResult:
         url = request.url
         headers = self._headers | request.headers | dict(validators)
-        for _ in range(self._limits.max_redirects + 1):
+        for _ in range(limits.max_redirects + 1):
             async with self._session.request(
                 request.method.value, url, headers=headers, allow_redirects=False
             ) as response:
                 location = response.headers.get("location")
                 if response.status not in REDIRECT_STATUSES or not location:
-                    return await self._read(response, url, retry_until)
+                    return await self._read(response, url, retry_until, limits)
             url = _next_hop(url, location)
-        raise FetchRefusedError("TOO_MANY_REDIRECTS", f"more than {self._limits.max_redirects} redirects")
+        raise FetchRefusedError("TOO_MANY_REDIRECTS", f"more than {limits.max_redirects} redirects")
 
     async def _read(
-        self, response: aiohttp.ClientResponse, url: str, retry_until: datetime | None
+        self, response: aiohttp.ClientResponse, url: str, retry_until: datetime | None, limits: FetchLimits
     ) -> FetchResult:
-        limits = self._limits
         declared = response.headers.get("content-length", "")
         if declared.isascii() and declared.isdigit() and int(declared) > limits.max_body_bytes:
             raise FetchRefusedError(

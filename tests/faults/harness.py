@@ -67,9 +67,14 @@ def settings_of(environment: dict[str, str]) -> Settings:
     """The settings a worker started with `environment` runs with."""
     prefix = "SCRAPESTREAM_"
     values = {k[len(prefix) :].lower(): v for k, v in environment.items() if k.startswith(prefix)}
-    values["profiles"] = json.loads(values["profiles"])
-    if "allowed_networks" in values:
-        values["allowed_networks"] = json.loads(values["allowed_networks"])
+    for name in (
+        "profiles",
+        "allowed_networks",
+        "policy_classes",
+        "host_limits",
+    ):  # JSON, as the worker reads
+        if name in values:
+            values[name] = json.loads(values[name])
     return load_settings(**values)
 
 

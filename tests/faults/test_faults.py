@@ -17,7 +17,7 @@ from aiokafka import AIOKafkaProducer
 
 from schemas.codec import encode
 from schemas.commands import SubmitJob
-from schemas.enums import JobStatus
+from schemas.enums import JobStatus, PolicyClass
 from schemas.records import Request
 from streams.clock import utc_now
 from streams.publisher import partition_of
@@ -237,8 +237,9 @@ async def test_hostile_origins_end_in_typed_failures_within_the_attempt_budget(b
         allow_private_networks="0",
         allowed_networks=json.dumps(["127.0.0.1/32"]),
         profiles=json.dumps({"http.fetch": [1_500, 3]}),
-        max_body_bytes=1_000_000,
-        max_decoded_bytes=2_000_000,
+        policy_classes=json.dumps(
+            {"STANDARD": {"max_body_bytes": 1_000_000, "max_decoded_bytes": 2_000_000}}
+        ),
     )
     settings = settings_of(environment)
     worker = WorkerProcess(environment)
@@ -262,7 +263,7 @@ async def test_hostile_origins_end_in_typed_failures_within_the_attempt_budget(b
             assert completion.status is JobStatus.SUCCEEDED
         else:
             assert completion.failure.code == HOSTILE[behaviour], behaviour
-    assert max(origin.hops.values()) <= settings.max_redirects
+    assert max(origin.hops.values()) <= settings.policy_classes[PolicyClass.STANDARD].max_redirects
     await assert_stores_match_the_log([environment], system.events)
     counts.notes = {"behaviours": sorted(HOSTILE), "redirect_hops_max": max(origin.hops.values())}
     report(counts)

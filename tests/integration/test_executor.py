@@ -46,7 +46,12 @@ class SlowFetcher:
         self.calls = 0
 
     async def fetch(
-        self, request: Request, deadline_s: float, retry_until: Any = None, validators: Any = None
+        self,
+        request: Request,
+        deadline_s: float,
+        retry_until: Any = None,
+        validators: Any = None,
+        limits: Any = None,
     ) -> FetchResult:
         self.calls += 1
         await asyncio.sleep(5.5)
@@ -55,7 +60,12 @@ class SlowFetcher:
 
 class Raising:
     async def fetch(
-        self, request: Request, deadline_s: float, retry_until: Any = None, validators: Any = None
+        self,
+        request: Request,
+        deadline_s: float,
+        retry_until: Any = None,
+        validators: Any = None,
+        limits: Any = None,
     ) -> FetchResult:
         raise RuntimeError("a bug in a fetcher")
 

@@ -1,9 +1,33 @@
 from datetime import timedelta
+from uuid import uuid4
+
+from hypothesis import given
+from hypothesis import strategies as st
 
 from projections.lifecycle.consequences import consequences_of, next_due_at
 from projections.lifecycle.policy import renew_interval_ms
-from schemas.enums import AttemptOutcome, JobStatus
-from tests.lifecycle import ARTIFACT, POLICY, T0, Lifecycle, attempt_under, failure, report, submit, tick
+from projections.lifecycle.state import Job
+from schemas.commands import CancelJob
+from schemas.enums import ActorRole, AttemptOutcome, JobStatus
+from tests.lifecycle import (
+    ARTIFACT,
+    POLICY,
+    T0,
+    Lifecycle,
+    attempt_under,
+    failure,
+    renew,
+    report,
+    start,
+    submit,
+    tick,
+)
+
+
+def cancelled(job: Job) -> CancelJob:
+    return CancelJob(
+        job_id=job.job_id, actor_id="ops", actor_role=ActorRole.ADMIN, reason="r", command_id=uuid4()
+    )
 
 
 def test_a_dispatch_becomes_due_work_carrying_its_lease_and_renewal_interval():
@@ -49,3 +73,33 @@ def test_the_next_timer_is_the_lease_expiry_then_the_retry_then_none():
     lifecycle(tick(lifecycle.job.job_id), T0 + timedelta(seconds=1))
     lifecycle(report(lifecycle.job, attempt_under(lifecycle.job)))
     assert next_due_at(lifecycle.job, POLICY) is None
+
+
+@given(st.sampled_from(["renew", "start"]))
+def test_a_stale_start_or_renewal_revokes_the_lease_its_executor_still_runs_under(kind: str):
+    lifecycle = Lifecycle()
+    lifecycle(submit())
+    leased = lifecycle.job
+    lifecycle(cancelled(leased))
+    events = lifecycle(renew(leased) if kind == "renew" else start(leased))
+    (revoked,) = consequences_of(lifecycle.state, events, POLICY).revoked
+    assert leased.lease is not None
+    assert (revoked.job_id, revoked.lease_id) == (leased.job_id, leased.lease.lease_id)
+
+
+def test_a_stale_report_revokes_nothing_its_executor_has_finished():
+    lifecycle = Lifecycle()
+    lifecycle(submit())
+    leased = lifecycle.job
+    lifecycle(cancelled(leased))
+    events = lifecycle(report(leased, attempt_under(leased)))
+    assert [type(e).__name__ for e in events] == ["StaleReportIgnored"]
+    assert consequences_of(lifecycle.state, events, POLICY).revoked == []
+
+
+def test_a_current_renewal_revokes_nothing():
+    lifecycle = Lifecycle()
+    lifecycle(submit())
+    lifecycle(start(lifecycle.job))
+    events = lifecycle(renew(lifecycle.job))
+    assert consequences_of(lifecycle.state, events, POLICY).revoked == []
