@@ -23,7 +23,6 @@ from schemas.enums import JobStatus
 from schemas.errors import ScrapestreamError
 from schemas.events import JobCompleted
 from schemas.records import Request
-from streams.agents.executor import SUPPORTED_JOB_TYPES
 from streams.auth.principals import PrincipalsError
 from streams.auth.signing import private_key_from_text
 from streams.broker.compat import EMBEDDED_TANSU, KAFKA
@@ -31,6 +30,7 @@ from streams.cli_api import add_commands, run_api_command
 from streams.client import Client, Signer
 from streams.clock import utc_now
 from streams.dev import read_dev_state, run_dev
+from streams.jobtypes import deployment_policy, discover
 from streams.replay import rebuild, verify
 from streams.settings import Settings, SettingsError, load_settings
 from streams.tables import completion_line
@@ -179,7 +179,7 @@ def _connection() -> tuple[str, Any]:
 async def _replay(arguments: argparse.Namespace) -> int:
     settings = _connected_settings()
     profile = EMBEDDED_TANSU if settings.broker_profile == "embedded" else KAFKA
-    policy = settings.policy(runnable=SUPPORTED_JOB_TYPES)
+    policy = deployment_policy(settings, discover())
     if arguments.into is not None:
         if arguments.into.exists() and any(arguments.into.iterdir()):
             raise ScrapestreamError(f"{arguments.into} is not empty")

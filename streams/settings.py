@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+from collections.abc import Mapping
 from ipaddress import IPv4Network, IPv6Network
 from pathlib import Path
 from typing import Any, Literal
@@ -195,8 +196,13 @@ class Settings(BaseSettings):
     def topic(self, name: str) -> str:
         return f"{self.topic_prefix}.{name}"
 
-    def policy(self, runnable: frozenset[str] | None = None) -> Policy:
-        """The lifecycle's rules for this deployment; `runnable` names the job types it can execute."""
+    def policy(
+        self,
+        runnable: frozenset[str] | None = None,
+        declared: Mapping[str, tuple[float, float]] | None = None,
+    ) -> Policy:
+        """The lifecycle's rules for this deployment; `runnable` names the job types it can execute,
+        `declared` the profiles they declare themselves (`SCRAPESTREAM_PROFILES` wins)."""
         callbacks = CallbackPolicy(
             retry_base_ms=int(self.callback_retry_base_s * 1000),
             retry_max_ms=int(self.callback_retry_max_s * 1000),
@@ -205,7 +211,7 @@ class Settings(BaseSettings):
             attempt_timeout_ms=int(self.callback_timeout_s * 1000),
         )
         return Policy.from_declared(
-            self.profiles,
+            dict(declared or {}) | self.profiles,
             ExecutionProfile(self.default_max_runtime_ms, self.default_max_attempts),
             lease_grace_ms=self.lease_grace_ms,
             retry_base_ms=self.retry_base_ms,

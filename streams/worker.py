@@ -13,7 +13,7 @@ from projections.jobstore import JobStore
 from projections.storage.rocks import RocksStore
 from schemas.enums import PolicyClass
 from schemas.errors import ScrapestreamError
-from streams.agents.executor import SUPPORTED_JOB_TYPES, HttpExecutor
+from streams.agents.executor import HttpExecutor
 from streams.agents.intake import Intake
 from streams.agents.lifecycle import Lifecycle
 from streams.agents.maintenance import Maintenance
@@ -29,6 +29,7 @@ from streams.consumer import Stage, StageConsumer
 from streams.deadinput import DeadLetters
 from streams.fetch.http import FetchLimits, HttpFetcher
 from streams.global_table import GlobalTable
+from streams.jobtypes import deployment_policy, discover
 from streams.metrics import Metrics, ScrapeTimeGauges
 from streams.publisher import Publisher
 from streams.routing import Routing, RoutingAssignor
@@ -50,7 +51,8 @@ class Worker:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.profile = EMBEDDED_TANSU if settings.broker_profile == "embedded" else KAFKA
-        self.policy = settings.policy(runnable=SUPPORTED_JOB_TYPES)
+        self.job_types = discover()
+        self.policy = deployment_policy(settings, self.job_types)
         self.counters: Counter[str] = Counter()
         self.web_port: int | None = None
         self.metrics = Metrics()
@@ -142,6 +144,8 @@ class Worker:
             self.counters,
             artifacts,
             peers,
+            job_types=self.job_types,
+            policy=self.policy,
         )
         await server.serve(build_api(context))
         with contextlib.suppress(TimeoutError):
@@ -177,7 +181,9 @@ class Worker:
         limits = FetchLimits.of(settings.policy_classes[PolicyClass.STANDARD])
         fetcher = HttpFetcher(limits, settings.allow_private_networks, settings.allowed_networks)
         self._stack.push_async_callback(fetcher.close)
-        return HttpExecutor(settings, fetcher, artifacts, publisher, dead, utc_now, self.metrics, cache)
+        return HttpExecutor(
+            settings, fetcher, artifacts, publisher, dead, utc_now, self.metrics, cache, self.job_types
+        )
 
     def _callback_sender(self) -> CallbackSender:
         settings = self.settings

@@ -52,6 +52,7 @@ LOCAL_FAILURES: dict[str, tuple[AttemptOutcome, FailureDisposition, str]] = {
     ),
     "ARTIFACT_STORE_FAILED": (AttemptOutcome.NETWORK_ERROR, _RETRYABLE, "the artifact could not be stored"),
     "FETCH_FAILED": (AttemptOutcome.NETWORK_ERROR, _RETRYABLE, "the fetch failed unexpectedly"),
+    "JOB_TYPE_FAILED": (AttemptOutcome.NETWORK_ERROR, _RETRYABLE, "the job type's run failed"),
 }
 
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")

@@ -53,6 +53,7 @@ class Policy:
     callbacks: CallbackPolicy = CallbackPolicy()
     runnable: frozenset[str] | None = None
     warnings: tuple[str, ...] = field(default=(), compare=False)
+    fallbacks: frozenset[str] = field(default=frozenset(), compare=False)  # types on the default profile
 
     @classmethod
     def from_declared(
@@ -70,11 +71,13 @@ class Policy:
         """Register declared profiles; an unusable one falls back whole, with one warning."""
         profiles: dict[str, ExecutionProfile] = {}
         warnings: list[str] = []
+        fallbacks: set[str] = set()
         for job_type, (max_runtime_ms, max_attempts) in sorted(declared.items()):
             if _usable(max_runtime_ms, 0) and _usable(max_attempts, 1):
                 profiles[job_type] = ExecutionProfile(int(max_runtime_ms), int(max_attempts))
                 continue
             profiles[job_type] = default_profile
+            fallbacks.add(job_type)
             warnings.append(
                 f"job type {job_type!r} declares an unusable execution profile "
                 f"(max_runtime_ms={max_runtime_ms}, max_attempts={max_attempts}); "
@@ -90,6 +93,7 @@ class Policy:
             callbacks=callbacks,
             runnable=runnable,
             warnings=tuple(warnings),
+            fallbacks=frozenset(fallbacks),
         )
 
     def profile(self, job_type: str) -> ExecutionProfile | None:

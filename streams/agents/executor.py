@@ -1,4 +1,5 @@
-"""The HTTP executor: runs due `http.fetch` work under its lease and reports the attempt.
+"""The executor: runs due work under its lease and reports the attempt: `http.fetch` itself, other
+job types through their plugin's `run` (`streams.jobtypes`), within the type's runtime.
 
 Per batch of due work:
 1. refuse work of a type this executor does not run (a zero-cost `UNSUPPORTED_JOB_TYPE` report),
@@ -22,20 +23,22 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from uuid import UUID
 
 from projections.lifecycle.cache import answers, cached_outcome, revalidation_headers
 from projections.lifecycle.identity import host_of, name_based
+from projections.lifecycle.limits import clip
 from projections.lifecycle.outcomes import local_failure
 from schemas.codec import decode_as
 from schemas.commands import ReportAttempt
-from schemas.enums import ArtifactTrust, AttemptOutcome, CaptureMode, TransportRoute
+from schemas.enums import ArtifactTrust, AttemptOutcome, CaptureMode, FailureDisposition, TransportRoute
 from schemas.errors import CodecError
-from schemas.records import Artifact, Attempt, Cost, Request
+from schemas.records import Artifact, Attempt, Cost, Failure, Request
 from schemas.types import build, build_with_defaults, to_utc_millis
 from schemas.work import CacheEntry, DueWork, LeaseRevoked
 from streams.agents.renewals import Renewals
@@ -48,12 +51,14 @@ from streams.fetch.politeness import HostGate, HostLimit, Politeness
 from streams.fetch.robots import RobotsRules, Verdict
 from streams.flusher import Flusher
 from streams.global_table import GlobalTable
+from streams.jobtypes import JobType, Outcome
 from streams.metrics import Metrics
 from streams.publisher import Outgoing, Sink, outgoing
 from streams.settings import ResponseLimits, Settings
 
 log = logging.getLogger(__name__)
-SUPPORTED_JOB_TYPES = frozenset({"http.fetch"})
+FAILURE_CODE = re.compile(r"[A-Z][A-Z0-9_]{0,63}")
+HTTP_FETCH = "http.fetch"
 STARTED_REMEMBERED = 50_000
 MIN_FETCH_DEADLINE_S = 1.0
 WAITING_PER_FETCH = 4  # work taken in beyond the fetch places, waiting for its host's turn
@@ -73,10 +78,13 @@ class HttpExecutor(QuietStage):
         clock: Callable[[], datetime],
         metrics: Metrics | None = None,
         cache: GlobalTable | None = None,
+        job_types: Mapping[str, JobType] | None = None,
     ) -> None:
         self._settings = settings
         self._metrics = metrics
         self._cache = cache
+        self._job_types = dict(job_types or {})
+        self._runnable = frozenset({HTTP_FETCH, *self._job_types})
         self._fetcher = fetcher
         self._artifacts = artifacts
         self._publisher = publisher
@@ -119,7 +127,7 @@ class HttpExecutor(QuietStage):
                 self._revoke(work)
             elif not isinstance(work, DueWork):
                 continue
-            elif work.job_type not in SUPPORTED_JOB_TYPES:
+            elif work.job_type not in self._runnable:
                 immediate.append(self._report_message(work, _unsupported(work, now), now))
             elif now > _start_by(work):
                 self.not_started += 1
@@ -171,6 +179,9 @@ class HttpExecutor(QuietStage):
 
     async def _run(self, work: DueWork) -> Attempt | None:
         """The attempt to report; None when its start window passed while it waited."""
+        job_type = self._job_types.get(work.job_type)
+        if job_type is not None:
+            return await self._run_job_type(work, job_type)
         try:
             entry = self._cache.get(work.request_hash) if self._cache and work.request_hash else None
             cached = await self._from_cache(work, entry)
@@ -182,19 +193,46 @@ class HttpExecutor(QuietStage):
         async with self._politeness.turn(host_of(work.request.url)) as gate:
             await gate.ready()  # before taking a fetch place, so a slow host holds none
             async with self._fetching:
-                if self._clock() > _start_by(work):
-                    self.not_started += 1
-                    log.info(
-                        "job %s attempt %d: start window passed waiting for its host",
-                        work.job_id,
-                        work.attempt_number,
-                    )
+                if not self._startable(work):
                     return None
                 self._renewals.add(work)
                 try:
                     return await self._run_fetch(work, entry, gate)
                 finally:
                     self._renewals.discard(work)
+
+    def _startable(self, work: DueWork) -> bool:
+        if self._clock() <= _start_by(work):
+            return True
+        self.not_started += 1
+        log.info("job %s attempt %d: start window passed while it waited", work.job_id, work.attempt_number)
+        return False
+
+    async def _run_job_type(self, work: DueWork, job_type: JobType) -> Attempt | None:
+        """A plugin's run, bounded by the type's runtime; whatever it raises is a counted attempt."""
+        async with self._fetching:
+            if not self._startable(work):
+                return None
+            self._renewals.add(work)
+            try:
+                async with asyncio.timeout(max(work.max_runtime_ms / 1000, MIN_FETCH_DEADLINE_S)):
+                    outcome = await job_type.run(work)
+                if not isinstance(outcome, Outcome):
+                    raise TypeError(f"run returned {type(outcome).__name__}, not an Outcome")
+            except TimeoutError as exc:
+                return self._failed(work, "TIMEOUT", exc)
+            except Exception as exc:  # the plugin's own failure: recorded and retried like any other
+                log.warning("job %s: job type %s failed: %r", work.job_id, work.job_type, exc)
+                return self._failed(work, "JOB_TYPE_FAILED", exc)
+            finally:
+                self._renewals.discard(work)
+        result = result_of(outcome)
+        try:
+            artifacts = await self._store(work, result)
+        except Exception as exc:
+            log.warning("job %s: storing the result failed: %s", work.job_id, exc)
+            return self._failed(work, "ARTIFACT_STORE_FAILED", exc, result)
+        return self._attempt_of(work, result, artifacts)
 
     async def _run_fetch(self, work: DueWork, entry: CacheEntry | None, gate: HostGate) -> Attempt:
         limits = self._settings.policy_classes[work.policy_class]
@@ -328,6 +366,28 @@ class HttpExecutor(QuietStage):
         """Let running attempts finish within the shutdown grace; the rest are left to the reaper."""
         await self._slots.close(self._settings.shutdown_grace_s)
         await self._renewals.close()
+
+
+def result_of(outcome: Outcome) -> FetchResult:
+    """A job type's outcome as the attempt it reports; its failure code is kept if well formed."""
+    if outcome.failure_code is None:
+        body = outcome.body or b""
+        return FetchResult(
+            outcome=AttemptOutcome.FETCHED,
+            failure=None,
+            http_status=outcome.http_status,
+            final_url=outcome.final_url,
+            body=body,
+            content_type=clip(outcome.content_type, 256),
+            wire_bytes=len(body),
+        )
+    code = outcome.failure_code if FAILURE_CODE.fullmatch(outcome.failure_code) else "JOB_TYPE_FAILED"
+    disposition = FailureDisposition.RETRYABLE if outcome.retryable else FailureDisposition.TERMINAL
+    failure = Failure(code=code, disposition=disposition, safe_message=clip(outcome.failure_message or code))
+    kind = AttemptOutcome.HTTP_ERROR if outcome.http_status is not None else AttemptOutcome.NETWORK_ERROR
+    return FetchResult(
+        outcome=kind, failure=failure, http_status=outcome.http_status, final_url=outcome.final_url
+    )
 
 
 def politeness_of(settings: Settings) -> Politeness:

@@ -89,6 +89,7 @@ class Lifecycle(QuietStage):
         self.topics = frozenset({settings.topic("commands")})
         self._owned: set[int] = set()
         self._adopting: dict[int, asyncio.Task[None]] = {}
+        self._closed = False
         self._control: PartitionControl | None = None
 
     @property
@@ -256,6 +257,8 @@ class Lifecycle(QuietStage):
     # Ownership ---------------------------------------------------------------------------------
 
     async def assigned(self, partitions: set[TopicPartition], control: PartitionControl) -> None:
+        if self._closed:  # an assignment while the worker stops: its store is going away
+            return
         self._control = control
         control.hold(partitions, "catch-up")
         for tp in partitions:
@@ -268,6 +271,8 @@ class Lifecycle(QuietStage):
                 await self.adopt(tp.partition)
                 break
             except Exception as exc:
+                if self._closed:
+                    return
                 log.warning("catching up partition %d failed (%s); retrying", tp.partition, exc)
                 await asyncio.sleep(CATCH_UP_RETRY_S)
         self._adopting.pop(tp.partition, None)
@@ -287,6 +292,7 @@ class Lifecycle(QuietStage):
                 task.cancel()
 
     async def close(self) -> None:
+        self._closed = True
         for task in self._adopting.values():
             task.cancel()
         await asyncio.gather(*self._adopting.values(), return_exceptions=True)

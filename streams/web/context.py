@@ -13,6 +13,7 @@ from uuid import UUID, uuid4
 from fastapi import Request, Response
 
 from projections.jobstore import JobStore
+from projections.lifecycle.policy import Policy
 from projections.lifecycle.state import Job
 from projections.readindex import Page, merge_pages
 from projections.views import job_view
@@ -23,6 +24,7 @@ from streams.agents.lifecycle import Lifecycle
 from streams.artifacts.port import ArtifactStore
 from streams.auth.principals import Principal, Principals
 from streams.consumer import StageConsumer
+from streams.jobtypes import JobType
 from streams.metrics import Metrics
 from streams.publisher import Publisher, outgoing, partition_of
 from streams.routing import Routing
@@ -67,6 +69,8 @@ class ApiContext:
     counters: Counter[str]
     artifacts: ArtifactStore
     peers: Peers
+    job_types: Mapping[str, JobType]
+    policy: Policy
     views: JobViews = field(default_factory=JobViews)
 
     def partition_of(self, job_id: UUID) -> int:

@@ -18,6 +18,20 @@ class Health(BaseModel):
     counters: dict[str, int]
 
 
+class JobTypeInfo(BaseModel):
+    name: str
+    label: str
+    max_runtime_ms: int = Field(description="The resolved profile: what the type declared, or the default")
+    max_attempts: int
+    declared: bool = Field(
+        description="Whether the profile is the type's own (false: the deployment default)"
+    )
+
+
+class JobTypeList(BaseModel):
+    items: list[JobTypeInfo]
+
+
 class Readiness(BaseModel):
     ready: bool
     broker_reachable: bool

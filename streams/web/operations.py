@@ -7,8 +7,11 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from streams.jobtypes import labels
+from streams.web.auth import Caller
 from streams.web.context import ApiContext, context_of
-from streams.web.models import Health, Readiness
+from streams.web.errors import responses
+from streams.web.models import Health, JobTypeInfo, JobTypeList, Readiness
 
 BROKER_CHECK_S = 2.0
 METRICS_RESPONSE: dict[int | str, dict[str, Any]] = {
@@ -47,6 +50,30 @@ async def readyz(request: Request, response: Response) -> Readiness:
 @router.get("/metrics", response_class=Response, responses=METRICS_RESPONSE, summary="Prometheus metrics")
 async def metrics(request: Request) -> Response:
     return Response(context_of(request).metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
+
+
+@router.get(
+    "/job-types",
+    response_model=JobTypeList,
+    responses=responses(401, 403),
+    summary="The job types this worker runs, with their labels and resolved profiles",
+)
+async def job_types(request: Request, principal: Caller) -> JobTypeList:
+    policy = context_of(request).policy
+    items = []
+    for name, label in sorted(labels(context_of(request).job_types).items()):
+        declared = policy.profile(name)
+        profile = declared or policy.default_profile
+        items.append(
+            JobTypeInfo(
+                name=name,
+                label=label,
+                max_runtime_ms=profile.max_runtime_ms,
+                max_attempts=profile.max_attempts,
+                declared=declared is not None and name not in policy.fallbacks,
+            )
+        )
+    return JobTypeList(items=items)
 
 
 async def _readiness(context: ApiContext) -> Readiness:

@@ -1,0 +1,110 @@
+"""Job types: what executors run. `http.fetch` is built in; a deployment adds its own job types
+through the `scrapestream.job_types` entry-point group, without editing scrapestream.
+
+An entry point names a class (instantiated without arguments) or an object with `name`, `label`,
+an optional `profile` (`(max_runtime_ms, max_attempts)`, checked like `SCRAPESTREAM_PROFILES`)
+and `async def run(work: DueWork) -> Outcome`. One that cannot be loaded, or lacks these, is
+skipped with a warning; it never replaces a built-in type or one loaded before it.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from importlib.metadata import EntryPoint, entry_points
+from typing import Protocol, cast
+
+from projections.lifecycle.policy import Policy
+from schemas.work import DueWork
+from streams.settings import Settings
+
+log = logging.getLogger(__name__)
+ENTRY_POINT_GROUP = "scrapestream.job_types"
+BUILT_IN = {"http.fetch": "Fetch a URL over HTTP"}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a job type's run made of its work: a body to store, or a typed failure."""
+
+    body: bytes | None = None
+    content_type: str = "application/octet-stream"
+    http_status: int | None = None
+    final_url: str | None = None
+    failure_code: str | None = None  # None: the attempt succeeded
+    failure_message: str = ""
+    retryable: bool = False
+
+
+class JobType(Protocol):
+    name: str
+    label: str
+
+    async def run(self, work: DueWork) -> Outcome: ...
+
+
+def discover(found: Iterable[EntryPoint] | None = None) -> dict[str, JobType]:
+    """The job types the installed plugins add, by name."""
+    loaded: dict[str, JobType] = {}
+    for entry_point in entry_points(group=ENTRY_POINT_GROUP) if found is None else found:
+        job_type = _load(entry_point)
+        if job_type is None:
+            continue
+        if job_type.name in BUILT_IN or job_type.name in loaded:
+            log.warning("job type plugin %s: the name %r is taken; skipped", entry_point.value, job_type.name)
+            continue
+        loaded[job_type.name] = job_type
+    return loaded
+
+
+def _load(entry_point: EntryPoint) -> JobType | None:
+    try:
+        target = entry_point.load()
+        job_type = target() if inspect.isclass(target) else target
+    except Exception as exc:  # a broken plugin must not stop the worker
+        log.warning(
+            "job type plugin %s could not be loaded: %s: %s", entry_point.value, type(exc).__name__, exc
+        )
+        return None
+    problem = _unusable(job_type)
+    if problem is not None:
+        log.warning("job type plugin %s is skipped: %s", entry_point.value, problem)
+        return None
+    return cast(JobType, job_type)
+
+
+def _unusable(job_type: object) -> str | None:
+    name, label = getattr(job_type, "name", None), getattr(job_type, "label", None)
+    if not isinstance(name, str) or not name or len(name) > 64:
+        return "its name must be a non-empty string of at most 64 characters"
+    if not isinstance(label, str):
+        return "its label must be a string"
+    if not inspect.iscoroutinefunction(getattr(job_type, "run", None)):
+        return "its run must be an async method"
+    return None
+
+
+def deployment_policy(settings: Settings, job_types: Mapping[str, JobType]) -> Policy:
+    """The lifecycle's rules with the plugins' types runnable and their declared profiles (which
+    `SCRAPESTREAM_PROFILES` overrides); an unusable profile falls back to the default, with a warning."""
+    declared = {name: profile for name, job_type in job_types.items() if (profile := _profile(job_type))}
+    return settings.policy(runnable=frozenset(BUILT_IN) | frozenset(job_types), declared=declared)
+
+
+def _profile(job_type: object) -> tuple[float, float] | None:
+    """The profile a job type declares; anything but a pair of numbers is unusable (NaN)."""
+    profile = getattr(job_type, "profile", None)
+    if profile is None:
+        return None
+    try:
+        runtime, attempts = profile
+        return float(runtime), float(attempts)
+    except (TypeError, ValueError):
+        return math.nan, math.nan
+
+
+def labels(job_types: Mapping[str, JobType]) -> dict[str, str]:
+    return BUILT_IN | {name: job_type.label for name, job_type in job_types.items()}
