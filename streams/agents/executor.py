@@ -226,13 +226,7 @@ class HttpExecutor(QuietStage):
                 return self._failed(work, "JOB_TYPE_FAILED", exc)
             finally:
                 self._renewals.discard(work)
-        result = result_of(outcome)
-        try:
-            artifacts = await self._store(work, result)
-        except Exception as exc:
-            log.warning("job %s: storing the result failed: %s", work.job_id, exc)
-            return self._failed(work, "ARTIFACT_STORE_FAILED", exc, result)
-        return self._attempt_of(work, result, artifacts)
+        return await self._stored_attempt(work, result_of(outcome))
 
     async def _run_fetch(self, work: DueWork, entry: CacheEntry | None, gate: HostGate) -> Attempt:
         limits = self._settings.policy_classes[work.policy_class]
@@ -247,6 +241,10 @@ class HttpExecutor(QuietStage):
             return self._failed(work, "FETCH_FAILED", exc)
         if reused is not None:
             return self._attempt_of(work, result, reused)
+        return await self._stored_attempt(work, result)
+
+    async def _stored_attempt(self, work: DueWork, result: FetchResult) -> Attempt:
+        """The attempt with its body stored; a store that fails makes it a counted failure."""
         try:
             artifacts = await self._store(work, result)
         except Exception as exc:
