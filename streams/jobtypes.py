@@ -13,7 +13,7 @@ import inspect
 import logging
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib.metadata import EntryPoint, entry_points
 from typing import Protocol, cast
 
@@ -89,9 +89,14 @@ def _unusable(job_type: object) -> str | None:
 
 def deployment_policy(settings: Settings, job_types: Mapping[str, JobType]) -> Policy:
     """The lifecycle's rules with the plugins' types runnable and their declared profiles (which
-    `SCRAPESTREAM_PROFILES` overrides); an unusable profile falls back to the default, with a warning."""
+    `SCRAPESTREAM_PROFILES` overrides); a type that declares none, or an unusable one (with a
+    warning), runs under the deployment default."""
     declared = {name: profile for name, job_type in job_types.items() if (profile := _profile(job_type))}
-    return settings.policy(runnable=frozenset(BUILT_IN) | frozenset(job_types), declared=declared)
+    policy = settings.policy(runnable=frozenset(BUILT_IN) | frozenset(job_types), declared=declared)
+    undeclared = {name: policy.default_profile for name in job_types if policy.profile(name) is None}
+    return replace(
+        policy, profiles=dict(policy.profiles) | undeclared, fallbacks=policy.fallbacks | set(undeclared)
+    )
 
 
 def _profile(job_type: object) -> tuple[float, float] | None:

@@ -35,7 +35,7 @@ async def test_a_plugin_job_type_runs_end_to_end_and_is_listed_with_its_profile(
     async with running_system(settings) as system:
         worker = system.worker
         assert worker is not None
-        assert sorted(worker.job_types) == ["test.broken-profile", "test.echo", "test.refusing"]
+        assert sorted(worker.job_types) == ["test.broken-profile", "test.echo", "test.plain", "test.refusing"]
         url = origin.url("/page/echoed")
         job = await system.submit(url, job_type="test.echo")
         completion = await system.completion(job)
@@ -46,6 +46,8 @@ async def test_a_plugin_job_type_runs_end_to_end_and_is_listed_with_its_profile(
             assert stored.content == f"echo {url}".encode()
             listed = (await http.get("/job-types")).json()["items"]
         assert origin.hits["/page/echoed"] == 0  # the plugin made no request
+        plain = await system.submit(origin.url("/page/plain"), job_type="test.plain")
+        assert (await system.completion(plain)).status is JobStatus.SUCCEEDED
     by_name = {item["name"]: item for item in listed}
     assert by_name["test.echo"] == {
         "name": "test.echo",
@@ -54,8 +56,9 @@ async def test_a_plugin_job_type_runs_end_to_end_and_is_listed_with_its_profile(
         "max_attempts": 2,
         "declared": True,
     }
-    broken = by_name["test.broken-profile"]
-    assert (broken["max_runtime_ms"], broken["max_attempts"], broken["declared"]) == (30_000, 3, False)
+    for defaulted in ("test.broken-profile", "test.plain"):
+        item = by_name[defaulted]
+        assert (item["max_runtime_ms"], item["max_attempts"], item["declared"]) == (30_000, 3, False)
     assert by_name["http.fetch"]["declared"]
     warnings = [record.getMessage() for record in caplog.records if record.levelno == logging.WARNING]
     assert sum("test.broken-profile" in message for message in warnings) == 1

@@ -18,6 +18,16 @@ class Echo:
         return Outcome(body=f"echo {work.request.url}".encode(), content_type="text/plain")
 
 
+class Plain:
+    """Declares no profile: it runs under the deployment's default."""
+
+    name = "test.plain"
+    label = "No profile of its own"
+
+    async def run(self, work: DueWork) -> Outcome:
+        return Outcome(body=b"plain")
+
+
 class Refusing:
     """Fails every time, retryably: only its one-attempt profile stops it."""
 
