@@ -56,17 +56,8 @@ def consequences_of(
     for event in events:
         if isinstance(event, JobHistoryDeleted) and isinstance(before, Job):
             result.released.extend(_released(before))
-        elif (
-            isinstance(event, StaleReportIgnored) and event.kind in RUNNING_REPORTS and isinstance(state, Job)
-        ):
-            # Its executor still runs the work: told to stop, so it neither goes on nor reports.
-            revoked = LeaseRevoked(
-                job_id=event.job_id,
-                attempt_number=event.attempt_number,
-                lease_id=event.lease_id,
-                reason=event.reason,
-            )
-            result.revoked.append(revoked)
+        elif isinstance(event, StaleReportIgnored) and isinstance(state, Job):
+            result.revoked.extend(_revoked(event))
         if isinstance(state, Job) and isinstance(event, (JobDispatched, AttemptRecorded, *TERMINAL_EVENTS)):
             _of_job(state, event, result, policy)
         elif isinstance(event, JobRejected):

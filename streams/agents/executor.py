@@ -124,6 +124,7 @@ class HttpExecutor(QuietStage):
                 immediate.append(self._dead.of(record, f"undecodable due work: {exc}"))
                 continue
             if isinstance(work, LeaseRevoked):
+                startable = [due for due in startable if due.lease_id != work.lease_id]  # not started yet
                 self._revoke(work)
             elif not isinstance(work, DueWork):
                 continue

@@ -15,7 +15,7 @@ from schemas.codec import decode
 from schemas.commands import RenewLease, ReportAttempt, StartAttempt
 from schemas.enums import AttemptOutcome
 from schemas.records import Request
-from schemas.work import DueWork
+from schemas.work import DueWork, LeaseRevoked
 from streams.agents.executor import HttpExecutor
 from streams.artifacts.local import LocalArtifactStore
 from streams.clock import utc_now
@@ -93,7 +93,7 @@ def due(**overrides: Any) -> DueWork:
 
 
 class DueRecord:
-    def __init__(self, work: DueWork) -> None:
+    def __init__(self, work: DueWork | LeaseRevoked) -> None:
         from schemas.codec import encode
 
         self.topic, self.partition, self.offset, self.key = "due", 0, 0, b"k"
@@ -146,3 +146,37 @@ async def test_work_of_a_type_this_executor_does_not_run_is_reported_not_dropped
     assert report.attempt.outcome is AttemptOutcome.DENIED
     assert fetcher.calls == 0
     assert not isinstance(report, StartAttempt)
+
+
+def revocation_of(work: DueWork) -> LeaseRevoked:
+    return LeaseRevoked(
+        job_id=work.job_id, attempt_number=work.attempt_number, lease_id=work.lease_id, reason="cancelled"
+    )
+
+
+async def test_a_revoked_lease_stops_its_running_attempt_without_a_report(tmp_path):
+    sink, fetcher = LosingRenewals(), SlowFetcher()
+    running = executor(tmp_path, fetcher, sink)
+    work = due()
+    await running.handle([DueRecord(work)])
+    for _ in range(500):  # until the fetch runs
+        if fetcher.calls:
+            break
+        await asyncio.sleep(0.01)
+    assert fetcher.calls == 1
+    await running.handle([DueRecord(revocation_of(work))])
+    await running.settled()
+    await running.close()
+    assert running.revocations == 1
+    assert not any(isinstance(record, ReportAttempt) for record in sink.sent)
+
+
+async def test_work_revoked_in_the_batch_that_brought_it_is_never_started(tmp_path):
+    sink, fetcher = LosingRenewals(), SlowFetcher()
+    running = executor(tmp_path, fetcher, sink)
+    work = due()
+    await running.handle([DueRecord(work), DueRecord(revocation_of(work))])
+    await running.settled()
+    await running.close()
+    assert fetcher.calls == 0
+    assert sink.sent == []
