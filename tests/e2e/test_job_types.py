@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -11,7 +12,8 @@ import httpx
 import pytest
 
 from schemas.enums import JobStatus
-from schemas.events import AttemptRecorded
+from schemas.events import AttemptRecorded, AttemptStarted, LeaseExpired, LeaseRenewed
+from streams.worker import Worker
 from tests.e2e.conftest import System, running_system, worker_settings
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -35,7 +37,14 @@ async def test_a_plugin_job_type_runs_end_to_end_and_is_listed_with_its_profile(
     async with running_system(settings) as system:
         worker = system.worker
         assert worker is not None
-        assert sorted(worker.job_types) == ["test.broken-profile", "test.echo", "test.plain", "test.refusing"]
+        assert sorted(worker.job_types) == [
+            "test.broken-profile",
+            "test.echo",
+            "test.plain",
+            "test.refusing",
+            "test.sleeper",
+            "test.sleeper-once",
+        ]
         url = origin.url("/page/echoed")
         job = await system.submit(url, job_type="test.echo")
         completion = await system.completion(job)
@@ -88,3 +97,58 @@ async def test_without_the_plugin_its_job_type_is_unknown_and_refused_at_submit(
         completion = await system.completion(job)
         assert completion.status is JobStatus.REJECTED
         assert completion.failure.code == "UNKNOWN_JOB_TYPE"
+
+
+# The deployment's base lease: 3 s of runtime and 1 s of grace; the sleeper's own: 6 s and 1 s.
+LEASES = {"default_max_runtime_ms": 3_000, "lease_grace_ms": 1_000}
+
+
+def of_kind(system: System, job_id: UUID, kind: type[Any]) -> list[Any]:
+    return [event for event in system.events.of_job(job_id) if isinstance(event, kind)]
+
+
+async def test_a_job_longer_than_the_base_lease_renews_and_runs_exactly_once(
+    broker, origin, tmp_path, installed_plugin
+):
+    from scrapestream_echo import Sleeper
+
+    settings = worker_settings(broker.bootstrap, tmp_path, **LEASES)
+    async with running_system(settings) as system:
+        url = origin.url("/sleep/5500")  # past the base lease, and past one renewal interval (5 s)
+        job = await system.submit(url, job_type="test.sleeper")
+        assert (await system.completion(job)).status is JobStatus.SUCCEEDED
+        await system.events.wait_for(lambda _: bool(attempts_of(system, job)))
+        assert of_kind(system, job, LeaseRenewed)
+        assert not of_kind(system, job, LeaseExpired)
+        assert len(attempts_of(system, job)) == 1
+    assert Sleeper.runs[url] == 1
+
+
+@pytest.mark.parametrize(
+    ("job_type", "status", "runs"),
+    [("test.sleeper", JobStatus.SUCCEEDED, 2), ("test.sleeper-once", JobStatus.DEAD_LETTER, 1)],
+)
+async def test_a_job_whose_executor_is_killed_is_retried_after_its_own_lease_within_its_attempts(
+    broker, origin, tmp_path, installed_plugin, job_type, status, runs
+):
+    from scrapestream_echo import Sleeper
+
+    settings = worker_settings(broker.bootstrap, tmp_path / "first", shutdown_grace_s=0, **LEASES)
+    async with running_system(settings) as system:
+        first = system.worker
+        assert first is not None
+        url = origin.url(f"/sleep/{job_type}/60000/once")
+        job = await system.submit(url, job_type=job_type)
+        await system.events.wait_for(lambda _: bool(of_kind(system, job, AttemptStarted)))
+        await first.stop()  # mid-run: no report is ever sent for this attempt
+        second = Worker(settings.model_copy(update={"data_dir": tmp_path / "second"}))
+        await second.start()
+        system.worker = second
+        assert (await system.completion(job)).status is status
+        (started, *_) = of_kind(system, job, AttemptStarted)
+        await system.events.wait_for(lambda _: bool(of_kind(system, job, LeaseExpired)))
+        (expired,) = of_kind(system, job, LeaseExpired)
+        assert expired.lease_id == started.lease_id
+        assert expired.occurred_at >= started.lease_expires_at  # the sleeper's 7 s, not the base 4 s
+        assert started.lease_expires_at - started.occurred_at >= timedelta(seconds=7)
+    assert Sleeper.runs[url] == runs

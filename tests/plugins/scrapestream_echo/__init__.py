@@ -3,6 +3,9 @@ the `scrapestream.job_types` entry-point group."""
 
 from __future__ import annotations
 
+import asyncio
+from collections import Counter
+
 from schemas.work import DueWork
 from streams.jobtypes import Outcome
 
@@ -26,6 +29,34 @@ class Plain:
 
     async def run(self, work: DueWork) -> Outcome:
         return Outcome(body=b"plain")
+
+
+class Sleeper:
+    """Sleeps for the milliseconds the URL's last segment names (on its first run for a URL only,
+    when the URL ends in `/once`); counts its runs per URL."""
+
+    name = "test.sleeper"
+    label = "Sleeps, then answers"
+    profile = (6_000, 3)
+    runs: Counter[str] = Counter()
+
+    async def run(self, work: DueWork) -> Outcome:
+        url = work.request.url
+        self.runs[url] += 1
+        segments = url.rstrip("/").split("/")
+        once = segments[-1] == "once"
+        milliseconds = int(segments[-2] if once else segments[-1])
+        if not once or self.runs[url] == 1:
+            await asyncio.sleep(milliseconds / 1000)
+        return Outcome(body=f"slept {milliseconds} ms".encode())
+
+
+class SleeperOnce(Sleeper):
+    """The sleeper with a single attempt."""
+
+    name = "test.sleeper-once"
+    label = "Sleeps, then answers; one attempt only"
+    profile = (6_000, 1)
 
 
 class Refusing:
