@@ -78,7 +78,7 @@ POLICY_CLASS_DEFAULTS: dict[PolicyClass, dict[str, Any]] = {
 }
 
 
-class HostLimit(BaseModel):
+class HostOverride(BaseModel):
     """One host's own politeness limits; what it leaves out is the deployment's default."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -120,7 +120,7 @@ class Settings(BaseSettings):
     )
     host_concurrency: int = Field(default=8, ge=1, le=512)
     host_requests_per_s: float = Field(default=0.0, ge=0, le=10_000)
-    host_limits: dict[str, HostLimit] = {}
+    host_limits: dict[str, HostOverride] = {}
 
     auth_enabled: bool = True
     principals_file: Path | None = None
@@ -184,7 +184,7 @@ class Settings(BaseSettings):
 
     @field_validator("host_limits", mode="after")
     @classmethod
-    def _lower_case_hosts(cls, value: dict[str, HostLimit]) -> dict[str, HostLimit]:
+    def _lower_case_hosts(cls, value: dict[str, HostOverride]) -> dict[str, HostOverride]:
         return {host.strip().lower().rstrip("."): limit for host, limit in value.items()}
 
     @model_validator(mode="after")
