@@ -218,8 +218,7 @@ class HttpExecutor(QuietStage):
             try:
                 async with asyncio.timeout(max(work.max_runtime_ms / 1000, MIN_FETCH_DEADLINE_S)):
                     outcome = await job_type.run(work)
-                if not isinstance(outcome, Outcome):
-                    raise TypeError(f"run returned {type(outcome).__name__}, not an Outcome")
+                result = result_of(outcome)  # a plugin's answer is checked like any outside input
             except TimeoutError as exc:
                 return self._failed(work, "TIMEOUT", exc)
             except Exception as exc:  # the plugin's own failure: recorded and retried like any other
@@ -227,7 +226,7 @@ class HttpExecutor(QuietStage):
                 return self._failed(work, "JOB_TYPE_FAILED", exc)
             finally:
                 self._renewals.discard(work)
-        return await self._stored_attempt(work, result_of(outcome))
+        return await self._stored_attempt(work, result)
 
     async def _run_fetch(self, work: DueWork, entry: CacheEntry | None, gate: HostGate) -> Attempt:
         limits = self._settings.policy_classes[work.policy_class]
@@ -368,7 +367,9 @@ class HttpExecutor(QuietStage):
 
 
 def result_of(outcome: Outcome) -> FetchResult:
-    """A job type's outcome as the attempt it reports; its failure code is kept if well formed."""
+    """A job type's outcome as the attempt it reports; its failure code is kept if well formed.
+    `TypeError` for an answer that is not an `Outcome` of the declared field types."""
+    _check_outcome(outcome)
     if outcome.failure_code is None:
         body = outcome.body or b""
         return FetchResult(
@@ -387,6 +388,25 @@ def result_of(outcome: Outcome) -> FetchResult:
     return FetchResult(
         outcome=kind, failure=failure, http_status=outcome.http_status, final_url=outcome.final_url
     )
+
+
+def _check_outcome(outcome: object) -> None:
+    if not isinstance(outcome, Outcome):
+        raise TypeError(f"run returned {type(outcome).__name__}, not an Outcome")
+    expected: list[tuple[str, object, tuple[type, ...]]] = [
+        ("body", outcome.body, (bytes, type(None))),
+        ("content_type", outcome.content_type, (str,)),
+        ("http_status", outcome.http_status, (int, type(None))),
+        ("final_url", outcome.final_url, (str, type(None))),
+        ("failure_code", outcome.failure_code, (str, type(None))),
+        ("failure_message", outcome.failure_message, (str,)),
+        ("retryable", outcome.retryable, (bool,)),
+    ]
+    for name, value, kinds in expected:
+        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+            raise TypeError(f"Outcome.{name} is a {type(value).__name__}")
+    if outcome.http_status is not None and not 100 <= outcome.http_status <= 599:
+        raise TypeError(f"Outcome.http_status {outcome.http_status} is not an HTTP status")
 
 
 def politeness_of(settings: Settings) -> Politeness:

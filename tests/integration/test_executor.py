@@ -21,6 +21,7 @@ from streams.artifacts.local import LocalArtifactStore
 from streams.clock import utc_now
 from streams.deadinput import DeadLetters
 from streams.fetch.http import FetchResult
+from streams.jobtypes import Outcome
 from streams.publisher import Outgoing
 from streams.settings import load_settings
 
@@ -180,3 +181,30 @@ async def test_work_revoked_in_the_batch_that_brought_it_is_never_started(tmp_pa
     await running.close()
     assert fetcher.calls == 0
     assert sink.sent == []
+
+
+class Malformed:
+    name = "test.malformed"
+    label = "Answers with a status that is no status"
+
+    async def run(self, work: DueWork) -> Outcome:
+        return Outcome(body=b"x", http_status="200")  # type: ignore[arg-type]
+
+
+async def test_a_job_type_answer_of_the_wrong_shape_is_a_recorded_failure(tmp_path):
+    sink = LosingRenewals()
+    settings = load_settings(data_dir=tmp_path)
+    running = HttpExecutor(
+        settings,
+        Raising(),
+        LocalArtifactStore(tmp_path / "artifacts"),
+        sink,
+        DeadLetters(settings, sink, Counter()),
+        utc_now,
+        job_types={"test.malformed": Malformed()},
+    )
+    await running.handle([DueRecord(due(job_type="test.malformed"))])
+    await running.close()
+    (report,) = [record for record in sink.sent if isinstance(record, ReportAttempt)]
+    assert report.attempt.failure.code == "JOB_TYPE_FAILED"
+    assert "http_status" in report.attempt.failure.safe_message
