@@ -15,7 +15,7 @@ from schemas.enums import (
     RetentionClass,
     TransportPolicy,
 )
-from schemas.records import Attempt, Request
+from schemas.records import Attempt, RenderOptions, Request
 from schemas.types import Instant, Record
 
 
@@ -36,6 +36,7 @@ class SubmitJob(Record):
     labels: dict[str, str] = Field(default_factory=dict)
     submitted_by: str | None = None
     submitter_role: ActorRole | None = None
+    render: RenderOptions | None = None
 
 
 class CancelJob(Record):

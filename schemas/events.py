@@ -18,7 +18,7 @@ from schemas.enums import (
     RetentionClass,
     TransportPolicy,
 )
-from schemas.records import Artifact, Attempt, Failure, Request
+from schemas.records import Artifact, Attempt, Failure, RenderOptions, Request
 from schemas.types import Instant, Record
 
 
@@ -46,6 +46,7 @@ class JobAccepted(EventEnvelope):
     attempt_limit: int
     request_hash: str
     max_runtime_ms: int
+    render: RenderOptions | None = None
 
 
 class JobRejected(EventEnvelope):

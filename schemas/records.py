@@ -36,6 +36,14 @@ class Cost(Record):
     browser_seconds: Money = Decimal("0.000000")
 
 
+class RenderOptions(Record):
+    wait_until: str = "load"
+    wait_selector: str | None = None
+    viewport_width: int = 1280
+    viewport_height: int = 720
+    full_page: bool = False
+
+
 class Artifact(Record):
     artifact_id: UUID
     key: str
@@ -64,3 +72,5 @@ class Attempt(Record):
     from_cache: bool = False
     fresh_for_ms: int | None = None
     storable: bool = True
+    route_name: str | None = None
+    blocked_requests: tuple[str, ...] = ()

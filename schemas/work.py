@@ -4,8 +4,8 @@ from uuid import UUID
 
 from schemas.enums import CacheMode, CaptureMode, PolicyClass, RetentionClass, TransportPolicy
 from schemas.events import JobCompleted
-from schemas.records import Artifact, Request
-from schemas.types import Instant, Record
+from schemas.records import Artifact, RenderOptions, Request
+from schemas.types import Instant, Money, Record
 
 
 class DueWork(Record):
@@ -25,6 +25,7 @@ class DueWork(Record):
     deadline_at: Instant
     start_by: Instant | None = None
     request_hash: str = ""
+    render: RenderOptions | None = None
 
 
 class CacheEntry(Record):
@@ -85,3 +86,21 @@ class JobSnapshot(Record):
 class SnapshotMark(Record):
     partition: int
     events_offset: int
+
+
+class RouteReserved(Record):
+    reservation_id: UUID
+    route: str
+    job_id: UUID
+    attempt_number: int
+    estimated: Money
+    requested_at: Instant
+
+
+class RouteReconciled(Record):
+    reservation_id: UUID
+    route: str
+    actual: Money
+    bytes: int
+    browser_seconds: Money
+    reconciled_at: Instant

@@ -19,11 +19,12 @@ from typing import Protocol, cast
 
 from projections.lifecycle.policy import Policy
 from schemas.work import DueWork
+from streams.fetch.browser import browser_available
 from streams.settings import Settings
 
 log = logging.getLogger(__name__)
 ENTRY_POINT_GROUP = "scrapestream.job_types"
-BUILT_IN = {"http.fetch": "Fetch a URL over HTTP"}
+BUILT_IN = {"http.fetch": "Fetch a URL over HTTP", "browser.render": "Render a page in a headless browser"}
 
 
 @dataclass(frozen=True)
@@ -92,8 +93,11 @@ def deployment_policy(settings: Settings, job_types: Mapping[str, JobType]) -> P
     `SCRAPESTREAM_PROFILES` overrides); a type that declares none, or an unusable one (with a
     warning), runs under the deployment default."""
     declared = {name: profile for name, job_type in job_types.items() if (profile := _profile(job_type))}
-    policy = settings.policy(runnable=frozenset(BUILT_IN) | frozenset(job_types), declared=declared)
-    undeclared = {name: policy.default_profile for name in job_types if policy.profile(name) is None}
+    built_in = frozenset(BUILT_IN) - (frozenset() if browser_available(settings) else {"browser.render"})
+    policy = settings.policy(runnable=built_in | frozenset(job_types), declared=declared)
+    undeclared = {
+        name: policy.default_profile for name in [*BUILT_IN, *job_types] if policy.profile(name) is None
+    }
     return replace(
         policy, profiles=dict(policy.profiles) | undeclared, fallbacks=policy.fallbacks | set(undeclared)
     )

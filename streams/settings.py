@@ -103,7 +103,7 @@ class Settings(BaseSettings):
     allowed_networks: tuple[IPv4Network | IPv6Network, ...] = ()
     executor_concurrency: int = Field(default=8, ge=0, le=512)
     outbox_concurrency: int = Field(default=8, ge=1, le=512)
-    profiles: dict[str, tuple[float, float]] = {"http.fetch": (30_000, 3)}
+    profiles: dict[str, tuple[float, float]] = {"http.fetch": (30_000, 3), "browser.render": (60_000, 3)}
     default_max_runtime_ms: int = Field(default=30_000, ge=0)
     default_max_attempts: int = Field(default=3, ge=1)
     lease_grace_ms: int = Field(default=10_000, ge=0)
@@ -121,6 +121,11 @@ class Settings(BaseSettings):
     host_concurrency: int = Field(default=8, ge=1, le=512)
     host_requests_per_s: float = Field(default=0.0, ge=0, le=10_000)
     host_limits: dict[str, HostOverride] = {}
+
+    browser_executable: str = "chromium"
+    browser_cdp_url: str | None = None
+    browser_concurrency: int = Field(default=2, ge=1, le=64)
+    browser_proxy_host: str = "127.0.0.1"
 
     auth_enabled: bool = True
     principals_file: Path | None = None

@@ -27,6 +27,7 @@ from streams.callbacks.sender import CallbackSender
 from streams.clock import utc_now
 from streams.consumer import Stage, StageConsumer
 from streams.deadinput import DeadLetters
+from streams.fetch.browser import renderer_of
 from streams.fetch.http import FetchLimits, HttpFetcher
 from streams.global_table import GlobalTable
 from streams.jobtypes import deployment_policy, discover
@@ -181,8 +182,20 @@ class Worker:
         limits = FetchLimits.of(settings.policy_classes[PolicyClass.STANDARD])
         fetcher = HttpFetcher(limits, settings.allow_private_networks, settings.allowed_networks)
         self._stack.push_async_callback(fetcher.close)
+        browser = renderer_of(settings)
+        if browser is not None:
+            self._stack.push_async_callback(browser.close)
         return HttpExecutor(
-            settings, fetcher, artifacts, publisher, dead, utc_now, self.metrics, cache, self.job_types
+            settings,
+            fetcher,
+            artifacts,
+            publisher,
+            dead,
+            utc_now,
+            self.metrics,
+            cache,
+            self.job_types,
+            browser,
         )
 
     def _callback_sender(self) -> CallbackSender:

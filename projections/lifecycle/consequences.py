@@ -135,6 +135,7 @@ def due_work(state: Job, dispatched: JobDispatched, policy: Policy) -> DueWork:
             "deadline_at": accepted.deadline_at,
             "start_by": dispatched.occurred_at + timedelta(milliseconds=policy.start_window_ms),
             "request_hash": accepted.request_hash,
+            "render": accepted.render,
         },
     )
 

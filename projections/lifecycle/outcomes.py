@@ -53,6 +53,16 @@ LOCAL_FAILURES: dict[str, tuple[AttemptOutcome, FailureDisposition, str]] = {
     "ARTIFACT_STORE_FAILED": (AttemptOutcome.NETWORK_ERROR, _RETRYABLE, "the artifact could not be stored"),
     "FETCH_FAILED": (AttemptOutcome.NETWORK_ERROR, _RETRYABLE, "the fetch failed unexpectedly"),
     "JOB_TYPE_FAILED": (AttemptOutcome.NETWORK_ERROR, _RETRYABLE, "the job type's run failed"),
+    "RENDER_FAILED": (AttemptOutcome.NETWORK_ERROR, _RETRYABLE, "the browser could not render the page"),
+    "BROWSER_CRASHED": (AttemptOutcome.NETWORK_ERROR, _RETRYABLE, "the browser crashed while rendering"),
+    "BUDGET_EXHAUSTED": (AttemptOutcome.DENIED, _RETRYABLE, "the route's budget for this period is spent"),
+    "RATE_LIMITED": (AttemptOutcome.DENIED, _RETRYABLE, "the route's request rate is at its limit"),
+    "ROUTE_UNAVAILABLE": (AttemptOutcome.DENIED, _RETRYABLE, "no route the job may use is available"),
+    "ROUTE_NOT_ALLOWED": (
+        AttemptOutcome.DENIED,
+        _TERMINAL,
+        "no configured route serves the job's transport policy",
+    ),
 }
 
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")

@@ -27,14 +27,20 @@ from projections.lifecycle.limits import (
     clip,
     oversized_field,
     oversized_labels,
+    utf8_len,
 )
 from projections.lifecycle.policy import Policy
 from projections.lifecycle.state import Job, State, Unaccepted
 from schemas.commands import SubmitJob
-from schemas.enums import ActorRole, AuditAction, AuditOutcome, CaptureMode, RejectionReason
+from schemas.enums import ActorRole, AuditAction, AuditOutcome, CaptureMode, RejectionReason, TransportPolicy
 from schemas.events import Event, JobAccepted, JobRejected, SubmissionReused
+from schemas.records import RenderOptions
 
+HTTP_FETCH, BROWSER_RENDER = "http.fetch", "browser.render"
 BROWSER_CAPTURE_MODES = frozenset({CaptureMode.RENDERED_HTML, CaptureMode.SCREENSHOT})
+WAIT_EVENTS = frozenset({"load", "domcontentloaded", "networkidle"})
+MAX_SELECTOR_BYTES = 1_024
+MIN_VIEWPORT, MAX_VIEWPORT = 16, 4_096
 SUBMITTING_ROLES = frozenset({ActorRole.SERVICE, ActorRole.OPERATOR, ActorRole.ADMIN})
 
 
@@ -129,9 +135,39 @@ def _options_rejection(command: SubmitJob) -> Rejection | None:
     if command.callback_url is not None and not is_valid_callback_url(command.callback_url):
         detail = f"callback_url {clip(command.callback_url, 256)!r} is not an absolute http(s) URL"
         return Rejection(RejectionReason.INVALID_CALLBACK_URL, detail)
-    if command.capture_mode in BROWSER_CAPTURE_MODES:
-        detail = f"capture_mode {command.capture_mode} needs browser rendering, which is not available yet"
+    rendered = renders(command.job_type, command.transport_policy)
+    if command.capture_mode in BROWSER_CAPTURE_MODES and not rendered:
+        detail = (
+            f"capture_mode {command.capture_mode} needs a rendered page: "
+            f"job type {BROWSER_RENDER} or transport_policy {TransportPolicy.BROWSER}"
+        )
         return Rejection(RejectionReason.UNSUPPORTED_CAPTURE_MODE, detail)
+    if command.render is not None:
+        problem = render_problem(command.render) if rendered else "render options need a rendered page"
+        if problem is not None:
+            return Rejection(RejectionReason.INVALID_RENDER_OPTIONS, problem)
+    return None
+
+
+def renders(job_type: str, transport_policy: TransportPolicy) -> bool:
+    """Whether the job's page is rendered by a browser."""
+    return job_type == BROWSER_RENDER or (
+        job_type == HTTP_FETCH and transport_policy is TransportPolicy.BROWSER
+    )
+
+
+def render_problem(options: RenderOptions) -> str | None:
+    if options.wait_until not in WAIT_EVENTS:
+        return f"wait_until {clip(options.wait_until, 64)!r} is not one of: {', '.join(sorted(WAIT_EVENTS))}"
+    selector = options.wait_selector
+    if selector is not None and not 0 < utf8_len(selector) <= MAX_SELECTOR_BYTES:
+        return f"wait_selector must be 1 to {MAX_SELECTOR_BYTES} bytes"
+    for name, size in (
+        ("viewport_width", options.viewport_width),
+        ("viewport_height", options.viewport_height),
+    ):
+        if not MIN_VIEWPORT <= size <= MAX_VIEWPORT:
+            return f"{name} {size} is outside {MIN_VIEWPORT}..{MAX_VIEWPORT}"
     return None
 
 
@@ -172,6 +208,7 @@ def _accept(
     command: SubmitJob, canonical: CanonicalRequest, key: str, policy: Policy, emit: Emitter
 ) -> JobAccepted:
     profile = policy.profile(command.job_type) or policy.default_profile
+    rendered = renders(command.job_type, command.transport_policy)
     return emit(
         JobAccepted,
         caller_identity=command.caller_identity,
@@ -181,7 +218,7 @@ def _accept(
         cache_mode=command.cache_mode,
         capture_mode=command.capture_mode,
         retention_class=command.retention_class,
-        transport_policy=command.transport_policy,
+        transport_policy=TransportPolicy.BROWSER if rendered else command.transport_policy,
         deadline_at=command.deadline_at,
         callback_url=command.callback_url,
         labels=command.labels,
@@ -189,4 +226,5 @@ def _accept(
         attempt_limit=command.attempt_limit or profile.max_attempts,
         request_hash=canonical.request_hash,
         max_runtime_ms=profile.max_runtime_ms,
+        render=command.render,
     )

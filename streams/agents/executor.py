@@ -26,19 +26,21 @@ import logging
 import re
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from decimal import Decimal
 from uuid import UUID
 
 from projections.lifecycle.cache import answers, cached_outcome, revalidation_headers
 from projections.lifecycle.identity import host_of, name_based
 from projections.lifecycle.limits import clip
 from projections.lifecycle.outcomes import local_failure
+from projections.lifecycle.submission import BROWSER_RENDER, renders
 from schemas.codec import decode_as
 from schemas.commands import ReportAttempt
 from schemas.enums import ArtifactTrust, AttemptOutcome, CaptureMode, FailureDisposition, TransportRoute
 from schemas.errors import CodecError
-from schemas.records import Artifact, Attempt, Cost, Failure, Request
+from schemas.records import Artifact, Attempt, Cost, Failure, RenderOptions, Request
 from schemas.types import build, build_with_defaults, to_utc_millis
 from schemas.work import CacheEntry, DueWork, LeaseRevoked
 from streams.agents.renewals import Renewals
@@ -46,6 +48,7 @@ from streams.agents.slots import Slots
 from streams.artifacts.port import ArtifactStore
 from streams.consumer import QuietStage, Record
 from streams.deadinput import DeadLetters
+from streams.fetch.browser import BrowserRenderer
 from streams.fetch.http import FetchLimits, FetchResult, HttpFetcher
 from streams.fetch.politeness import HostGate, HostLimit, Politeness
 from streams.fetch.robots import RobotsRules, Verdict
@@ -61,6 +64,8 @@ FAILURE_CODE = re.compile(r"[A-Z][A-Z0-9_]{0,63}")
 HTTP_FETCH = "http.fetch"
 STARTED_REMEMBERED = 50_000
 MIN_FETCH_DEADLINE_S = 1.0
+ZERO = Decimal("0.000000")
+PNG = "image/png"
 WAITING_PER_FETCH = 4  # work taken in beyond the fetch places, waiting for its host's turn
 
 
@@ -79,12 +84,14 @@ class HttpExecutor(QuietStage):
         metrics: Metrics | None = None,
         cache: GlobalTable | None = None,
         job_types: Mapping[str, JobType] | None = None,
+        browser: BrowserRenderer | None = None,
     ) -> None:
         self._settings = settings
         self._metrics = metrics
         self._cache = cache
         self._job_types = dict(job_types or {})
-        self._runnable = frozenset({HTTP_FETCH, *self._job_types})
+        self._browser = browser
+        self._runnable = frozenset({HTTP_FETCH, *self._job_types, *([BROWSER_RENDER] if browser else [])})
         self._fetcher = fetcher
         self._artifacts = artifacts
         self._publisher = publisher
@@ -128,7 +135,7 @@ class HttpExecutor(QuietStage):
                 self._revoke(work)
             elif not isinstance(work, DueWork):
                 continue
-            elif work.job_type not in self._runnable:
+            elif work.job_type not in self._runnable or (self._browser is None and _rendered(work)):
                 immediate.append(self._report_message(work, _unsupported(work, now), now))
             elif now > _start_by(work):
                 self.not_started += 1
@@ -184,7 +191,8 @@ class HttpExecutor(QuietStage):
         if job_type is not None:
             return await self._run_job_type(work, job_type)
         try:
-            entry = self._cache.get(work.request_hash) if self._cache and work.request_hash else None
+            cache = None if _rendered(work) else self._cache  # the cache holds origin responses
+            entry = cache.get(work.request_hash) if cache is not None and work.request_hash else None
             cached = await self._from_cache(work, entry)
         except Exception as exc:  # a cache that cannot be read is a miss, not a failed attempt
             log.warning("job %s: the response cache could not be read: %s", work.job_id, exc)
@@ -235,6 +243,8 @@ class HttpExecutor(QuietStage):
                 verdict = await self._robots_verdict(work, gate)
                 if verdict is not Verdict.ALLOWED:
                     return self._denied(work, verdict)
+            if _rendered(work) and self._browser is not None:
+                return await self._render(self._browser, work, limits, gate)
             result, reused = await self._fetch(work, entry, limits, gate)
         except Exception as exc:  # the fetcher types every origin failure; this is a bug, still counted
             log.exception("job %s: the fetch raised", work.job_id)
@@ -242,6 +252,37 @@ class HttpExecutor(QuietStage):
         if reused is not None:
             return self._attempt_of(work, result, reused)
         return await self._stored_attempt(work, result)
+
+    async def _render(
+        self, browser: BrowserRenderer, work: DueWork, limits: ResponseLimits, gate: HostGate
+    ) -> Attempt:
+        """The page rendered by the browser, its HTML (and screenshot) stored."""
+        deadline_s = max(min(work.max_runtime_ms / 1000, limits.timeout_s), MIN_FETCH_DEADLINE_S)
+        await gate.request()
+        rendered = await browser.render(
+            work.request,
+            work.render or RenderOptions(),
+            FetchLimits.of(limits),
+            deadline_s,
+            screenshot=work.capture_mode is CaptureMode.SCREENSHOT,
+        )
+        self._observe(rendered.result)
+        passage = Passage(
+            route=TransportRoute.BROWSER,
+            browser_seconds=rendered.browser_seconds,
+            blocked=rendered.blocked,
+        )
+        try:
+            artifacts = await self._store(work, rendered.result)
+            if rendered.screenshot is not None and rendered.result.outcome is AttemptOutcome.FETCHED:
+                shot = await self._artifacts.put(
+                    rendered.screenshot, PNG, work.retention_class, self._clock()
+                )
+                artifacts = (*artifacts, shot)
+        except Exception as exc:
+            log.warning("job %s: storing the rendered page failed: %s", work.job_id, exc)
+            return self._failed(work, "ARTIFACT_STORE_FAILED", exc, rendered.result, passage)
+        return self._attempt_of(work, rendered.result, artifacts, passage=passage)
 
     async def _stored_attempt(self, work: DueWork, result: FetchResult) -> Attempt:
         """The attempt with its body stored; a store that fails makes it a counted failure."""
@@ -327,36 +368,60 @@ class HttpExecutor(QuietStage):
         message = self._report_message(work, attempt, self._clock())
         await self._reports.deliver(message, f"the report of job {work.job_id}")
 
-    def _failed(self, work: DueWork, code: str, exc: Exception, result: FetchResult | None = None) -> Attempt:
+    def _failed(
+        self,
+        work: DueWork,
+        code: str,
+        exc: Exception,
+        result: FetchResult | None = None,
+        passage: Passage | None = None,
+    ) -> Attempt:
         outcome, failure = local_failure(code, f"{type(exc).__name__}: {exc}")
         base = result or FetchResult(outcome=outcome, failure=failure)
-        return self._attempt_of(work, replace(base, outcome=outcome, failure=failure), ())
+        failed = replace(base, outcome=outcome, failure=failure)
+        return self._attempt_of(work, failed, (), passage=passage or Passage())
 
     def _attempt_of(
-        self, work: DueWork, result: FetchResult, artifacts: tuple[Artifact, ...], from_cache: bool = False
+        self,
+        work: DueWork,
+        result: FetchResult,
+        artifacts: tuple[Artifact, ...],
+        from_cache: bool = False,
+        passage: Passage | None = None,
     ) -> Attempt:
+        via = passage or Passage()
         # Built without validating again: every value is this executor's own, of the field's type.
         return build(
             Attempt,
             {
                 "attempt_number": work.attempt_number,
                 "lease_id": work.lease_id,
-                "route": TransportRoute.DIRECT,
+                "route": via.route,
                 "outcome": result.outcome,
-                "trust": ArtifactTrust.VERIFIED,
+                "trust": via.trust,
                 "http_status": result.http_status,
                 "final_url": result.final_url,
                 "bytes": result.wire_bytes,
                 "elapsed_ms": result.elapsed_ms,
                 "failure": result.failure,
-                "cost": build_with_defaults(Cost, {"bytes": result.wire_bytes}),
+                "cost": build_with_defaults(
+                    Cost,
+                    {
+                        "bytes": result.wire_bytes,
+                        "estimated": via.estimated,
+                        "actual": via.actual,
+                        "browser_seconds": via.browser_seconds,
+                    },
+                ),
                 "artifacts": artifacts,
                 "etag": result.etag,
                 "last_modified": result.last_modified,
                 "finished_at": to_utc_millis(self._clock()),
                 "from_cache": from_cache,
                 "fresh_for_ms": result.fresh_for_ms,
-                "storable": result.storable,
+                "storable": result.storable and via.trust is ArtifactTrust.VERIFIED,
+                "route_name": via.route_name,
+                "blocked_requests": via.blocked,
             },
         )
 
@@ -364,6 +429,23 @@ class HttpExecutor(QuietStage):
         """Let running attempts finish within the shutdown grace; the rest are left to the reaper."""
         await self._slots.close(self._settings.shutdown_grace_s)
         await self._renewals.close()
+
+
+@dataclass(frozen=True)
+class Passage:
+    """How an attempt reached the origin: its route, the route's trust, and what it cost there."""
+
+    route: TransportRoute = TransportRoute.DIRECT
+    route_name: str | None = None
+    trust: ArtifactTrust = ArtifactTrust.VERIFIED
+    estimated: Decimal = ZERO
+    actual: Decimal = ZERO
+    browser_seconds: Decimal = ZERO
+    blocked: tuple[str, ...] = ()
+
+
+def _rendered(work: DueWork) -> bool:
+    return renders(work.job_type, work.transport_policy)
 
 
 def result_of(outcome: Outcome) -> FetchResult:

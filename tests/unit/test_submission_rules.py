@@ -4,15 +4,19 @@ from datetime import timedelta
 from uuid import uuid4
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from projections.lifecycle import Policy
 from projections.lifecycle.consequences import consequences_of
 from projections.lifecycle.limits import MAX_LABELS, MAX_URL_BYTES
 from projections.lifecycle.policy import ExecutionProfile
 from projections.lifecycle.state import Unaccepted
+from projections.lifecycle.submission import MAX_VIEWPORT, MIN_VIEWPORT, WAIT_EVENTS, render_problem
 from schemas.commands import CancelJob
-from schemas.enums import ActorRole, AuditOutcome, CaptureMode, JobStatus, RejectionReason
-from schemas.records import Request
+from schemas.enums import ActorRole, AuditOutcome, CaptureMode, JobStatus, RejectionReason, TransportPolicy
+from schemas.events import JobAccepted
+from schemas.records import RenderOptions, Request
 from tests.lifecycle import POLICY, T0, Lifecycle, kinds, submit
 
 
@@ -99,11 +103,57 @@ def test_a_rejection_for_a_bad_callback_url_has_no_callback():
 
 
 @pytest.mark.parametrize("mode", [CaptureMode.RENDERED_HTML, CaptureMode.SCREENSHOT])
-def test_a_browser_capture_mode_is_rejected_with_the_reason(mode):
+def test_a_browser_capture_mode_without_a_browser_is_rejected_with_the_reason(mode):
     lifecycle = Lifecycle()
     (rejected,) = lifecycle(submit(capture_mode=mode))
     assert rejected.reason is RejectionReason.UNSUPPORTED_CAPTURE_MODE
-    assert "browser rendering" in rejected.detail
+    assert "browser.render" in rejected.detail
+
+
+@pytest.mark.parametrize("mode", [CaptureMode.RENDERED_HTML, CaptureMode.SCREENSHOT])
+def test_a_browser_capture_mode_is_accepted_for_a_rendered_page(mode):
+    (accepted, *_) = Lifecycle()(submit(capture_mode=mode, job_type="browser.render"))
+    assert isinstance(accepted, JobAccepted)
+    assert accepted.transport_policy is TransportPolicy.BROWSER  # browser.render always renders
+    (fetch, *_) = Lifecycle()(submit(capture_mode=mode, transport_policy=TransportPolicy.BROWSER))
+    assert isinstance(fetch, JobAccepted)
+    assert fetch.job_type == "http.fetch"
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        RenderOptions(wait_until="never"),
+        RenderOptions(wait_selector=""),
+        RenderOptions(wait_selector="p" * 2_000),
+        RenderOptions(viewport_width=0),
+        RenderOptions(viewport_height=100_000),
+    ],
+)
+def test_unusable_render_options_are_rejected_with_the_reason(options):
+    (rejected,) = Lifecycle()(submit(job_type="browser.render", render=options))
+    assert rejected.reason is RejectionReason.INVALID_RENDER_OPTIONS
+
+
+def test_render_options_on_a_page_that_is_not_rendered_are_rejected():
+    (rejected,) = Lifecycle()(submit(render=RenderOptions()))
+    assert rejected.reason is RejectionReason.INVALID_RENDER_OPTIONS
+
+
+@given(
+    wait_until=st.sampled_from(sorted(WAIT_EVENTS)),
+    selector=st.none() | st.text(min_size=1, max_size=200),
+    width=st.integers(MIN_VIEWPORT, MAX_VIEWPORT),
+    height=st.integers(MIN_VIEWPORT, MAX_VIEWPORT),
+)
+def test_render_options_within_bounds_are_accepted(wait_until, selector, width, height):
+    options = RenderOptions(
+        wait_until=wait_until, wait_selector=selector, viewport_width=width, viewport_height=height
+    )
+    assert render_problem(options) is None
+    (accepted, *_) = Lifecycle()(submit(job_type="browser.render", render=options))
+    assert isinstance(accepted, JobAccepted)
+    assert accepted.render == options
 
 
 @pytest.mark.parametrize("mode", [CaptureMode.RAW_BODY, CaptureMode.METADATA_ONLY])

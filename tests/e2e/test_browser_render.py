@@ -1,0 +1,129 @@
+"""`browser.render` end to end: a real worker drives Debian's Chromium against loopback pages."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+from uuid import UUID
+
+import httpx
+import pytest
+import pytest_asyncio
+
+from schemas.enums import CaptureMode, JobStatus, RejectionReason, TransportPolicy, TransportRoute
+from schemas.events import AttemptRecorded
+from schemas.records import RenderOptions
+from tests.browser_pages import LATE_TEXT, Pages, chromium_or_skip, png_size, serving_pages
+from tests.e2e.conftest import System, running_system, worker_settings
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def pages() -> AsyncIterator[Pages]:
+    async with serving_pages() as served:
+        yield served
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def system(broker, tmp_path_factory) -> AsyncIterator[System]:
+    settings = worker_settings(
+        broker.bootstrap,
+        tmp_path_factory.mktemp("browser"),
+        browser_executable=chromium_or_skip(),
+        allow_private_networks=False,
+        allowed_networks=["127.0.0.1/32"],
+    )
+    async with running_system(settings) as running:
+        yield running
+
+
+async def attempts_of(system: System, job_id: UUID) -> list[Any]:
+    """The job's recorded attempts, once the observer has read them (it may trail the completion)."""
+    await system.events.wait_for(
+        lambda events: any(isinstance(e, AttemptRecorded) and e.job_id == job_id for e in events)
+    )
+    return [e.attempt for e in system.events.of_job(job_id) if isinstance(e, AttemptRecorded)]
+
+
+async def download(system: System, artifact_id: UUID) -> bytes:
+    assert system.worker is not None
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{system.worker.web_port}") as http:
+        response = await http.get(f"/artifacts/{artifact_id}")
+        response.raise_for_status()
+        return response.content
+
+
+async def test_a_rendered_page_has_the_script_written_text_and_a_viewport_screenshot(system, pages):
+    options = RenderOptions(wait_selector="#late", viewport_width=640, viewport_height=480)
+    job = await system.submit(
+        pages.url("/late"), job_type="browser.render", capture_mode=CaptureMode.SCREENSHOT, render=options
+    )
+    completion = await system.completion(job)
+    assert completion.status is JobStatus.SUCCEEDED, completion.failure
+    html, screenshot = completion.artifacts
+    assert (html.content_type, screenshot.content_type) == ("text/html; charset=utf-8", "image/png")
+    assert LATE_TEXT in (await download(system, html.artifact_id)).decode()
+    assert png_size(await download(system, screenshot.artifact_id)) == (640, 480)
+    (attempt,) = await attempts_of(system, job)
+    assert attempt.route is TransportRoute.BROWSER
+    assert attempt.cost.browser_seconds > 0
+    assert attempt.blocked_requests == ()
+
+    fetched = await system.submit(pages.url("/late"), idempotency_key="plain-fetch")
+    fetched_completion = await system.completion(fetched)
+    assert fetched_completion.status is JobStatus.SUCCEEDED
+    (raw,) = fetched_completion.artifacts
+    assert LATE_TEXT not in (await download(system, raw.artifact_id)).decode()
+
+
+async def test_a_private_subresource_is_blocked_and_recorded_on_the_attempt(system, pages):
+    job = await system.submit(
+        pages.url("/private-image"), job_type="browser.render", capture_mode=CaptureMode.RENDERED_HTML
+    )
+    completion = await system.completion(job)
+    assert completion.status is JobStatus.SUCCEEDED
+    (attempt,) = await attempts_of(system, job)
+    assert attempt.blocked_requests == (pages.private("/pixel"),)
+    assert pages.hits["/pixel"] == 0
+
+
+async def test_an_http_fetch_over_the_browser_transport_is_rendered(system, pages):
+    job = await system.submit(
+        pages.url("/late"),
+        transport_policy=TransportPolicy.BROWSER,
+        render=RenderOptions(wait_selector="#late"),
+        idempotency_key="fetch-over-browser",
+    )
+    completion = await system.completion(job)
+    assert completion.status is JobStatus.SUCCEEDED
+    (html,) = completion.artifacts
+    assert LATE_TEXT in (await download(system, html.artifact_id)).decode()
+
+
+async def test_a_private_document_is_refused_without_a_retry(system, pages):
+    job = await system.submit(pages.private("/plain"), job_type="browser.render")
+    completion = await system.completion(job)
+    assert completion.status is JobStatus.DEAD_LETTER
+    assert completion.failure.code == "ADDRESS_REFUSED"
+    assert len(await attempts_of(system, job)) == 1
+
+
+async def test_unusable_render_requests_are_rejected_with_their_reasons(system, pages):
+    screenshot_over_http = await system.submit(
+        pages.url("/plain"), capture_mode=CaptureMode.SCREENSHOT, idempotency_key="shot-over-http"
+    )
+    bad_wait = await system.submit(
+        pages.url("/plain"), job_type="browser.render", render=RenderOptions(wait_until="forever")
+    )
+    assert (
+        await system.completion(screenshot_over_http)
+    ).failure.code == RejectionReason.UNSUPPORTED_CAPTURE_MODE
+    assert (await system.completion(bad_wait)).failure.code == RejectionReason.INVALID_RENDER_OPTIONS
+
+
+async def test_the_read_api_lists_browser_render(system):
+    assert system.worker is not None
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{system.worker.web_port}") as http:
+        listed = {item["name"]: item for item in (await http.get("/job-types")).json()["items"]}
+    assert listed["browser.render"]["label"] == "Render a page in a headless browser"
