@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import base64
+import re
 from collections.abc import Mapping
+from decimal import Decimal
 from ipaddress import IPv4Network, IPv6Network
 from pathlib import Path
 from typing import Any, Literal
@@ -20,7 +22,7 @@ from pydantic import (
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from projections.lifecycle.policy import CallbackPolicy, ExecutionProfile, Policy
-from schemas.enums import PolicyClass
+from schemas.enums import ArtifactTrust, PolicyClass
 from schemas.errors import ScrapestreamError
 
 TOPIC_NAMES = (
@@ -34,6 +36,7 @@ TOPIC_NAMES = (
     "cache",
     "snapshots",
     "references",
+    "routes",
 )
 
 
@@ -76,6 +79,41 @@ POLICY_CLASS_DEFAULTS: dict[PolicyClass, dict[str, Any]] = {
         "obey_robots": False,
     },
 }
+
+
+ROUTE_NAME = r"[a-z0-9][a-z0-9_.-]{0,63}"
+
+
+class RouteSettings(BaseModel):
+    """One named route: how it reaches origins, how far its results are trusted, what it costs."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    kind: Literal["direct", "proxy", "browser"]
+    proxy_urls: tuple[str, ...] = ()
+    trust: ArtifactTrust | None = None  # None: VERIFIED, or UNTRUSTED for a proxy pool
+    price_per_gb: Decimal = Field(default=Decimal(0), ge=0, le=1_000_000)
+    price_per_browser_second: Decimal = Field(default=Decimal(0), ge=0, le=1_000_000)
+    budget: Decimal | None = Field(default=None, ge=0, le=1_000_000_000_000)
+    period_s: int = Field(default=86_400, ge=1, le=366 * 86_400)
+    requests_per_s: float = Field(default=0.0, ge=0, le=100_000)
+    enabled: bool = True
+
+    @model_validator(mode="after")
+    def _proxies_only_for_a_pool(self) -> RouteSettings:
+        if self.kind == "proxy" and not self.proxy_urls:
+            raise ValueError("a proxy route needs proxy_urls")
+        if self.kind != "proxy" and self.proxy_urls:
+            raise ValueError(f"a {self.kind} route takes no proxy_urls")
+        for url in self.proxy_urls:
+            if not re.fullmatch(r"https?://[^\s/]+/?", url):
+                raise ValueError(f"proxy URL {url[:200]!r} is not http(s)://[user:password@]host:port")
+        return self
+
+    @property
+    def resolved_trust(self) -> ArtifactTrust:
+        if self.trust is not None:
+            return self.trust
+        return ArtifactTrust.UNTRUSTED if self.kind == "proxy" else ArtifactTrust.VERIFIED
 
 
 class HostOverride(BaseModel):
@@ -126,6 +164,12 @@ class Settings(BaseSettings):
     browser_cdp_url: str | None = None
     browser_concurrency: int = Field(default=2, ge=1, le=64)
     browser_proxy_host: str = "127.0.0.1"
+    routes: dict[str, RouteSettings] = Field(
+        default_factory=lambda: {
+            "direct": RouteSettings(kind="direct"),
+            "browser": RouteSettings(kind="browser"),
+        }
+    )
 
     auth_enabled: bool = True
     principals_file: Path | None = None
@@ -191,6 +235,14 @@ class Settings(BaseSettings):
     @classmethod
     def _lower_case_hosts(cls, value: dict[str, HostOverride]) -> dict[str, HostOverride]:
         return {host.strip().lower().rstrip("."): limit for host, limit in value.items()}
+
+    @field_validator("routes", mode="after")
+    @classmethod
+    def _named_routes(cls, value: dict[str, RouteSettings]) -> dict[str, RouteSettings]:
+        bad = sorted(name[:80] for name in value if not re.fullmatch(ROUTE_NAME, name))
+        if bad:
+            raise ValueError(f"route names must match {ROUTE_NAME}: {bad}")
+        return value
 
     @model_validator(mode="after")
     def _s3_needs_a_bucket(self) -> Settings:

@@ -15,6 +15,7 @@ from streams.settings import TOPIC_NAMES, Settings
 CO_PARTITIONED = ("commands", "events", "snapshots")
 # Keyed by request identity, job id or object; only the latest record of each key matters.
 COMPACTED = frozenset({"cache", "snapshots", "references"})
+ROUTES_RETENTION_MS = 7 * 86_400_000
 
 
 class TopicLayoutError(ScrapestreamError):
@@ -48,5 +49,9 @@ def _new_topic(settings: Settings, name: str) -> NewTopic:
     if name == "events" and settings.events_retention_hours > 0:
         # Recovery needs only the events after the latest snapshot mark (`streams/snapshots.py`).
         configs["retention.ms"] = str(int(settings.events_retention_hours * 3_600_000))
+    if name == "routes":
+        # A budget period's spend is read from its reservations: keep two of the longest periods.
+        longest_s = max([route.period_s for route in settings.routes.values()], default=0)
+        configs["retention.ms"] = str(max(ROUTES_RETENTION_MS, 2 * longest_s * 1000))
     partitions, replication = settings.partitions, settings.replication_factor
     return NewTopic(settings.topic(name), partitions, replication, topic_configs=configs)

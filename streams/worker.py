@@ -29,8 +29,10 @@ from streams.consumer import Stage, StageConsumer
 from streams.deadinput import DeadLetters
 from streams.fetch.browser import renderer_of
 from streams.fetch.http import FetchLimits, HttpFetcher
+from streams.fetch.routes import Routes, meterings
 from streams.global_table import GlobalTable
 from streams.jobtypes import deployment_policy, discover
+from streams.ledger import LedgerReader
 from streams.metrics import Metrics, ScrapeTimeGauges
 from streams.publisher import Publisher
 from streams.routing import Routing, RoutingAssignor
@@ -61,6 +63,7 @@ class Worker:
         self.lifecycle: Lifecycle | None = None
         self.consumer: StageConsumer | None = None
         self.table: GlobalTable | None = None
+        self.ledger: LedgerReader | None = None
         self.maintenance: Maintenance | None = None
         self.snapshots: Snapshots | None = None
         self._stack = contextlib.AsyncExitStack()
@@ -101,6 +104,7 @@ class Worker:
         await publisher.start()
         stack.push_async_callback(publisher.stop)
         dead = DeadLetters(settings, publisher, self.counters)
+        ledger = self.ledger = await self._ledger()
         snapshots = self.snapshots = Snapshots(
             settings, self.profile, store, publisher, lambda: lifecycle.owned, self.counters
         )
@@ -118,7 +122,9 @@ class Worker:
         intake = Intake(settings, publisher, dead, self.counters, utc_now, principals)
         stages: list[Stage] = [intake, lifecycle]
         if settings.executor_concurrency > 0:
-            stages.append(self._executor(publisher, dead, artifacts, table))
+            stages.append(
+                self._executor(publisher, dead, artifacts, table, Routes(settings, publisher, ledger))
+            )
         stages.append(Outbox(settings, self._callback_sender(), publisher, dead, utc_now, self.metrics))
         assignor = RoutingAssignor(routing, settings.topic("commands"))
         consumer = self.consumer = StageConsumer(
@@ -147,6 +153,7 @@ class Worker:
             peers,
             job_types=self.job_types,
             policy=self.policy,
+            ledger=ledger,
         )
         await server.serve(build_api(context))
         with contextlib.suppress(TimeoutError):
@@ -175,8 +182,25 @@ class Worker:
             log.warning("auth is off: every HTTP request and every command is trusted as ADMIN")
         return principals
 
+    async def _ledger(self) -> LedgerReader | None:
+        """The route ledger, read when some route is metered."""
+        measured = meterings(self.settings)
+        if not any(metering.metered for metering in measured.values()):
+            return None
+        ledger = LedgerReader(
+            self.settings.kafka_bootstrap, self.settings.topic("routes"), self.profile, measured
+        )
+        self._stack.push_async_callback(ledger.stop)
+        await ledger.start()
+        return ledger
+
     def _executor(
-        self, publisher: Publisher, dead: DeadLetters, artifacts: ArtifactStore, cache: GlobalTable
+        self,
+        publisher: Publisher,
+        dead: DeadLetters,
+        artifacts: ArtifactStore,
+        cache: GlobalTable,
+        routes: Routes,
     ) -> HttpExecutor:
         settings = self.settings
         limits = FetchLimits.of(settings.policy_classes[PolicyClass.STANDARD])
@@ -196,6 +220,7 @@ class Worker:
             cache,
             self.job_types,
             browser,
+            routes,
         )
 
     def _callback_sender(self) -> CallbackSender:

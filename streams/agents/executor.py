@@ -26,11 +26,12 @@ import logging
 import re
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime, timedelta
 from decimal import Decimal
 from uuid import UUID
 
+from projections.ledger import ZERO
 from projections.lifecycle.cache import answers, cached_outcome, revalidation_headers
 from projections.lifecycle.identity import host_of, name_based
 from projections.lifecycle.limits import clip
@@ -52,6 +53,7 @@ from streams.fetch.browser import BrowserRenderer
 from streams.fetch.http import FetchLimits, FetchResult, HttpFetcher
 from streams.fetch.politeness import HostGate, HostLimit, Politeness
 from streams.fetch.robots import RobotsRules, Verdict
+from streams.fetch.routes import Denial, Passage, Routes
 from streams.flusher import Flusher
 from streams.global_table import GlobalTable
 from streams.jobtypes import JobType, Outcome
@@ -64,7 +66,6 @@ FAILURE_CODE = re.compile(r"[A-Z][A-Z0-9_]{0,63}")
 HTTP_FETCH = "http.fetch"
 STARTED_REMEMBERED = 50_000
 MIN_FETCH_DEADLINE_S = 1.0
-ZERO = Decimal("0.000000")
 PNG = "image/png"
 WAITING_PER_FETCH = 4  # work taken in beyond the fetch places, waiting for its host's turn
 
@@ -85,12 +86,14 @@ class HttpExecutor(QuietStage):
         cache: GlobalTable | None = None,
         job_types: Mapping[str, JobType] | None = None,
         browser: BrowserRenderer | None = None,
+        routes: Routes | None = None,
     ) -> None:
         self._settings = settings
         self._metrics = metrics
         self._cache = cache
         self._job_types = dict(job_types or {})
         self._browser = browser
+        self._routes = routes
         self._runnable = frozenset({HTTP_FETCH, *self._job_types, *([BROWSER_RENDER] if browser else [])})
         self._fetcher = fetcher
         self._artifacts = artifacts
@@ -243,18 +246,43 @@ class HttpExecutor(QuietStage):
                 verdict = await self._robots_verdict(work, gate)
                 if verdict is not Verdict.ALLOWED:
                     return self._denied(work, verdict)
+            passage = await self._reserve(work, limits)
+            if isinstance(passage, Denial):
+                return self._route_denied(work, passage)
             if _rendered(work) and self._browser is not None:
-                return await self._render(self._browser, work, limits, gate)
-            result, reused = await self._fetch(work, entry, limits, gate)
+                return await self._render(self._browser, work, limits, gate, passage)
+            result, reused = await self._fetch(work, entry, limits, gate, passage.proxy_url)
+            passage = await self._reconcile(passage, result.wire_bytes, ZERO)
         except Exception as exc:  # the fetcher types every origin failure; this is a bug, still counted
             log.exception("job %s: the fetch raised", work.job_id)
             return self._failed(work, "FETCH_FAILED", exc)
         if reused is not None:
-            return self._attempt_of(work, result, reused)
-        return await self._stored_attempt(work, result)
+            return self._attempt_of(work, result, reused, passage=passage)
+        return await self._stored_attempt(work, result, passage)
+
+    async def _reserve(self, work: DueWork, limits: ResponseLimits) -> Passage | Denial:
+        if self._routes is None:
+            return Passage()
+        return await self._routes.reserve(work, limits, self._clock())
+
+    async def _reconcile(self, passage: Passage, wire_bytes: int, browser_seconds: Decimal) -> Passage:
+        if self._routes is None:
+            return replace(passage, browser_seconds=browser_seconds)
+        return await self._routes.reconcile(passage, wire_bytes, browser_seconds, self._clock())
+
+    def _route_denied(self, work: DueWork, denial: Denial) -> Attempt:
+        outcome, failure = local_failure(denial.code, denial.detail)
+        if denial.retry_at is not None:
+            failure = failure.model_copy(update={"retry_at": denial.retry_at})
+        return self._attempt_of(work, FetchResult(outcome=outcome, failure=failure), ())
 
     async def _render(
-        self, browser: BrowserRenderer, work: DueWork, limits: ResponseLimits, gate: HostGate
+        self,
+        browser: BrowserRenderer,
+        work: DueWork,
+        limits: ResponseLimits,
+        gate: HostGate,
+        passage: Passage,
     ) -> Attempt:
         """The page rendered by the browser, its HTML (and screenshot) stored."""
         deadline_s = max(min(work.max_runtime_ms / 1000, limits.timeout_s), MIN_FETCH_DEADLINE_S)
@@ -267,11 +295,8 @@ class HttpExecutor(QuietStage):
             screenshot=work.capture_mode is CaptureMode.SCREENSHOT,
         )
         self._observe(rendered.result)
-        passage = Passage(
-            route=TransportRoute.BROWSER,
-            browser_seconds=rendered.browser_seconds,
-            blocked=rendered.blocked,
-        )
+        reconciled = await self._reconcile(passage, rendered.result.wire_bytes, rendered.browser_seconds)
+        passage = replace(reconciled, blocked=rendered.blocked)
         try:
             artifacts = await self._store(work, rendered.result)
             if rendered.screenshot is not None and rendered.result.outcome is AttemptOutcome.FETCHED:
@@ -284,14 +309,16 @@ class HttpExecutor(QuietStage):
             return self._failed(work, "ARTIFACT_STORE_FAILED", exc, rendered.result, passage)
         return self._attempt_of(work, rendered.result, artifacts, passage=passage)
 
-    async def _stored_attempt(self, work: DueWork, result: FetchResult) -> Attempt:
+    async def _stored_attempt(
+        self, work: DueWork, result: FetchResult, passage: Passage | None = None
+    ) -> Attempt:
         """The attempt with its body stored; a store that fails makes it a counted failure."""
         try:
             artifacts = await self._store(work, result)
         except Exception as exc:
             log.warning("job %s: storing the body failed: %s", work.job_id, exc)
-            return self._failed(work, "ARTIFACT_STORE_FAILED", exc, result)
-        return self._attempt_of(work, result, artifacts)
+            return self._failed(work, "ARTIFACT_STORE_FAILED", exc, result, passage)
+        return self._attempt_of(work, result, artifacts, passage=passage)
 
     async def _from_cache(self, work: DueWork, entry: CacheEntry | None) -> Attempt | None:
         """The attempt a valid cache entry answers with, no request made; None to fetch."""
@@ -319,7 +346,12 @@ class HttpExecutor(QuietStage):
         return self._attempt_of(work, FetchResult(outcome=outcome, failure=failure), ())
 
     async def _fetch(
-        self, work: DueWork, entry: CacheEntry | None, limits: ResponseLimits, gate: HostGate
+        self,
+        work: DueWork,
+        entry: CacheEntry | None,
+        limits: ResponseLimits,
+        gate: HostGate,
+        proxy_url: str | None = None,
     ) -> tuple[FetchResult, tuple[Artifact, ...] | None]:
         """The origin's answer, and the stored artifacts a 304 to a revalidation lets the job reuse."""
         deadline_s = max(min(work.max_runtime_ms / 1000, limits.timeout_s), MIN_FETCH_DEADLINE_S)
@@ -327,7 +359,7 @@ class HttpExecutor(QuietStage):
         validators = revalidation_headers(entry, work.cache_mode)
         await gate.request()
         result = await self._fetcher.fetch(
-            work.request, deadline_s, work.deadline_at, validators, fetch_limits
+            work.request, deadline_s, work.deadline_at, validators, fetch_limits, proxy_url
         )
         self._observe(result)
         if entry is None or not validators or result.http_status != 304:
@@ -343,7 +375,9 @@ class HttpExecutor(QuietStage):
             )
             return revalidated, entry.artifacts
         await gate.request()  # the stored copy is gone: the whole page again
-        result = await self._fetcher.fetch(work.request, deadline_s, work.deadline_at, None, fetch_limits)
+        result = await self._fetcher.fetch(
+            work.request, deadline_s, work.deadline_at, None, fetch_limits, proxy_url
+        )
         self._observe(result)
         return result, None
 
@@ -429,19 +463,6 @@ class HttpExecutor(QuietStage):
         """Let running attempts finish within the shutdown grace; the rest are left to the reaper."""
         await self._slots.close(self._settings.shutdown_grace_s)
         await self._renewals.close()
-
-
-@dataclass(frozen=True)
-class Passage:
-    """How an attempt reached the origin: its route, the route's trust, and what it cost there."""
-
-    route: TransportRoute = TransportRoute.DIRECT
-    route_name: str | None = None
-    trust: ArtifactTrust = ArtifactTrust.VERIFIED
-    estimated: Decimal = ZERO
-    actual: Decimal = ZERO
-    browser_seconds: Decimal = ZERO
-    blocked: tuple[str, ...] = ()
 
 
 def _rendered(work: DueWork) -> bool:

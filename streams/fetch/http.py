@@ -20,6 +20,7 @@ from datetime import datetime
 from urllib.parse import urljoin
 
 import aiohttp
+from yarl import URL
 
 from projections.lifecycle.cache import NEGATIVE_STATUSES
 from projections.lifecycle.identity import Rejection, canonicalize
@@ -31,7 +32,13 @@ from streams.clock import utc_now
 from streams.fetch.addresses import IPNetwork
 from streams.fetch.decoding import ACCEPT_ENCODING, BoundedDecoder, DecodingRefusedError
 from streams.fetch.freshness import freshness
-from streams.fetch.guard import AddressPolicy, AddressRefusedError, ResolutionError, guarded_session
+from streams.fetch.guard import (
+    AddressPolicy,
+    AddressRefusedError,
+    ResolutionError,
+    guarded_session,
+    resolve_checked,
+)
 from streams.settings import ResponseLimits
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
@@ -104,11 +111,16 @@ class HttpFetcher:
         connections: int = 100,
     ) -> None:
         self._limits = limits
-        self._session = guarded_session(AddressPolicy(allow_private, allowed_networks), connections)
+        self._policy = AddressPolicy(allow_private, allowed_networks)
+        self._session = guarded_session(self._policy, connections)
+        self._connections = connections
+        self._proxied: aiohttp.ClientSession | None = None
         self._headers = {"user-agent": user_agent, "accept-encoding": ACCEPT_ENCODING}
 
     async def close(self) -> None:
         await self._session.close()
+        if self._proxied is not None:
+            await self._proxied.close()
 
     async def fetch(
         self,
@@ -117,16 +129,20 @@ class HttpFetcher:
         retry_until: datetime | None = None,
         validators: Mapping[str, str] | None = None,
         limits: FetchLimits | None = None,
+        proxy: str | None = None,
     ) -> FetchResult:
         """Fetch within `deadline_s`; a Retry-After is honoured up to `retry_until` (the job deadline).
 
         `validators` (`If-None-Match`, `If-Modified-Since`) make the request conditional; `limits`
-        (the job's policy class) replace the fetcher's own.
+        (the job's policy class) replace the fetcher's own. Through a `proxy` (a route's), the
+        proxy connects to the origin: each hop's address is checked here before it is asked.
         """
         started = time.monotonic()
         try:
             async with asyncio.timeout(deadline_s):
-                result = await self._follow(request, retry_until, validators or {}, limits or self._limits)
+                result = await self._follow(
+                    request, retry_until, validators or {}, limits or self._limits, proxy
+                )
         except (FetchRefusedError, DecodingRefusedError) as exc:
             result = _local(exc.code, str(exc))
         except Exception as exc:  # every other error an origin can cause, typed once, here
@@ -139,18 +155,40 @@ class HttpFetcher:
         retry_until: datetime | None,
         validators: Mapping[str, str],
         limits: FetchLimits,
+        proxy: str | None,
     ) -> FetchResult:
         url = request.url
         headers = self._headers | request.headers | dict(validators)
-        for _ in range(limits.max_redirects + 1):
-            async with self._session.request(
-                request.method.value, url, headers=headers, allow_redirects=False
+        session = self._session if proxy is None else await self._through(proxy, url)
+        for hop in range(limits.max_redirects + 1):
+            if proxy is not None and hop:
+                await self._through(proxy, url)
+            async with session.request(
+                request.method.value, url, headers=headers, allow_redirects=False, proxy=proxy
             ) as response:
                 location = response.headers.get("location")
                 if response.status not in REDIRECT_STATUSES or not location:
                     return await self._read(response, url, retry_until, limits)
             url = _next_hop(url, location)
         raise FetchRefusedError("TOO_MANY_REDIRECTS", f"more than {limits.max_redirects} redirects")
+
+    async def _through(self, proxy: str, url: str) -> aiohttp.ClientSession:
+        """The session for proxied requests, once `url`'s host is checked; the proxy itself is the
+        deployment's own and is not checked."""
+        parts = URL(url)
+        host = parts.raw_host or ""
+        if not self._policy.allow_private:
+            await resolve_checked(host, parts.port or 80, False, self._policy.allowed_networks)
+        if self._proxied is None:
+            connector = aiohttp.TCPConnector(limit=self._connections, ssl=ssl.create_default_context())
+            self._proxied = aiohttp.ClientSession(
+                connector=connector,
+                cookie_jar=aiohttp.DummyCookieJar(),
+                auto_decompress=False,
+                skip_auto_headers=("User-Agent",),
+                timeout=aiohttp.ClientTimeout(total=None, sock_connect=None),
+            )
+        return self._proxied
 
     async def _read(
         self, response: aiohttp.ClientResponse, url: str, retry_until: datetime | None, limits: FetchLimits

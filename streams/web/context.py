@@ -25,6 +25,7 @@ from streams.artifacts.port import ArtifactStore
 from streams.auth.principals import Principal, Principals
 from streams.consumer import StageConsumer
 from streams.jobtypes import JobType
+from streams.ledger import LedgerReader
 from streams.metrics import Metrics
 from streams.publisher import Publisher, outgoing, partition_of
 from streams.routing import Routing
@@ -71,6 +72,7 @@ class ApiContext:
     peers: Peers
     job_types: Mapping[str, JobType]
     policy: Policy
+    ledger: LedgerReader | None = None
     views: JobViews = field(default_factory=JobViews)
 
     def partition_of(self, job_id: UUID) -> int:

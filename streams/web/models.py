@@ -32,6 +32,39 @@ class JobTypeList(BaseModel):
     items: list[JobTypeInfo]
 
 
+class PeriodSpend(BaseModel):
+    starts_at: datetime
+    spent: str = Field(
+        description="Decimal: reservations granted in the period, at their actual cost once known"
+    )
+
+
+class RouteInfo(BaseModel):
+    name: str
+    kind: Literal["direct", "proxy", "browser"]
+    trust: str
+    enabled: bool
+    metered: bool = Field(
+        description="Whether calls are reserved on the route's ledger (priced, budgeted or rate-limited)"
+    )
+    price_per_gb: str
+    price_per_browser_second: str
+    budget: str | None = Field(description="Decimal budget per period; null: unbounded")
+    period_s: int
+    requests_per_s: float = Field(description="The route's request-rate limit; 0: none")
+    spent_in_period: str = Field(description="Decimal spend of the current period")
+    remaining: str | None = Field(description="Decimal budget left in the current period; null: unbounded")
+    spent_total: str = Field(description="Decimal spend over every period this worker has read")
+    rate: int = Field(description="Reservations granted within the last second")
+    granted: int
+    denied: int
+    periods: list[PeriodSpend] = Field(description="Spend of the most recent periods, oldest first")
+
+
+class RouteList(BaseModel):
+    items: list[RouteInfo]
+
+
 class Readiness(BaseModel):
     ready: bool
     broker_reachable: bool

@@ -7,11 +7,22 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from projections.ledger import RouteLedger
+from streams.clock import utc_now
+from streams.fetch.routes import metering_of
 from streams.jobtypes import labels
 from streams.web.auth import Caller
 from streams.web.context import ApiContext, context_of
 from streams.web.errors import responses
-from streams.web.models import Health, JobTypeInfo, JobTypeList, Readiness
+from streams.web.models import (
+    Health,
+    JobTypeInfo,
+    JobTypeList,
+    PeriodSpend,
+    Readiness,
+    RouteInfo,
+    RouteList,
+)
 
 BROKER_CHECK_S = 2.0
 METRICS_RESPONSE: dict[int | str, dict[str, Any]] = {
@@ -98,3 +109,45 @@ async def _readiness(context: ApiContext) -> Readiness:
         catching_up=catching_up,
         reasons=reasons,
     )
+
+
+@router.get(
+    "/routes",
+    response_model=RouteList,
+    responses=responses(401),
+    summary="Configured routes: prices, budgets, spend and rate, from the route ledger",
+)
+async def routes(request: Request, principal: Caller) -> RouteList:
+    context = context_of(request)
+    now = utc_now()
+    items = []
+    for name, route in context.settings.routes.items():
+        ledger = context.ledger.ledgers.get(name) if context.ledger is not None else None
+        ledger = ledger or RouteLedger(metering_of(route))
+        budget = route.budget
+        remaining = ledger.remaining(now)
+        items.append(
+            RouteInfo(
+                name=name,
+                kind=route.kind,
+                trust=route.resolved_trust,
+                enabled=route.enabled,
+                metered=ledger.metering.metered,
+                price_per_gb=str(route.price_per_gb),
+                price_per_browser_second=str(route.price_per_browser_second),
+                budget=None if budget is None else str(budget),
+                period_s=route.period_s,
+                requests_per_s=route.requests_per_s,
+                spent_in_period=str(ledger.spent_in(ledger.period_of(now))),
+                remaining=None if remaining is None else str(remaining),
+                spent_total=str(ledger.spent_total),
+                rate=ledger.rate(now),
+                granted=ledger.granted,
+                denied=ledger.denied,
+                periods=[
+                    PeriodSpend(starts_at=ledger.period_start(period), spent=str(spent))
+                    for period, spent in ledger.periods.items()
+                ],
+            )
+        )
+    return RouteList(items=items)

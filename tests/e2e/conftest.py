@@ -43,9 +43,10 @@ class Origin:
     release: asyncio.Event = field(default_factory=asyncio.Event)
     mended: asyncio.Event = field(default_factory=asyncio.Event)
     conditions: dict[str, list[str | None]] = field(default_factory=lambda: defaultdict(list))
+    host: str = "127.0.0.1"
 
     def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.port}{path}"
+        return f"http://{self.host}:{self.port}{path}"
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         """`/<kind>/...`: the first path segment names the behaviour."""
@@ -102,6 +103,10 @@ class Origin:
     async def _sleep(self, request: web.Request, count: int) -> web.Response:
         await asyncio.sleep(int(request.path.split("/")[2]) / 1000)
         return web.Response(text="slept")
+
+    async def _bytes(self, request: web.Request, count: int) -> web.Response:
+        """`/bytes/<n>/...`: exactly n bytes of body."""
+        return web.Response(body=b"x" * int(request.path.split("/")[2]), content_type="text/plain")
 
     async def _bomb(self, request: web.Request, count: int) -> web.Response:
         return web.Response(body=gzip.compress(b"\0" * 5_000_000), headers={"Content-Encoding": "gzip"})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from decimal import Decimal
 from typing import Any
 from uuid import UUID
 
@@ -13,10 +14,12 @@ import pytest_asyncio
 from schemas.enums import CaptureMode, JobStatus, RejectionReason, TransportPolicy, TransportRoute
 from schemas.events import AttemptRecorded
 from schemas.records import RenderOptions
+from schemas.types import to_cost_scale
 from tests.browser_pages import LATE_TEXT, Pages, chromium_or_skip, png_size, serving_pages
 from tests.e2e.conftest import System, running_system, worker_settings
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
+PER_SECOND = Decimal("0.01")
 
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
@@ -33,6 +36,10 @@ async def system(broker, tmp_path_factory) -> AsyncIterator[System]:
         browser_executable=chromium_or_skip(),
         allow_private_networks=False,
         allowed_networks=["127.0.0.1/32"],
+        routes={
+            "direct": {"kind": "direct"},
+            "browser": {"kind": "browser", "price_per_browser_second": str(PER_SECOND)},
+        },
     )
     async with running_system(settings) as running:
         yield running
@@ -67,7 +74,10 @@ async def test_a_rendered_page_has_the_script_written_text_and_a_viewport_screen
     assert png_size(await download(system, screenshot.artifact_id)) == (640, 480)
     (attempt,) = await attempts_of(system, job)
     assert attempt.route is TransportRoute.BROWSER
+    assert attempt.route_name == "browser"
     assert attempt.cost.browser_seconds > 0
+    assert attempt.cost.actual == to_cost_scale(attempt.cost.browser_seconds * PER_SECOND)
+    assert attempt.cost.estimated == to_cost_scale(Decimal(30) * PER_SECOND)  # the STANDARD class's 30 s
     assert attempt.blocked_requests == ()
 
     fetched = await system.submit(pages.url("/late"), idempotency_key="plain-fetch")

@@ -46,28 +46,14 @@ class SlowFetcher:
     def __init__(self) -> None:
         self.calls = 0
 
-    async def fetch(
-        self,
-        request: Request,
-        deadline_s: float,
-        retry_until: Any = None,
-        validators: Any = None,
-        limits: Any = None,
-    ) -> FetchResult:
+    async def fetch(self, request: Request, *_: Any) -> FetchResult:
         self.calls += 1
         await asyncio.sleep(5.5)
         return FetchResult(outcome=AttemptOutcome.FETCHED, failure=None, http_status=200, body=b"ok")
 
 
 class Raising:
-    async def fetch(
-        self,
-        request: Request,
-        deadline_s: float,
-        retry_until: Any = None,
-        validators: Any = None,
-        limits: Any = None,
-    ) -> FetchResult:
+    async def fetch(self, request: Request, *_: Any) -> FetchResult:
         raise RuntimeError("a bug in a fetcher")
 
 

@@ -1,0 +1,167 @@
+"""Route budgets as a fold of `scrapestream.routes`: reservations decided in log order.
+
+Every reservation and reconciliation of a route is keyed by the route's name, so one partition
+holds them in one order. A reservation is granted or denied by the records before it alone (its
+own `requested_at` places it in a budget period and a rate window), so every reader of the
+partition decides it the same way: two workers asking at once are ordered by the log, and the
+one the budget cannot hold is denied wherever it is read. A granted reservation counts at its
+estimate until its reconciliation replaces that with what the call cost. Amounts are decimals
+at the contract's scale throughout.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict, deque
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from uuid import UUID
+
+from schemas.types import to_cost_scale
+from schemas.work import RouteReconciled, RouteReserved
+
+ZERO = Decimal("0.000000")
+PERIODS_KEPT = 48
+DECISIONS_KEPT = 100_000
+BYTES_PER_GB = Decimal(1_000_000_000)
+
+
+@dataclass(frozen=True)
+class Metering:
+    """What a route charges and allows: prices, a budget per period, a request rate."""
+
+    price_per_gb: Decimal = ZERO
+    price_per_browser_second: Decimal = ZERO
+    budget: Decimal | None = None  # per period; None: unbounded
+    period_s: int = 86_400
+    requests_per_s: float = 0.0  # 0: no limit
+
+    @property
+    def metered(self) -> bool:
+        """Whether calls on the route are reserved at all (anything to charge, bound or limit)."""
+        priced = self.price_per_gb > 0 or self.price_per_browser_second > 0
+        return priced or self.budget is not None or self.requests_per_s > 0
+
+    def cost(self, wire_bytes: int, browser_seconds: Decimal) -> Decimal:
+        return to_cost_scale(
+            Decimal(wire_bytes) * self.price_per_gb / BYTES_PER_GB
+            + browser_seconds * self.price_per_browser_second
+        )
+
+
+@dataclass(frozen=True)
+class Decision:
+    granted: bool
+    code: str | None = None  # BUDGET_EXHAUSTED or RATE_LIMITED when denied
+    retry_at: datetime | None = None
+
+
+GRANTED = Decision(granted=True)
+
+
+@dataclass(frozen=True)
+class _Held:
+    period: int
+    amount: Decimal
+
+
+@dataclass
+class RouteLedger:
+    """One route's spend, folded from its records in log order."""
+
+    metering: Metering
+    spent_total: Decimal = ZERO
+    granted: int = 0
+    denied: int = 0
+    periods: OrderedDict[int, Decimal] = field(default_factory=OrderedDict)
+    _held: dict[UUID, _Held] = field(default_factory=dict)
+    _decisions: OrderedDict[UUID, Decision] = field(default_factory=OrderedDict)
+    _grant_times: deque[datetime] = field(default_factory=deque)
+
+    def reserve(self, reservation: RouteReserved) -> Decision:
+        """The decision on a reservation; the same one again for a record read twice."""
+        known = self._decisions.get(reservation.reservation_id)
+        if known is not None:
+            return known
+        decision = self._decide(reservation)
+        self._decisions[reservation.reservation_id] = decision
+        if len(self._decisions) > DECISIONS_KEPT:
+            self._decisions.popitem(last=False)
+        if decision.granted:
+            self._hold(reservation)
+        else:
+            self.denied += 1
+        return decision
+
+    def decision(self, reservation_id: UUID) -> Decision | None:
+        return self._decisions.get(reservation_id)
+
+    def reconcile(self, reconciled: RouteReconciled) -> None:
+        """The held estimate replaced by the actual cost, once; unknown or repeated ones change nothing."""
+        held = self._held.pop(reconciled.reservation_id, None)  # what is settled need not be kept
+        if held is None:
+            return
+        change = reconciled.actual - held.amount
+        self.spent_total += change
+        if held.period in self.periods:
+            self.periods[held.period] += change
+
+    def spent_in(self, period: int) -> Decimal:
+        return self.periods.get(period, ZERO)
+
+    def remaining(self, now: datetime) -> Decimal | None:
+        budget = self.metering.budget
+        return None if budget is None else max(budget - self.spent_in(self.period_of(now)), ZERO)
+
+    def rate(self, now: datetime) -> int:
+        """Reservations granted within the second before `now`."""
+        return sum(1 for at in self._grant_times if now - timedelta(seconds=1) < at <= now)
+
+    def period_of(self, at: datetime) -> int:
+        return int(at.timestamp()) // self.metering.period_s
+
+    def period_start(self, period: int) -> datetime:
+        return datetime.fromtimestamp(period * self.metering.period_s, UTC)
+
+    def _decide(self, reservation: RouteReserved) -> Decision:
+        at = reservation.requested_at
+        limited = self._rate_limited_until(at)
+        if limited is not None:
+            return Decision(False, "RATE_LIMITED", limited)
+        budget = self.metering.budget
+        period = self.period_of(at)
+        if budget is not None and self.spent_in(period) + reservation.estimated > budget:
+            return Decision(False, "BUDGET_EXHAUSTED", self.period_start(period + 1))
+        return GRANTED
+
+    def _rate_limited_until(self, at: datetime) -> datetime | None:
+        """When a reservation at `at` may next be granted, if the rate is reached: floor(r) grants
+        (at least one) per floor(r)/r seconds."""
+        rate = self.metering.requests_per_s
+        if rate <= 0:
+            return None
+        allowed = max(math.floor(rate), 1)
+        window = timedelta(seconds=allowed / rate)
+        inside = [granted_at for granted_at in self._grant_times if at - window < granted_at <= at]
+        if len(inside) < allowed:
+            return None
+        return inside[-allowed] + window
+
+    def _hold(self, reservation: RouteReserved) -> None:
+        period = self.period_of(reservation.requested_at)
+        self._held[reservation.reservation_id] = _Held(period, reservation.estimated)
+        self.granted += 1
+        self.spent_total += reservation.estimated
+        self.periods[period] = self.spent_in(period) + reservation.estimated
+        self.periods = OrderedDict(sorted(self.periods.items()))
+        while len(self.periods) > PERIODS_KEPT:
+            dropped, _ = self.periods.popitem(last=False)
+            self._held = {key: held for key, held in self._held.items() if held.period != dropped}
+        self._grant_times.append(reservation.requested_at)
+        rate = self.metering.requests_per_s
+        window = timedelta(seconds=max(math.floor(rate), 1) / rate) if rate > 0 else timedelta(0)
+        while len(self._grant_times) > 1 and self._grant_times[
+            0
+        ] < reservation.requested_at - window - timedelta(seconds=1):
+            self._grant_times.popleft()

@@ -1,0 +1,105 @@
+"""Every worker's reading of `scrapestream.routes`: each metered route's ledger, folded in log order.
+
+An executor that wants to spend on a route writes a `RouteReserved` (keyed by the route, so one
+partition orders all of that route's records) and waits until this reader has folded the
+partition past it: the decision is the one every other reader makes for that record too
+(`projections.ledger`). The read API shows the same ledgers. The whole topic is read at start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Mapping
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.errors import KafkaError
+
+from projections.ledger import Decision, Metering, RouteLedger
+from schemas.codec import decode_as
+from schemas.errors import CodecError
+from schemas.work import RouteReconciled, RouteReserved
+from streams.broker.compat import BrokerProfile, FetchPacer
+from streams.publisher import Written
+
+log = logging.getLogger(__name__)
+MAX_RECORDS = 5_000
+RETRY_S = 1.0
+
+
+class LedgerReader:
+    def __init__(
+        self, bootstrap: str, topic: str, profile: BrokerProfile, meterings: Mapping[str, Metering]
+    ) -> None:
+        self._topic = topic
+        self.ledgers = {name: RouteLedger(metering) for name, metering in meterings.items()}
+        self._consumer = AIOKafkaConsumer(
+            bootstrap_servers=bootstrap, enable_auto_commit=False, **profile.consumer_options()
+        )
+        self._pacer = FetchPacer(self._consumer, profile)
+        self._read: dict[int, int] = {}  # partition -> next offset to fold
+        self._progress = asyncio.Condition()
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        await self._consumer.start()
+        await self._consumer.topics()
+        partitions = [
+            TopicPartition(self._topic, partition)
+            for partition in sorted(self._consumer.partitions_for_topic(self._topic) or ())
+        ]
+        self._consumer.assign(partitions)
+        await self._consumer.seek_to_beginning(*partitions)
+        self._task = asyncio.create_task(self._follow(), name="route-ledger")
+
+    async def decision(self, reservation: RouteReserved, written: Written) -> Decision:
+        """The decision on a reservation this worker wrote, once the fold has reached it."""
+        self._pacer.observed(1)  # a reservation is waiting: read at the short fetch wait
+        async with self._progress:
+            await self._progress.wait_for(lambda: self._read.get(written.partition, 0) > written.offset)
+        decided = self.ledgers[reservation.route].decision(reservation.reservation_id)
+        if decided is None:  # forgotten among newer decisions: cannot happen within its own wait
+            return Decision(False, "ROUTE_UNAVAILABLE")
+        return decided
+
+    async def _follow(self) -> None:
+        while True:
+            try:
+                polled = await self._consumer.getmany(timeout_ms=1_000, max_records=MAX_RECORDS)
+            except KafkaError as exc:
+                log.warning("reading the route ledger failed (%s); retrying", exc)
+                await asyncio.sleep(RETRY_S)
+                continue
+            self._pacer.observed(sum(len(records) for records in polled.values()))
+            if not polled:
+                continue
+            for tp, records in polled.items():
+                for record in records:
+                    self._fold(record.value or b"", tp.partition, record.offset)
+                self._read[tp.partition] = records[-1].offset + 1
+            async with self._progress:
+                self._progress.notify_all()
+
+    def _fold(self, value: bytes, partition: int, offset: int) -> None:
+        try:
+            record = decode_as(value, RouteReserved, RouteReconciled)
+        except CodecError as exc:
+            log.warning("route ledger record %d/%d does not decode (%s); skipped", partition, offset, exc)
+            return
+        ledger = (
+            self.ledgers.get(record.route) if isinstance(record, RouteReserved | RouteReconciled) else None
+        )
+        if ledger is None:
+            return  # a route this deployment no longer meters
+        if isinstance(record, RouteReserved):
+            ledger.reserve(record)
+        elif isinstance(record, RouteReconciled):
+            ledger.reconcile(record)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        await self._consumer.stop()

@@ -1,0 +1,172 @@
+"""Routes and budgets end to end: reservations on the route ledger, denials, proxies, `GET /routes`."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from decimal import Decimal
+from typing import Any
+from uuid import UUID
+
+import httpx
+import pproxy  # type: ignore[import-untyped]
+import pytest
+import pytest_asyncio
+
+from schemas.enums import (
+    ArtifactTrust,
+    AttemptOutcome,
+    CacheMode,
+    JobStatus,
+    TransportPolicy,
+    TransportRoute,
+)
+from schemas.events import AttemptRecorded, JobSucceeded
+from streams.worker import Worker
+from tests.e2e.conftest import Origin, System, running_system, settled_ownership, worker_settings
+from tests.servers import loopback
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+PAGE_BYTES = 1_000
+PRICE_PER_GB = Decimal(1_000_000)  # a thousandth per byte: the 2,000-byte cap is reserved at 2
+BUDGET = Decimal("2.5")  # one 1,000-byte page a period: its estimate and a second one's do not fit
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def second_origin() -> AsyncIterator[Origin]:
+    """The same origin on 127.0.0.2, whose due work goes to the other partition than 127.0.0.1's."""
+    server = Origin(host="127.0.0.2")
+    async with loopback(server.handle, server.host) as server.port:
+        yield server
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def forwarding_proxy() -> AsyncIterator[tuple[str, list[str]]]:
+    """A real HTTP forwarding proxy on loopback (pproxy); yields its URL and its connection log."""
+    log: list[str] = []
+    server = await pproxy.Server("http://127.0.0.1:0").start_server({"rserver": [], "verbose": log.append})
+    try:
+        yield f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}", log
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
+async def attempts_until_done(system: System, jobs: list[UUID]) -> dict[UUID, list[Any]]:
+    await system.events.wait_for(
+        lambda events: {e.job_id for e in events if isinstance(e, JobSucceeded)} >= set(jobs), timeout_s=120
+    )
+    return {
+        job: [e.attempt for e in system.events.of_job(job) if isinstance(e, AttemptRecorded)] for job in jobs
+    }
+
+
+async def routes_of(worker: Worker) -> dict[str, Any]:
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{worker.web_port}") as http:
+        return {item["name"]: item for item in (await http.get("/routes")).json()["items"]}
+
+
+async def route_when(worker: Worker, name: str, condition: Any) -> dict[str, Any]:
+    """The route as `GET /routes` shows it once `condition` holds (the ledger is read asynchronously)."""
+    async with asyncio.timeout(30):
+        while not condition(route := (await routes_of(worker))[name]):  # noqa: ASYNC110 - another task reads it
+            await asyncio.sleep(0.1)
+    return route
+
+
+async def test_a_tiny_budget_denies_at_no_cost_runs_next_period_and_two_workers_never_overspend(
+    broker, origin, second_origin, tmp_path
+):
+    route = {"kind": "direct", "price_per_gb": str(PRICE_PER_GB), "budget": str(BUDGET), "period_s": 3}
+    settings = worker_settings(
+        broker.bootstrap,
+        tmp_path / "a",
+        routes={"direct": route},
+        policy_classes={"STANDARD": {"max_body_bytes": 2_000}},
+    )
+    async with running_system(settings) as system:
+        second = Worker(settings.model_copy(update={"data_dir": tmp_path / "b"}))
+        await second.start()
+        try:
+            assert system.worker is not None
+            owned = await settled_ownership(system.worker, second, partitions=2)
+            assert owned[0]
+            assert owned[1]
+            jobs = [
+                await system.submit(server.url(f"/bytes/{PAGE_BYTES}/{n}"), cache_mode=CacheMode.BYPASS)
+                for n in range(2)
+                for server in (origin, second_origin)
+            ]
+            attempts = await attempts_until_done(system, jobs)
+            total = sum((a.cost.actual for tried in attempts.values() for a in tried), Decimal(0))
+            seen = [
+                await route_when(worker, "direct", lambda r: Decimal(r["spent_total"]) == total)
+                for worker in (system.worker, second)
+            ]
+        finally:
+            await second.stop()
+    every = [attempt for tried in attempts.values() for attempt in tried]
+    fetched = [a for a in every if a.outcome is AttemptOutcome.FETCHED]
+    denied = [a for a in every if a.outcome is AttemptOutcome.DENIED]
+    assert len(fetched) == 4
+    assert all(a.route_name == "direct" for a in fetched)
+    assert all((a.cost.estimated, a.cost.actual) == (Decimal(2), Decimal(1)) for a in fetched)
+    assert len(denied) >= 3  # the first period could take one of the four
+    for attempt in denied:
+        assert attempt.failure.code == "BUDGET_EXHAUSTED"
+        assert attempt.failure.retry_at is not None
+        assert (attempt.cost.estimated, attempt.cost.actual, attempt.bytes) == (0, 0, 0)
+    assert total == Decimal(4)
+    for shown in seen:  # both workers' ledgers agree, and no period went past the budget
+        assert shown["granted"] == 4
+        assert shown["denied"] == len(denied)
+        spent = [Decimal(period["spent"]) for period in shown["periods"]]
+        assert all(amount <= BUDGET for amount in spent)
+        assert sorted(amount for amount in spent if amount) == [Decimal(1)] * 4
+    assert seen[0]["periods"] == seen[1]["periods"]
+
+
+async def test_a_proxy_route_carries_the_request_and_marks_its_attempts(
+    broker, origin, second_origin, forwarding_proxy, tmp_path
+):
+    proxy_url, proxy_log = forwarding_proxy
+    settings = worker_settings(
+        broker.bootstrap,
+        tmp_path,
+        routes={"pool": {"kind": "proxy", "proxy_urls": [proxy_url]}},
+        allow_private_networks=False,
+        allowed_networks=["127.0.0.1/32"],
+    )
+    async with running_system(settings) as system:
+        url = origin.url("/page/proxied")
+        job = await system.submit(url, transport_policy=TransportPolicy.PROXY_ALLOWED)
+        again = await system.submit(
+            url, transport_policy=TransportPolicy.PROXY_ALLOWED, idempotency_key="again"
+        )
+        refused = await system.submit(
+            second_origin.url("/page/private"), transport_policy=TransportPolicy.PROXY_ALLOWED
+        )
+        direct = await system.submit(origin.url("/page/direct"))
+        completions = {j: await system.completion(j) for j in (job, again, refused, direct)}
+        attempts = {
+            j: [e.attempt for e in system.events.of_job(j) if isinstance(e, AttemptRecorded)]
+            for j in (job, again, refused, direct)
+        }
+    assert completions[job].status is JobStatus.SUCCEEDED
+    (through,) = attempts[job]
+    assert (through.route, through.route_name, through.trust) == (
+        TransportRoute.PROXY,
+        "pool",
+        ArtifactTrust.UNTRUSTED,
+    )
+    assert any(f"-> 127.0.0.1:{origin.port}" in line for line in proxy_log)
+    (second,) = attempts[again]
+    assert not second.from_cache  # an untrusted answer is not served to another job from the cache
+    assert origin.hits["/page/proxied"] == 2
+    assert completions[refused].failure.code == "ADDRESS_REFUSED"  # checked before the proxy is asked
+    assert not any(f"127.0.0.2:{second_origin.port}" in line for line in proxy_log)
+    assert completions[direct].status is JobStatus.DEAD_LETTER  # no direct route is configured
+    assert completions[direct].failure.code == "ROUTE_NOT_ALLOWED"
+    (denied,) = attempts[direct]
+    assert denied.outcome is AttemptOutcome.DENIED
+    assert denied.cost.actual == 0
