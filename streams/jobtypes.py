@@ -93,14 +93,20 @@ def deployment_policy(settings: Settings, job_types: Mapping[str, JobType]) -> P
     `SCRAPESTREAM_PROFILES` overrides); a type that declares none, or an unusable one (with a
     warning), runs under the deployment default."""
     declared = {name: profile for name, job_type in job_types.items() if (profile := _profile(job_type))}
-    built_in = frozenset(BUILT_IN) - (frozenset() if browser_available(settings) else {"browser.render"})
-    policy = settings.policy(runnable=built_in | frozenset(job_types), declared=declared)
+    policy = settings.policy(declared=declared)
     undeclared = {
         name: policy.default_profile for name in [*BUILT_IN, *job_types] if policy.profile(name) is None
     }
     return replace(
         policy, profiles=dict(policy.profiles) | undeclared, fallbacks=policy.fallbacks | set(undeclared)
     )
+
+
+def runnable_here(settings: Settings, job_types: Mapping[str, JobType]) -> frozenset[str]:
+    """The job types this worker's executor runs: `http.fetch`, `browser.render` where there is a
+    browser, and its plugins' types."""
+    built_in = frozenset(BUILT_IN) - (frozenset() if browser_available(settings) else {"browser.render"})
+    return built_in | frozenset(job_types)
 
 
 def _profile(job_type: object) -> tuple[float, float] | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 import re
 from collections.abc import Mapping
 from decimal import Decimal
@@ -253,13 +254,18 @@ class Settings(BaseSettings):
     def topic(self, name: str) -> str:
         return f"{self.topic_prefix}.{name}"
 
-    def policy(
-        self,
-        runnable: frozenset[str] | None = None,
-        declared: Mapping[str, tuple[float, float]] | None = None,
-    ) -> Policy:
-        """The lifecycle's rules for this deployment; `runnable` names the job types it can execute,
-        `declared` the profiles they declare themselves (`SCRAPESTREAM_PROFILES` wins)."""
+    def due_topic(self, runner: str) -> str:
+        """Where due work of a job type goes: `http.fetch`'s on `due`, every other type's on its own
+        topic, which only workers that run the type read."""
+        if runner == "http.fetch":
+            return self.topic("due")
+        if not re.fullmatch(r"[A-Za-z0-9._-]{1,64}", runner):
+            runner = "x" + hashlib.sha256(runner.encode()).hexdigest()[:32]
+        return self.topic(f"due.{runner}")
+
+    def policy(self, declared: Mapping[str, tuple[float, float]] | None = None) -> Policy:
+        """The lifecycle's rules for this deployment; `declared` are the profiles job types declare
+        themselves (`SCRAPESTREAM_PROFILES` wins)."""
         callbacks = CallbackPolicy(
             retry_base_ms=int(self.callback_retry_base_s * 1000),
             retry_max_ms=int(self.callback_retry_max_s * 1000),
@@ -275,7 +281,6 @@ class Settings(BaseSettings):
             retry_max_ms=self.retry_max_ms,
             start_window_ms=self.start_window_ms,
             callbacks=callbacks,
-            runnable=runnable,
         )
 
 

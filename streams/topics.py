@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterable
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError, TopicAlreadyExistsError
@@ -22,7 +23,8 @@ class TopicLayoutError(ScrapestreamError):
     """Existing topics whose layout scrapestream cannot run on."""
 
 
-async def ensure_topics(settings: Settings) -> None:
+async def ensure_topics(settings: Settings, runners: Iterable[str] = ()) -> None:
+    """`runners`: the job types whose due topics must exist besides `http.fetch`'s."""
     admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap)
     try:
         await admin.start()
@@ -30,10 +32,12 @@ async def ensure_topics(settings: Settings) -> None:
         raise BrokerError(f"cannot reach Kafka at {settings.kafka_bootstrap}: {exc}") from exc
     try:
         existing = set(await admin.list_topics())
-        missing = [name for name in TOPIC_NAMES if settings.topic(name) not in existing]
+        wanted = {settings.topic(name): name for name in TOPIC_NAMES}
+        wanted.update({settings.due_topic(runner): "due" for runner in runners})
+        missing = [(topic, kind) for topic, kind in wanted.items() if topic not in existing]
         if missing:
             with contextlib.suppress(TopicAlreadyExistsError):  # another worker created them first
-                await admin.create_topics([_new_topic(settings, name) for name in missing])
+                await admin.create_topics([_new_topic(settings, topic, kind) for topic, kind in missing])
         described = await admin.describe_topics([settings.topic(name) for name in CO_PARTITIONED])
     finally:
         await admin.close()
@@ -44,7 +48,7 @@ async def ensure_topics(settings: Settings) -> None:
         )
 
 
-def _new_topic(settings: Settings, name: str) -> NewTopic:
+def _new_topic(settings: Settings, topic: str, name: str) -> NewTopic:
     configs = {"cleanup.policy": "compact"} if name in COMPACTED else {}
     if name == "events" and settings.events_retention_hours > 0:
         # Recovery needs only the events after the latest snapshot mark (`streams/snapshots.py`).
@@ -54,4 +58,4 @@ def _new_topic(settings: Settings, name: str) -> NewTopic:
         longest_s = max([route.period_s for route in settings.routes.values()], default=0)
         configs["retention.ms"] = str(max(ROUTES_RETENTION_MS, 2 * longest_s * 1000))
     partitions, replication = settings.partitions, settings.replication_factor
-    return NewTopic(settings.topic(name), partitions, replication, topic_configs=configs)
+    return NewTopic(topic, partitions, replication, topic_configs=configs)

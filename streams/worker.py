@@ -31,7 +31,7 @@ from streams.fetch.browser import renderer_of
 from streams.fetch.http import FetchLimits, HttpFetcher
 from streams.fetch.routes import Routes, meterings
 from streams.global_table import GlobalTable
-from streams.jobtypes import deployment_policy, discover
+from streams.jobtypes import deployment_policy, discover, runnable_here
 from streams.ledger import LedgerReader
 from streams.metrics import Metrics, ScrapeTimeGauges
 from streams.publisher import Publisher
@@ -88,7 +88,7 @@ class Worker:
         routing = Routing(settings.advertised_url or _own_url(settings.web_host, server.port))
         artifacts = await open_artifact_store(settings)
         stack.push_async_callback(artifacts.close)
-        await ensure_topics(settings)
+        await ensure_topics(settings, {*self.policy.profiles, *runnable_here(settings, self.job_types)})
         table = self.table = GlobalTable(
             settings.kafka_bootstrap,
             settings.topic("cache"),

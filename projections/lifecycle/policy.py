@@ -39,10 +39,7 @@ class CallbackPolicy:
 
 @dataclass(frozen=True)
 class Policy:
-    """Everything the lifecycle rules read besides state, command and time.
-
-    `runnable` names the job types some executor of this deployment can run; None means all.
-    """
+    """Everything the lifecycle rules read besides state, command and time."""
 
     profiles: Mapping[str, ExecutionProfile]
     default_profile: ExecutionProfile = ExecutionProfile(max_runtime_ms=60_000, max_attempts=3)
@@ -51,7 +48,6 @@ class Policy:
     retry_max_ms: int = 3_600_000
     start_window_ms: int = 60_000
     callbacks: CallbackPolicy = CallbackPolicy()
-    runnable: frozenset[str] | None = None
     warnings: tuple[str, ...] = field(default=(), compare=False)
     fallbacks: frozenset[str] = field(default=frozenset(), compare=False)  # types on the default profile
 
@@ -66,7 +62,6 @@ class Policy:
         retry_max_ms: int = 3_600_000,
         start_window_ms: int = 60_000,
         callbacks: CallbackPolicy = CallbackPolicy(),
-        runnable: frozenset[str] | None = None,
     ) -> Policy:
         """Register declared profiles; an unusable one falls back whole, with one warning."""
         profiles: dict[str, ExecutionProfile] = {}
@@ -91,16 +86,12 @@ class Policy:
             retry_max_ms=retry_max_ms,
             start_window_ms=start_window_ms,
             callbacks=callbacks,
-            runnable=runnable,
             warnings=tuple(warnings),
             fallbacks=frozenset(fallbacks),
         )
 
     def profile(self, job_type: str) -> ExecutionProfile | None:
         return self.profiles.get(job_type)
-
-    def can_run(self, job_type: str) -> bool:
-        return self.runnable is None or job_type in self.runnable
 
     def lease_ms(self, max_runtime_ms: int) -> int:
         return max_runtime_ms + self.lease_grace_ms

@@ -121,9 +121,6 @@ def _validate(command: SubmitJob, now: datetime, policy: Policy) -> CanonicalReq
         known = ", ".join(sorted(policy.profiles))
         detail = f"job type {clip(command.job_type, 256)!r} is not one of: {known}"
         return Rejection(RejectionReason.UNKNOWN_JOB_TYPE, detail)
-    if not policy.can_run(command.job_type):
-        detail = f"no executor of this deployment runs job type {command.job_type!r}"
-        return Rejection(RejectionReason.UNSUPPORTED_JOB_TYPE, detail)
     limit = command.attempt_limit
     if limit is not None and not 1 <= limit <= profile.max_attempts:
         detail = f"attempt_limit {limit} is outside 1..{profile.max_attempts} for {command.job_type}"
@@ -154,6 +151,11 @@ def renders(job_type: str, transport_policy: TransportPolicy) -> bool:
     return job_type == BROWSER_RENDER or (
         job_type == HTTP_FETCH and transport_policy is TransportPolicy.BROWSER
     )
+
+
+def runner_of(job_type: str, transport_policy: TransportPolicy) -> str:
+    """The job type whose executors run the work: a rendered fetch is the browser's."""
+    return BROWSER_RENDER if renders(job_type, transport_policy) else job_type
 
 
 def render_problem(options: RenderOptions) -> str | None:

@@ -107,7 +107,7 @@ class HttpExecutor(QuietStage):
         self._politeness = politeness_of(settings)
         self._robots = RobotsRules()
         self.max_batch = max(settings.executor_concurrency, 1)
-        self.topics = frozenset({settings.topic("due")})
+        self.topics = frozenset(settings.due_topic(runner) for runner in self._runnable)
         self.not_started = 0
         self.revocations = 0
         self._started: OrderedDict[UUID, None] = OrderedDict()

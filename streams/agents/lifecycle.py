@@ -30,9 +30,10 @@ from projections.lifecycle import Policy, State, decide, replay
 from projections.lifecycle.consequences import consequences_of
 from projections.lifecycle.identity import host_of
 from projections.lifecycle.state import accepted_job
-from projections.lifecycle.submission import submission_identity
+from projections.lifecycle.submission import runner_of, submission_identity
 from schemas.codec import decode_as
 from schemas.commands import Command, SubmitJob
+from schemas.enums import TransportPolicy
 from schemas.errors import CodecError
 from schemas.events import AuditRecorded, Event
 from streams.broker.compat import BrokerProfile, LogGapError, end_offsets, records_between
@@ -233,7 +234,15 @@ class Lifecycle(QuietStage):
         topic = self._settings.topic
         at = events[-1].occurred_at
         return [
-            *(outgoing(topic("due"), host_of(work.request.url), work, at=at) for work in result.due),
+            *(
+                outgoing(
+                    self._due_topic(work.job_type, work.transport_policy),
+                    host_of(work.request.url),
+                    work,
+                    at=at,
+                )
+                for work in result.due
+            ),
             *(outgoing(topic("completions"), c.job_id, c, at=at) for c in result.completions),
             *(outgoing(topic("outbox"), c.job_id, c, at=at) for c in result.callbacks),
             *(outgoing(topic("cache"), e.request_hash, e, at=at) for e in result.cache_entries),
@@ -243,11 +252,19 @@ class Lifecycle(QuietStage):
             ),
             *(tombstone(topic("references"), key) for key in result.released),
             *(
-                outgoing(topic("due"), host_of(job.accepted.request.url), r, at=at)
+                outgoing(
+                    self._due_topic(job.accepted.job_type, job.accepted.transport_policy),
+                    host_of(job.accepted.request.url),
+                    r,
+                    at=at,
+                )
                 for r in result.revoked
                 if job
             ),
         ]
+
+    def _due_topic(self, job_type: str, transport_policy: TransportPolicy) -> str:
+        return self._settings.due_topic(runner_of(job_type, transport_policy))
 
     async def recover(self, records: Sequence[Record]) -> None:
         """Before a failed batch is retried, fold whatever of it already reached the log."""

@@ -26,6 +26,9 @@ class JobTypeInfo(BaseModel):
     declared: bool = Field(
         description="Whether the profile is the type's own (false: the deployment default)"
     )
+    runs_here: bool = Field(
+        description="Whether this worker runs the type; work of a type no worker runs waits on its topic"
+    )
 
 
 class JobTypeList(BaseModel):

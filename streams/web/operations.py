@@ -10,7 +10,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from projections.ledger import RouteLedger
 from streams.clock import utc_now
 from streams.fetch.routes import metering_of
-from streams.jobtypes import labels
+from streams.jobtypes import labels, runnable_here
 from streams.web.auth import Caller
 from streams.web.context import ApiContext, context_of
 from streams.web.errors import responses
@@ -70,9 +70,13 @@ async def metrics(request: Request) -> Response:
     summary="The job types this worker runs, with their labels and resolved profiles",
 )
 async def job_types(request: Request, principal: Caller) -> JobTypeList:
-    policy = context_of(request).policy
+    context = context_of(request)
+    policy = context.policy
+    runnable = runnable_here(context.settings, context.job_types)
     items = []
-    for name, label in sorted(labels(context_of(request).job_types).items()):
+    known = labels(context.job_types)
+    for name in sorted({*known, *policy.profiles}):  # a type only declared has no label here
+        label = known.get(name, name)
         declared = policy.profile(name)
         profile = declared or policy.default_profile
         items.append(
@@ -82,6 +86,7 @@ async def job_types(request: Request, principal: Caller) -> JobTypeList:
                 max_runtime_ms=profile.max_runtime_ms,
                 max_attempts=profile.max_attempts,
                 declared=declared is not None and name not in policy.fallbacks,
+                runs_here=name in runnable,
             )
         )
     return JobTypeList(items=items)

@@ -11,7 +11,7 @@ from uuid import UUID
 import httpx
 import pytest
 
-from schemas.enums import JobStatus
+from schemas.enums import ExpiryReason, JobStatus
 from schemas.events import AttemptRecorded, AttemptStarted, LeaseExpired, LeaseRenewed
 from streams.worker import Worker
 from tests.e2e.conftest import System, running_system, worker_settings
@@ -64,6 +64,7 @@ async def test_a_plugin_job_type_runs_end_to_end_and_is_listed_with_its_profile(
         "max_runtime_ms": 5_000,
         "max_attempts": 2,
         "declared": True,
+        "runs_here": True,
     }
     for defaulted in ("test.broken-profile", "test.plain"):
         item = by_name[defaulted]
@@ -152,3 +153,44 @@ async def test_a_job_whose_executor_is_killed_is_retried_after_its_own_lease_wit
         assert expired.occurred_at >= started.lease_expires_at  # the sleeper's 7 s, not the base 4 s
         assert started.lease_expires_at - started.occurred_at >= timedelta(seconds=7)
     assert Sleeper.runs[url] == runs
+
+
+async def test_work_of_a_type_no_worker_runs_waits_visibly_and_runs_once_a_worker_that_runs_it_joins(
+    broker, origin, tmp_path, monkeypatch
+):
+    declared = {"http.fetch": (8_000, 3), "test.echo": (1_000, 2)}
+    settings = worker_settings(
+        broker.bootstrap, tmp_path / "a", profiles=declared, start_window_ms=1_000, lease_grace_ms=1_000
+    )
+    async with running_system(settings) as system:
+        worker = system.worker
+        assert worker is not None
+        assert "test.echo" not in worker.job_types  # this worker has no plugin for it
+        job = await system.submit(origin.url("/page/waiting"), job_type="test.echo")
+        fetched = await system.submit(origin.url("/page/meanwhile"))
+        assert (await system.completion(fetched)).status is JobStatus.SUCCEEDED
+
+        def unstarted() -> list[LeaseExpired]:
+            return [e for e in system.events.of_job(job) if isinstance(e, LeaseExpired)]
+
+        await system.events.wait_for(lambda _: len(unstarted()) >= 2, timeout_s=30)
+        assert {e.reason for e in unstarted()} == {ExpiryReason.NOT_STARTED}  # uncharged, dispatched again
+        assert attempts_of(system, job) == []
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{worker.web_port}") as http:
+            listed = {item["name"]: item for item in (await http.get("/job-types")).json()["items"]}
+            shown = (await http.get(f"/jobs/{job}")).json()
+        assert listed["test.echo"]["runs_here"] is False
+        assert listed["http.fetch"]["runs_here"] is True
+        assert shown["state"] in {"LEASED", "PENDING", "RETRY_WAIT"}
+
+        monkeypatch.syspath_prepend(str(PLUGINS))
+        runner = Worker(settings.model_copy(update={"data_dir": tmp_path / "b"}))
+        assert "test.echo" in runner.job_types
+        await runner.start()
+        try:
+            completion = await system.completion(job)
+        finally:
+            await runner.stop()
+    assert completion.status is JobStatus.SUCCEEDED
+    assert len(attempts_of(system, job)) == 1
+    assert origin.hits["/page/waiting"] == 0  # the plugin ran it, and only once

@@ -12,7 +12,13 @@ from projections.lifecycle.consequences import consequences_of
 from projections.lifecycle.limits import MAX_LABELS, MAX_URL_BYTES
 from projections.lifecycle.policy import ExecutionProfile
 from projections.lifecycle.state import Unaccepted
-from projections.lifecycle.submission import MAX_VIEWPORT, MIN_VIEWPORT, WAIT_EVENTS, render_problem
+from projections.lifecycle.submission import (
+    MAX_VIEWPORT,
+    MIN_VIEWPORT,
+    WAIT_EVENTS,
+    render_problem,
+    runner_of,
+)
 from schemas.commands import CancelJob
 from schemas.enums import ActorRole, AuditOutcome, CaptureMode, JobStatus, RejectionReason, TransportPolicy
 from schemas.events import JobAccepted
@@ -63,15 +69,25 @@ def test_international_host_names_are_canonicalized_to_a_labels():
     assert lifecycle.job.accepted.request.url == "https://xn--bcher-kva.example/page"
 
 
-def test_a_type_with_a_profile_but_no_executor_is_refused_as_unsupported():
+def test_a_type_with_a_profile_is_accepted_whether_or_not_this_worker_runs_it():
     policy = Policy.from_declared(
-        {"http.fetch": (30_000, 3), "pdf.render": (60_000, 2)},
-        ExecutionProfile(20_000, 3),
-        runnable=frozenset({"http.fetch"}),
+        {"http.fetch": (30_000, 3), "pdf.render": (60_000, 2)}, ExecutionProfile(20_000, 3)
     )
     lifecycle = Lifecycle(policy=policy)
-    (rejected,) = lifecycle(submit(job_type="pdf.render"))
-    assert rejected.reason is RejectionReason.UNSUPPORTED_JOB_TYPE
+    assert kinds(lifecycle(submit(job_type="pdf.render")))[0] == "JobAccepted"  # its work waits for a runner
+
+
+@pytest.mark.parametrize(
+    ("job_type", "transport", "runner"),
+    [
+        ("http.fetch", TransportPolicy.DIRECT_ONLY, "http.fetch"),
+        ("http.fetch", TransportPolicy.BROWSER, "browser.render"),
+        ("browser.render", TransportPolicy.DIRECT_ONLY, "browser.render"),
+        ("pdf.render", TransportPolicy.BROWSER, "pdf.render"),
+    ],
+)
+def test_work_goes_to_the_executors_of_the_type_that_runs_it(job_type, transport, runner):
+    assert runner_of(job_type, transport) == runner
 
 
 def test_a_rejection_ends_in_a_rejected_completion_and_a_callback():
