@@ -60,6 +60,7 @@ class ArtifactView(View):
 class AttemptView(View):
     attempt_number: int
     route: TransportRoute
+    route_name: str | None = Field(description="The configured route the attempt went through")
     outcome: AttemptOutcome
     trust: ArtifactTrust
     http_status: int | None
@@ -70,6 +71,9 @@ class AttemptView(View):
     cost: CostView
     artifacts: list[ArtifactView]
     finished_at: datetime
+    blocked_requests: list[str] = Field(
+        description="Requests a rendered page made that the address rules refused"
+    )
 
 
 class RequestSummary(View):
@@ -192,6 +196,7 @@ def attempt_view(attempt: Attempt) -> AttemptView:
     return AttemptView.model_construct(
         attempt_number=attempt.attempt_number,
         route=attempt.route,
+        route_name=attempt.route_name,
         outcome=attempt.outcome,
         trust=attempt.trust,
         http_status=attempt.http_status,
@@ -207,6 +212,7 @@ def attempt_view(attempt: Attempt) -> AttemptView:
         ),
         artifacts=[artifact_view(artifact) for artifact in attempt.artifacts],
         finished_at=attempt.finished_at,
+        blocked_requests=list(attempt.blocked_requests),
     )
 
 

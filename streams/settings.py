@@ -25,6 +25,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from projections.lifecycle.policy import CallbackPolicy, ExecutionProfile, Policy
 from schemas.enums import ArtifactTrust, PolicyClass
 from schemas.errors import ScrapestreamError
+from schemas.types import to_cost_scale
 
 TOPIC_NAMES = (
     "submit",
@@ -98,6 +99,11 @@ class RouteSettings(BaseModel):
     period_s: int = Field(default=86_400, ge=1, le=366 * 86_400)
     requests_per_s: float = Field(default=0.0, ge=0, le=100_000)
     enabled: bool = True
+
+    @field_validator("budget", mode="after")
+    @classmethod
+    def _at_cost_scale(cls, value: Decimal | None) -> Decimal | None:
+        return None if value is None else to_cost_scale(value)
 
     @model_validator(mode="after")
     def _proxies_only_for_a_pool(self) -> RouteSettings:

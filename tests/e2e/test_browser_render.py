@@ -96,6 +96,11 @@ async def test_a_private_subresource_is_blocked_and_recorded_on_the_attempt(syst
     (attempt,) = await attempts_of(system, job)
     assert attempt.blocked_requests == (pages.private("/pixel"),)
     assert pages.hits["/pixel"] == 0
+    assert system.worker is not None
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{system.worker.web_port}") as http:
+        (shown,) = (await http.get(f"/jobs/{job}")).json()["attempts"]
+    assert (shown["route"], shown["route_name"]) == ("BROWSER", "browser")
+    assert shown["blocked_requests"] == [pages.private("/pixel")]
 
 
 async def test_an_http_fetch_over_the_browser_transport_is_rendered(system, pages):

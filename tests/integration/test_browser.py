@@ -14,7 +14,7 @@ import pytest_asyncio
 
 from schemas.enums import AttemptOutcome
 from schemas.records import RenderOptions, Request
-from streams.fetch.browser import BrowserRenderer, Rendered
+from streams.fetch.browser import CHROMIUM_FLAGS, BrowserRenderer, Rendered
 from streams.fetch.guard import AddressPolicy
 from streams.fetch.http import FetchLimits, HttpFetcher
 from tests.browser_pages import LATE_TEXT, PRIVATE_HOST, Pages, chromium_or_skip, png_size, serving_pages
@@ -186,3 +186,33 @@ def browser_processes() -> list[int]:
         if ancestor == mine and "chrom" in name:
             found.append(pid)
     return found
+
+
+async def test_a_remote_browser_over_cdp_renders_through_the_same_guard(chromium, pages, tmp_path):
+    remote = await asyncio.create_subprocess_exec(
+        chromium,
+        "--headless",
+        *CHROMIUM_FLAGS,
+        "--remote-debugging-address=127.0.0.1",
+        "--remote-debugging-port=0",
+        f"--user-data-dir={tmp_path / 'profile'}",
+        "about:blank",
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        assert remote.stderr is not None
+        async with asyncio.timeout(30):
+            while b"DevTools listening on ws://" not in (line := await remote.stderr.readline()):
+                assert line, "chromium ended before it listened"
+        endpoint = "http://" + line.decode().split("ws://", 1)[1].split("/", 1)[0]
+        renderer = BrowserRenderer(AddressPolicy(False, LOOPBACK_ONLY), 1, cdp_url=endpoint)
+        try:
+            late = await render(renderer, pages.url("/late"), RenderOptions(wait_selector="#late"))
+            guarded = await render(renderer, pages.url("/private-image"))
+        finally:
+            await renderer.close()
+    finally:
+        remote.kill()
+        await remote.wait()
+    assert LATE_TEXT in late.result.body.decode()
+    assert guarded.blocked == (pages.private("/pixel"),)
