@@ -54,6 +54,11 @@ LOCAL_FAILURES: dict[str, tuple[AttemptOutcome, FailureDisposition, str]] = {
     "FETCH_FAILED": (AttemptOutcome.NETWORK_ERROR, _RETRYABLE, "the fetch failed unexpectedly"),
     "JOB_TYPE_FAILED": (AttemptOutcome.NETWORK_ERROR, _RETRYABLE, "the job type's run failed"),
     "RENDER_FAILED": (AttemptOutcome.NETWORK_ERROR, _RETRYABLE, "the browser could not render the page"),
+    "INVALID_SELECTOR": (
+        AttemptOutcome.HTTP_ERROR,
+        _TERMINAL,
+        "the job's wait_selector is not CSS the browser can parse",
+    ),
     "BROWSER_CRASHED": (AttemptOutcome.NETWORK_ERROR, _RETRYABLE, "the browser crashed while rendering"),
     "BUDGET_EXHAUSTED": (AttemptOutcome.DENIED, _RETRYABLE, "the route's budget for this period is spent"),
     "RATE_LIMITED": (AttemptOutcome.DENIED, _RETRYABLE, "the route's request rate is at its limit"),

@@ -166,7 +166,13 @@ class BrowserRenderer:
                 )
             )
         if options.wait_selector is not None:
-            await page.wait_for_selector(options.wait_selector, state="attached", timeout=0)
+            try:
+                await page.wait_for_selector(f"css={options.wait_selector}", state="attached", timeout=0)
+            except PlaywrightError as exc:
+                message = str(exc).split("\n", 1)[0]
+                if "while parsing" not in message and "not a valid" not in message:
+                    raise
+                return Rendered(_failed("INVALID_SELECTOR", message))
         html = (await page.content()).encode()
         if len(html) > limits.max_decoded_bytes:
             return Rendered(

@@ -170,3 +170,25 @@ async def test_a_proxy_route_carries_the_request_and_marks_its_attempts(
     (denied,) = attempts[direct]
     assert denied.outcome is AttemptOutcome.DENIED
     assert denied.cost.actual == 0
+
+
+async def test_a_route_rate_limit_denies_past_the_rate_and_every_job_still_runs(broker, origin, tmp_path):
+    settings = worker_settings(
+        broker.bootstrap, tmp_path, routes={"direct": {"kind": "direct", "requests_per_s": 2}}
+    )
+    async with running_system(settings) as system:
+        jobs = [
+            await system.submit(origin.url(f"/page/rated-route/{n}"), cache_mode=CacheMode.BYPASS)
+            for n in range(6)
+        ]
+        attempts = await attempts_until_done(system, jobs)
+        assert system.worker is not None
+        shown = await route_when(system.worker, "direct", lambda r: r["granted"] == 6)
+    every = [attempt for tried in attempts.values() for attempt in tried]
+    denied = [a for a in every if a.outcome is AttemptOutcome.DENIED]
+    assert len(every) - len(denied) == 6
+    assert denied  # six at once cannot all start within one second at two per second
+    assert {a.failure.code for a in denied} == {"RATE_LIMITED"}
+    assert all(a.failure.retry_at is not None and a.cost.actual == 0 for a in denied)
+    assert shown["denied"] == len(denied)
+    assert shown["spent_total"] == "0.000000"  # a rate limit alone charges nothing

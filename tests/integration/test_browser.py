@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from schemas.enums import AttemptOutcome
+from schemas.enums import AttemptOutcome, FailureDisposition
 from schemas.records import RenderOptions, Request
 from streams.fetch.browser import CHROMIUM_FLAGS, BrowserRenderer, Rendered
 from streams.fetch.guard import AddressPolicy
@@ -216,3 +216,10 @@ async def test_a_remote_browser_over_cdp_renders_through_the_same_guard(chromium
         await remote.wait()
     assert LATE_TEXT in late.result.body.decode()
     assert guarded.blocked == (pages.private("/pixel"),)
+
+
+async def test_a_selector_chromium_cannot_parse_fails_the_render_for_good(renderer, pages):
+    rendered = await render(renderer, pages.url("/plain"), RenderOptions(wait_selector="p[[[!"))
+    assert rendered.result.failure is not None
+    assert rendered.result.failure.code == "INVALID_SELECTOR"
+    assert rendered.result.failure.disposition is FailureDisposition.TERMINAL
