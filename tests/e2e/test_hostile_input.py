@@ -10,7 +10,8 @@ import pytest_asyncio
 from aiokafka import AIOKafkaProducer
 from standardwebhooks import Webhook
 
-from schemas.enums import JobStatus
+from schemas.commands import CancelJob
+from schemas.enums import ActorRole, JobStatus
 from schemas.events import JobCompleted
 from tests.e2e.conftest import CALLBACK_SECRET, running_system, worker_settings
 from tests.poison import poison_records, refused_submissions
@@ -101,11 +102,15 @@ async def test_waiting_returns_the_outcome_of_this_submission_not_an_earlier_rej
     assert statuses == [JobStatus.REJECTED, JobStatus.SUCCEEDED]
 
 
-async def test_a_type_with_a_profile_but_no_executor_is_refused_at_submit(system, origin):
+async def test_a_type_with_a_profile_but_no_runner_is_accepted_and_waits_until_cancelled(system, origin):
     job_id = await system.submit(origin.url("/page/pdf"), job_type="pdf.render")
+    await system.events.wait_for(lambda _: "JobDispatched" in system.event_kinds(job_id))
+    await system.client.cancel(
+        CancelJob(job_id=job_id, actor_id="ops", actor_role=ActorRole.OPERATOR, reason="no pdf renderer")
+    )
     completion = await system.client.wait_for(job_id)
-    assert completion.status is JobStatus.REJECTED
-    assert completion.failure.code == "UNSUPPORTED_JOB_TYPE"
+    assert completion.status is JobStatus.CANCELLED
+    assert "AttemptRecorded" not in system.event_kinds(job_id)  # waiting work is never run elsewhere
     assert origin.hits["/page/pdf"] == 0
 
 

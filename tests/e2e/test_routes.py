@@ -147,10 +147,13 @@ async def test_a_proxy_route_carries_the_request_and_marks_its_attempts(
             second_origin.url("/page/private"), transport_policy=TransportPolicy.PROXY_ALLOWED
         )
         direct = await system.submit(origin.url("/page/direct"))
-        completions = {j: await system.completion(j) for j in (job, again, refused, direct)}
+        every = (job, again, refused, direct)
+        completions = {j: await system.completion(j) for j in every}
+        await system.events.wait_for(  # the observer may trail the completions
+            lambda events: {e.job_id for e in events if isinstance(e, AttemptRecorded)} >= set(every)
+        )
         attempts = {
-            j: [e.attempt for e in system.events.of_job(j) if isinstance(e, AttemptRecorded)]
-            for j in (job, again, refused, direct)
+            j: [e.attempt for e in system.events.of_job(j) if isinstance(e, AttemptRecorded)] for j in every
         }
     assert completions[job].status is JobStatus.SUCCEEDED
     (through,) = attempts[job]
