@@ -16,7 +16,7 @@ import contextlib
 import logging
 from datetime import datetime
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from aiokafka.errors import KafkaError
 
 from projections.artifacts import Pointers
@@ -131,12 +131,7 @@ class GlobalTable:
 
     async def _follow(self) -> None:
         while True:
-            try:
-                polled = await self._consumer.getmany(timeout_ms=1_000, max_records=MAX_RECORDS)
-            except KafkaError as exc:
-                log.warning("reading the global table failed (%s); retrying", exc)
-                await asyncio.sleep(RETRY_S)
-                continue
+            polled = await poll_or_wait(self._consumer, MAX_RECORDS, "the global table")
             changes: dict[bytes, bytes | None] = {}
             for tp, records in polled.items():
                 # Kept as written (latest per key; a tombstone removes it), indexed by artifact.
@@ -201,6 +196,21 @@ class GlobalTable:
                 await self._task
         await self._consumer.stop()
         self._store.close()
+
+
+async def poll_or_wait(
+    consumer: AIOKafkaConsumer, max_records: int, what: str
+) -> dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]:
+    """One poll of a reader that follows topics for good; nothing, after a pause, when Kafka fails."""
+    try:
+        polled: dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]] = await consumer.getmany(
+            timeout_ms=1_000, max_records=max_records
+        )
+        return polled
+    except KafkaError as exc:
+        log.warning("reading %s failed (%s); retrying", what, exc)
+        await asyncio.sleep(RETRY_S)
+        return {}
 
 
 def _offset_key(tp: TopicPartition) -> bytes:

@@ -14,18 +14,17 @@ import logging
 from collections.abc import Mapping
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.errors import KafkaError
 
 from projections.ledger import Decision, Metering, RouteLedger
 from schemas.codec import decode_as
 from schemas.errors import CodecError
 from schemas.work import RouteReconciled, RouteReserved
 from streams.broker.compat import BrokerProfile, FetchPacer
+from streams.global_table import poll_or_wait
 from streams.publisher import Written
 
 log = logging.getLogger(__name__)
 MAX_RECORDS = 5_000
-RETRY_S = 1.0
 
 
 class LedgerReader:
@@ -65,12 +64,7 @@ class LedgerReader:
 
     async def _follow(self) -> None:
         while True:
-            try:
-                polled = await self._consumer.getmany(timeout_ms=1_000, max_records=MAX_RECORDS)
-            except KafkaError as exc:
-                log.warning("reading the route ledger failed (%s); retrying", exc)
-                await asyncio.sleep(RETRY_S)
-                continue
+            polled = await poll_or_wait(self._consumer, MAX_RECORDS, "the route ledger")
             self._pacer.observed(sum(len(records) for records in polled.values()))
             if not polled:
                 continue
