@@ -6,6 +6,7 @@ from pydantic import Field
 
 from schemas.enums import (
     ActorRole,
+    ArtifactTrust,
     AuditAction,
     AuditOutcome,
     CacheMode,
@@ -211,3 +212,4 @@ class JobCompleted(Record):
     failure: Failure | None = None
     completed_at: Instant
     labels: dict[str, str] = Field(default_factory=dict)
+    artifacts_trust: ArtifactTrust = ArtifactTrust.VERIFIED

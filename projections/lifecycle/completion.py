@@ -1,7 +1,7 @@
 """The public terminal record of a job or of a rejected submission, and its callback delivery."""
 
 from projections.lifecycle.state import Job
-from schemas.enums import FailureDisposition, JobStatus
+from schemas.enums import ArtifactTrust, FailureDisposition, JobStatus
 from schemas.events import Event, JobCompleted, JobRejected
 from schemas.records import Failure
 from schemas.types import build
@@ -27,8 +27,16 @@ def completion_of(state: Job) -> JobCompleted | None:
             "failure": state.failure,
             "completed_at": state.completed_at,
             "labels": accepted.labels,
+            "artifacts_trust": _trust_of(state),
         },
     )
+
+
+def _trust_of(state: Job) -> ArtifactTrust:
+    """The trust of the attempt a job succeeded with (its last); nothing else has artifacts."""
+    if state.status is JobStatus.SUCCEEDED and state.attempts:
+        return state.attempts[-1].trust
+    return ArtifactTrust.VERIFIED
 
 
 def rejection_completion(rejected: JobRejected) -> JobCompleted:

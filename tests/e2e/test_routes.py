@@ -156,6 +156,8 @@ async def test_a_proxy_route_carries_the_request_and_marks_its_attempts(
             j: [e.attempt for e in system.events.of_job(j) if isinstance(e, AttemptRecorded)] for j in every
         }
     assert completions[job].status is JobStatus.SUCCEEDED
+    assert completions[job].artifacts_trust is ArtifactTrust.UNTRUSTED  # what the caller is told
+    assert completions[direct].artifacts_trust is ArtifactTrust.VERIFIED
     (through,) = attempts[job]
     assert (through.route, through.route_name, through.trust) == (
         TransportRoute.PROXY,
