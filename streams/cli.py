@@ -19,10 +19,10 @@ from typing import Any, TypeVar
 from rich.console import Console
 
 from schemas.commands import SubmitJob
-from schemas.enums import JobStatus
+from schemas.enums import CacheMode, CaptureMode, JobStatus, PolicyClass, TransportPolicy
 from schemas.errors import ScrapestreamError
 from schemas.events import JobCompleted
-from schemas.records import Request
+from schemas.records import RenderOptions, Request
 from streams.auth.principals import PrincipalsError
 from streams.auth.signing import private_key_from_text
 from streams.broker.compat import EMBEDDED_TANSU, KAFKA
@@ -63,6 +63,14 @@ def _parser() -> argparse.ArgumentParser:
     submit = commands.add_parser("submit", help="publish a SubmitJob")
     submit.add_argument("url")
     submit.add_argument("--type", default="http.fetch", dest="job_type")
+    submit.add_argument("--transport", choices=list(TransportPolicy), default=TransportPolicy.DIRECT_ONLY)
+    submit.add_argument("--capture", choices=list(CaptureMode), default=CaptureMode.RAW_BODY)
+    submit.add_argument("--policy-class", choices=list(PolicyClass), default=PolicyClass.STANDARD)
+    submit.add_argument("--cache-mode", choices=list(CacheMode), default=CacheMode.REUSE_VALID)
+    submit.add_argument("--wait-until", help="rendering: load, domcontentloaded or networkidle")
+    submit.add_argument("--wait-selector", help="rendering: a CSS selector the page must then have")
+    submit.add_argument("--viewport", type=_viewport, help="rendering: WIDTHxHEIGHT, e.g. 1280x720")
+    submit.add_argument("--full-page", action="store_true", help="rendering: screenshot the whole page")
     submit.add_argument("--caller", default="cli", help="caller identity (default: cli)")
     submit.add_argument("--callback-url")
     submit.add_argument("--idempotency-key")
@@ -195,16 +203,42 @@ async def _replay(arguments: argparse.Namespace) -> int:
     return 0
 
 
-async def _submit(arguments: argparse.Namespace) -> int:
-    bootstrap, profile = _connection()
-    command = SubmitJob(
+def submission_of(arguments: argparse.Namespace) -> SubmitJob:
+    """The `submit` command's job; render options only when a rendering flag is given."""
+    width, height = arguments.viewport or (None, None)
+    given = {
+        "wait_until": arguments.wait_until,
+        "wait_selector": arguments.wait_selector,
+        "viewport_width": width,
+        "viewport_height": height,
+        "full_page": arguments.full_page or None,
+    }
+    chosen = {name: value for name, value in given.items() if value is not None}
+    return SubmitJob(
         caller_identity=arguments.caller,
         idempotency_key=arguments.idempotency_key,
         request=Request(url=arguments.url),
         job_type=arguments.job_type,
+        transport_policy=arguments.transport,
+        capture_mode=arguments.capture,
+        policy_class=arguments.policy_class,
+        cache_mode=arguments.cache_mode,
         deadline_at=utc_now() + timedelta(seconds=arguments.deadline_s),
         callback_url=arguments.callback_url,
+        render=RenderOptions(**chosen) if chosen else None,
     )
+
+
+def _viewport(text: str) -> tuple[int, int]:
+    width, separator, height = text.lower().partition("x")
+    if not separator or not width.isdigit() or not height.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not WIDTHxHEIGHT")
+    return int(width), int(height)
+
+
+async def _submit(arguments: argparse.Namespace) -> int:
+    bootstrap, profile = _connection()
+    command = submission_of(arguments)
     progress = Console(stderr=True)
     async with Client(bootstrap, profile, signer=_signer()) as client:
         job_id = await client.submit(command)
