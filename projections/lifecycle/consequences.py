@@ -11,7 +11,7 @@ from projections.lifecycle.cache import cache_entry
 from projections.lifecycle.callbacks import next_callback_timer
 from projections.lifecycle.completion import completion_of, rejection_completion
 from projections.lifecycle.policy import Policy, renew_interval_ms
-from projections.lifecycle.state import Job, PendingCallback, State
+from projections.lifecycle.state import Job, Lease, PendingCallback, State
 from schemas.enums import JobStatus, ReportKind
 from schemas.events import (
     AttemptRecorded,
@@ -49,7 +49,7 @@ def consequences_of(
 ) -> Consequences:
     """Dispatches become due work, attempts cache entries and artifact references, ends completions
     and callbacks; a deleted history (`before` is the job as it was) releases its references; a
-    stale start or renewal revokes the lease its executor still runs under."""
+    stale start or renewal, or a cancellation, revokes the lease its executor still runs under."""
     result = Consequences()
     if state is None:
         return result
@@ -58,6 +58,8 @@ def consequences_of(
             result.released.extend(_released(before))
         elif isinstance(event, StaleReportIgnored) and isinstance(state, Job):
             result.revoked.extend(_revoked(event))
+        elif isinstance(event, JobCancelled) and isinstance(before, Job) and before.lease is not None:
+            result.revoked.append(_cancelled(before, before.lease))
         if isinstance(state, Job) and isinstance(event, (JobDispatched, AttemptRecorded, *TERMINAL_EVENTS)):
             _of_job(state, event, result, policy)
         elif isinstance(event, JobRejected):
@@ -102,6 +104,16 @@ def _revoked(stale: StaleReportIgnored) -> list[LeaseRevoked]:
             reason=stale.reason,
         )
     ]
+
+
+def _cancelled(job: Job, lease: Lease) -> LeaseRevoked:
+    """A cancelled job's running work stops now, not at its next renewal."""
+    return LeaseRevoked(
+        job_id=job.job_id,
+        attempt_number=lease.attempt_number,
+        lease_id=lease.lease_id,
+        reason="the job was cancelled",
+    )
 
 
 def _released(job: Job) -> list[bytes]:

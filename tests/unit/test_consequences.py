@@ -97,6 +97,36 @@ def test_a_stale_report_revokes_nothing_its_executor_has_finished():
     assert consequences_of(lifecycle.state, events, POLICY).revoked == []
 
 
+@given(st.booleans())
+def test_cancelling_a_leased_job_revokes_its_lease_at_once(started: bool):
+    lifecycle = Lifecycle()
+    lifecycle(submit())
+    if started:
+        lifecycle(start(lifecycle.job))
+    leased = lifecycle.job
+    before = lifecycle.state
+    events = lifecycle(cancelled(leased))
+    (revoked,) = consequences_of(lifecycle.state, events, POLICY, before).revoked
+    assert leased.lease is not None
+    assert (revoked.job_id, revoked.lease_id, revoked.attempt_number) == (
+        leased.job_id,
+        leased.lease.lease_id,
+        leased.lease.attempt_number,
+    )
+
+
+def test_cancelling_a_job_waiting_for_its_retry_revokes_nothing():
+    lifecycle = Lifecycle()
+    lifecycle(submit())
+    lifecycle(
+        report(lifecycle.job, attempt_under(lifecycle.job, AttemptOutcome.HTTP_ERROR, failure=failure()))
+    )
+    assert lifecycle.job.lease is None
+    before = lifecycle.state
+    events = lifecycle(cancelled(lifecycle.job))
+    assert consequences_of(lifecycle.state, events, POLICY, before).revoked == []
+
+
 def test_a_current_renewal_revokes_nothing():
     lifecycle = Lifecycle()
     lifecycle(submit())
