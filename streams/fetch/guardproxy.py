@@ -123,6 +123,8 @@ class GuardProxy:
 
 def _tunnel_target(target: str) -> tuple[str, int, str]:
     host, _, port = target.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65_536:
+        raise ValueError(f"not a host:port tunnel target: {clip(target, 256)!r}")
     return host.strip("[]"), int(port), ""
 
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import ipaddress
+import logging
 import os
 import signal
 from collections.abc import AsyncIterator
@@ -16,6 +18,7 @@ from schemas.enums import AttemptOutcome, FailureDisposition
 from schemas.records import RenderOptions, Request
 from streams.fetch.browser import CHROMIUM_FLAGS, BrowserRenderer, Rendered
 from streams.fetch.guard import AddressPolicy
+from streams.fetch.guardproxy import GuardProxy
 from streams.fetch.http import FetchLimits, HttpFetcher
 from tests.browser_pages import LATE_TEXT, PRIVATE_HOST, Pages, chromium_or_skip, png_size, serving_pages
 
@@ -223,3 +226,25 @@ async def test_a_selector_chromium_cannot_parse_fails_the_render_for_good(render
     assert rendered.result.failure is not None
     assert rendered.result.failure.code == "INVALID_SELECTOR"
     assert rendered.result.failure.disposition is FailureDisposition.TERMINAL
+
+
+@pytest.mark.parametrize(
+    "request_line",
+    [b"CONNECT 127.0.0.1:99999 HTTP/1.1", b"CONNECT nohost HTTP/1.1", b"GET ftp://x/ HTTP/1.1", b"NONSENSE"],
+)
+async def test_the_guard_proxy_drops_a_request_it_cannot_read_and_keeps_serving(request_line, pages, caplog):
+    guard = GuardProxy(AddressPolicy(False, LOOPBACK_ONLY), 1_000_000)
+    host, port = (await guard.start()).removeprefix("http://").split(":")
+    try:
+        reader, writer = await asyncio.open_connection(host, int(port))
+        writer.write(request_line + b"\r\n\r\n")
+        assert await reader.read() == b""  # closed without an answer
+        writer.close()
+        reader, writer = await asyncio.open_connection(host, int(port))
+        writer.write(f"GET {pages.url('/plain')} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        assert (await reader.read()).startswith(b"HTTP/1.1 200")
+        writer.close()
+    finally:
+        await guard.close()
+    gc.collect()  # an exception left in a connection's task is reported when the task is collected
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
