@@ -43,7 +43,17 @@ class Metering:
         priced = self.price_per_gb > 0 or self.price_per_browser_second > 0
         return priced or self.budget is not None or self.requests_per_s > 0
 
+    @property
+    def rate_window(self) -> tuple[int, timedelta] | None:
+        """The rate as floor(r) grants (at least one) per floor(r)/r seconds; None without a limit."""
+        if self.requests_per_s <= 0:
+            return None
+        allowed = max(math.floor(self.requests_per_s), 1)
+        return allowed, timedelta(seconds=allowed / self.requests_per_s)
+
     def cost(self, wire_bytes: int, browser_seconds: Decimal) -> Decimal:
+        if not (self.price_per_gb or self.price_per_browser_second):
+            return ZERO
         return to_cost_scale(
             Decimal(wire_bytes) * self.price_per_gb / BYTES_PER_GB
             + browser_seconds * self.price_per_browser_second
@@ -136,13 +146,10 @@ class RouteLedger:
         return GRANTED
 
     def _rate_limited_until(self, at: datetime) -> datetime | None:
-        """When a reservation at `at` may next be granted, if the rate is reached: floor(r) grants
-        (at least one) per floor(r)/r seconds."""
-        rate = self.metering.requests_per_s
-        if rate <= 0:
+        """When a reservation at `at` may next be granted, if the route's rate is reached."""
+        if self.metering.rate_window is None:
             return None
-        allowed = max(math.floor(rate), 1)
-        window = timedelta(seconds=allowed / rate)
+        allowed, window = self.metering.rate_window
         inside = [granted_at for granted_at in self._grant_times if at - window < granted_at <= at]
         if len(inside) < allowed:
             return None
@@ -153,15 +160,16 @@ class RouteLedger:
         self._held[reservation.reservation_id] = _Held(period, reservation.estimated)
         self.granted += 1
         self.spent_total += reservation.estimated
-        self.periods[period] = self.spent_in(period) + reservation.estimated
-        self.periods = OrderedDict(sorted(self.periods.items()))
-        while len(self.periods) > PERIODS_KEPT:
-            dropped, _ = self.periods.popitem(last=False)
-            self._held = {key: held for key, held in self._held.items() if held.period != dropped}
+        if period not in self.periods:
+            self.periods[period] = ZERO
+            self.periods = OrderedDict(sorted(self.periods.items()))  # a late writer's older period
+            while len(self.periods) > PERIODS_KEPT:
+                dropped, _ = self.periods.popitem(last=False)
+                self._held = {key: held for key, held in self._held.items() if held.period != dropped}
+        if period in self.periods:
+            self.periods[period] += reservation.estimated
         self._grant_times.append(reservation.requested_at)
-        rate = self.metering.requests_per_s
-        window = timedelta(seconds=max(math.floor(rate), 1) / rate) if rate > 0 else timedelta(0)
-        while len(self._grant_times) > 1 and self._grant_times[
-            0
-        ] < reservation.requested_at - window - timedelta(seconds=1):
+        window = self.metering.rate_window[1] if self.metering.rate_window else timedelta(0)
+        kept_from = reservation.requested_at - window - timedelta(seconds=1)  # `rate` reads the last second
+        while len(self._grant_times) > 1 and self._grant_times[0] < kept_from:
             self._grant_times.popleft()

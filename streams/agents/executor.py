@@ -1,5 +1,7 @@
-"""The executor: runs due work under its lease and reports the attempt: `http.fetch` itself, other
-job types through their plugin's `run` (`streams.jobtypes`), within the type's runtime.
+"""The executor: runs due work under its lease and reports the attempt: `http.fetch` itself,
+`browser.render` (and fetches over the `BROWSER` transport) through the worker's browser, other
+job types through their plugin's `run` (`streams.jobtypes`), within the type's runtime. It reads
+the due topics of the types it runs.
 
 Per batch of due work:
 1. refuse work of a type this executor does not run (a zero-cost `UNSUPPORTED_JOB_TYPE` report),
@@ -10,12 +12,14 @@ An attempt answered from the cache makes no request. Otherwise it waits for its 
 (`Politeness`: per-host concurrency and request rate), then for one of the worker's
 `SCRAPESTREAM_EXECUTOR_CONCURRENCY` fetch places; work whose start window passed meanwhile is
 left for the lifecycle to dispatch again. A job whose policy class obeys robots.txt is checked
-against it first (a zero-cost `DENIED` attempt when refused). The fetch runs under the policy
-class's response limits and timeout, within the job type's runtime. An attempt still running
-after a second tells the lifecycle it started (`Renewals`), so its lease runs from there and a
-crash from then on is charged; when the lifecycle answers one of those as stale (the job was
-cancelled, or its lease lapsed and the job moved on), a `LeaseRevoked` follows the work on the
-due topic and the attempt is stopped without a report. Whatever a fetch or its storage raises is
+against it first (a zero-cost `DENIED` attempt when refused). Then it takes a route
+(`streams.fetch.routes`): a metered one is reserved first and reconciled after the call, and a
+denial is a zero-cost `DENIED` attempt. The fetch or render runs under the policy class's
+response limits and timeout, within the job type's runtime. An attempt still running after a
+second tells the lifecycle it started (`Renewals`), so its lease runs from there and a crash from
+then on is charged; when the job is cancelled, or the lifecycle answers a start or renewal as
+stale, a `LeaseRevoked` follows the work on its due topic and the attempt is stopped without a
+report. Whatever a fetch or its storage raises is
 itself a recorded, budget-counted attempt.
 """
 
@@ -50,7 +54,7 @@ from streams.artifacts.port import ArtifactStore
 from streams.consumer import QuietStage, Record
 from streams.deadinput import DeadLetters
 from streams.fetch.browser import BrowserRenderer
-from streams.fetch.http import FetchLimits, FetchResult, HttpFetcher
+from streams.fetch.http import FetchLimits, FetchResult, HttpFetcher, local_result
 from streams.fetch.politeness import HostGate, HostLimit, Politeness
 from streams.fetch.robots import RobotsRules, Verdict
 from streams.fetch.routes import Denial, Passage, Routes
@@ -271,10 +275,10 @@ class HttpExecutor(QuietStage):
         return await self._routes.reconcile(passage, wire_bytes, browser_seconds, self._clock())
 
     def _route_denied(self, work: DueWork, denial: Denial) -> Attempt:
-        outcome, failure = local_failure(denial.code, denial.detail)
-        if denial.retry_at is not None:
-            failure = failure.model_copy(update={"retry_at": denial.retry_at})
-        return self._attempt_of(work, FetchResult(outcome=outcome, failure=failure), ())
+        denied = local_result(denial.code, denial.detail)
+        if denial.retry_at is not None and denied.failure is not None:
+            denied = replace(denied, failure=denied.failure.model_copy(update={"retry_at": denial.retry_at}))
+        return self._attempt_of(work, denied, ())
 
     async def _render(
         self,
@@ -285,36 +289,33 @@ class HttpExecutor(QuietStage):
         passage: Passage,
     ) -> Attempt:
         """The page rendered by the browser, its HTML (and screenshot) stored."""
-        deadline_s = max(min(work.max_runtime_ms / 1000, limits.timeout_s), MIN_FETCH_DEADLINE_S)
         await gate.request()
         rendered = await browser.render(
             work.request,
             work.render or RenderOptions(),
             FetchLimits.of(limits),
-            deadline_s,
+            _deadline_s(work, limits),
             screenshot=work.capture_mode is CaptureMode.SCREENSHOT,
         )
         self._observe(rendered.result)
         reconciled = await self._reconcile(passage, rendered.result.wire_bytes, rendered.browser_seconds)
         passage = replace(reconciled, blocked=rendered.blocked)
-        try:
-            artifacts = await self._store(work, rendered.result)
-            if rendered.screenshot is not None and rendered.result.outcome is AttemptOutcome.FETCHED:
-                shot = await self._artifacts.put(
-                    rendered.screenshot, PNG, work.retention_class, self._clock()
-                )
-                artifacts = (*artifacts, shot)
-        except Exception as exc:
-            log.warning("job %s: storing the rendered page failed: %s", work.job_id, exc)
-            return self._failed(work, "ARTIFACT_STORE_FAILED", exc, rendered.result, passage)
-        return self._attempt_of(work, rendered.result, artifacts, passage=passage)
+        return await self._stored_attempt(work, rendered.result, passage, rendered.screenshot)
 
     async def _stored_attempt(
-        self, work: DueWork, result: FetchResult, passage: Passage | None = None
+        self,
+        work: DueWork,
+        result: FetchResult,
+        passage: Passage | None = None,
+        screenshot: bytes | None = None,
     ) -> Attempt:
-        """The attempt with its body stored; a store that fails makes it a counted failure."""
+        """The attempt with its body (and screenshot) stored; a store that fails makes it a counted
+        failure."""
         try:
             artifacts = await self._store(work, result)
+            if screenshot is not None and result.outcome is AttemptOutcome.FETCHED:
+                shot = await self._artifacts.put(screenshot, PNG, work.retention_class, self._clock())
+                artifacts = (*artifacts, shot)
         except Exception as exc:
             log.warning("job %s: storing the body failed: %s", work.job_id, exc)
             return self._failed(work, "ARTIFACT_STORE_FAILED", exc, result, passage)
@@ -342,8 +343,7 @@ class HttpExecutor(QuietStage):
         return rules.verdict(url)
 
     def _denied(self, work: DueWork, verdict: Verdict) -> Attempt:
-        outcome, failure = local_failure(verdict.value, work.request.url)
-        return self._attempt_of(work, FetchResult(outcome=outcome, failure=failure), ())
+        return self._attempt_of(work, local_result(verdict.value, work.request.url), ())
 
     async def _fetch(
         self,
@@ -354,7 +354,7 @@ class HttpExecutor(QuietStage):
         proxy_url: str | None = None,
     ) -> tuple[FetchResult, tuple[Artifact, ...] | None]:
         """The origin's answer, and the stored artifacts a 304 to a revalidation lets the job reuse."""
-        deadline_s = max(min(work.max_runtime_ms / 1000, limits.timeout_s), MIN_FETCH_DEADLINE_S)
+        deadline_s = _deadline_s(work, limits)
         fetch_limits = FetchLimits.of(limits)
         validators = revalidation_headers(entry, work.cache_mode)
         await gate.request()
@@ -463,6 +463,11 @@ class HttpExecutor(QuietStage):
         """Let running attempts finish within the shutdown grace; the rest are left to the reaper."""
         await self._slots.close(self._settings.shutdown_grace_s)
         await self._renewals.close()
+
+
+def _deadline_s(work: DueWork, limits: ResponseLimits) -> float:
+    """The policy class's timeout within the type's runtime."""
+    return max(min(work.max_runtime_ms / 1000, limits.timeout_s), MIN_FETCH_DEADLINE_S)
 
 
 def _rendered(work: DueWork) -> bool:

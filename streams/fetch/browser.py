@@ -24,14 +24,14 @@ from urllib.parse import urlsplit
 from playwright.async_api import Browser, BrowserContext, Page, Playwright, async_playwright
 from playwright.async_api import Error as PlaywrightError
 
-from projections.lifecycle.outcomes import local_failure, status_failure
+from projections.lifecycle.outcomes import status_failure
 from schemas.enums import AttemptOutcome
 from schemas.records import RenderOptions, Request
 from schemas.types import to_cost_scale
 from streams.clock import utc_now
 from streams.fetch.guard import AddressPolicy
 from streams.fetch.guardproxy import REFUSAL_HEADER, GuardProxy
-from streams.fetch.http import FetchLimits, FetchResult
+from streams.fetch.http import FetchLimits, FetchResult, local_result
 from streams.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -136,14 +136,16 @@ class BrowserRenderer:
                         await context.new_page(), request, options, limits, screenshot
                     )
             except Exception as exc:  # whatever the page or the browser did, typed once, here
-                rendered = Rendered(_failed(*self._classify(exc, guard, request.url)))
+                rendered = Rendered(local_result(*self._classify(exc, guard, request.url)))
             finally:
                 await self._dispose(context, guard)
             seconds = to_cost_scale(Decimal(time.monotonic() - started))
             elapsed_ms = int((time.monotonic() - started) * 1000)
             if guard.exceeded:
                 rendered = Rendered(
-                    _failed("BODY_TOO_LARGE", f"the page loaded more than {limits.max_decoded_bytes} bytes")
+                    local_result(
+                        "BODY_TOO_LARGE", f"the page loaded more than {limits.max_decoded_bytes} bytes"
+                    )
                 )
             result = replace(rendered.result, wire_bytes=guard.received_bytes, elapsed_ms=elapsed_ms)
             return replace(rendered, result=result, browser_seconds=seconds, blocked=tuple(guard.blocked))
@@ -155,7 +157,7 @@ class BrowserRenderer:
         status = 200 if response is None else response.status
         refused = None if response is None else (await response.all_headers()).get(REFUSAL_HEADER)
         if refused is not None:
-            return Rendered(_failed(refused, f"{request.url}: the document's address is refused"))
+            return Rendered(local_result(refused, f"{request.url}: the document's address is refused"))
         failure = status_failure(
             status, None if response is None else response.headers.get("retry-after"), utc_now()
         )
@@ -172,11 +174,11 @@ class BrowserRenderer:
                 message = str(exc).split("\n", 1)[0]
                 if "while parsing" not in message and "not a valid" not in message:
                     raise
-                return Rendered(_failed("INVALID_SELECTOR", message))
+                return Rendered(local_result("INVALID_SELECTOR", message))
         html = (await page.content()).encode()
         if len(html) > limits.max_decoded_bytes:
             return Rendered(
-                _failed("BODY_TOO_LARGE", f"the rendered page exceeds {limits.max_decoded_bytes} bytes")
+                local_result("BODY_TOO_LARGE", f"the rendered page exceeds {limits.max_decoded_bytes} bytes")
             )
         image = (
             await page.screenshot(type="png", full_page=options.full_page, timeout=0) if screenshot else None
@@ -260,8 +262,3 @@ def _authority(url: str) -> str:
     port = parts.port or (443 if parts.scheme == "https" else 80)
     host = f"[{parts.hostname}]" if parts.hostname and ":" in parts.hostname else parts.hostname
     return f"{host}:{port}"
-
-
-def _failed(code: str, detail: str) -> FetchResult:
-    outcome, failure = local_failure(code, detail)
-    return FetchResult(outcome=outcome, failure=failure)

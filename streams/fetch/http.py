@@ -144,9 +144,9 @@ class HttpFetcher:
                     request, retry_until, validators or {}, limits or self._limits, proxy
                 )
         except (FetchRefusedError, DecodingRefusedError) as exc:
-            result = _local(exc.code, str(exc))
+            result = local_result(exc.code, str(exc))
         except Exception as exc:  # every other error an origin can cause, typed once, here
-            result = _local(*classify(exc))
+            result = local_result(*classify(exc))
         return replace(result, elapsed_ms=int((time.monotonic() - started) * 1000))
 
     async def _follow(
@@ -277,6 +277,7 @@ def _response_result(
     )
 
 
-def _local(code: str, detail: str) -> FetchResult:
+def local_result(code: str, detail: str) -> FetchResult:
+    """A fetch that ended on this side of the wire, by its code in `LOCAL_FAILURES`."""
     outcome, failure = local_failure(code, detail)
     return FetchResult(outcome=outcome, failure=failure)

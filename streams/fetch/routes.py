@@ -20,7 +20,6 @@ from uuid import UUID
 
 from projections.ledger import ZERO, Decision, Metering
 from projections.lifecycle.identity import name_based
-from projections.lifecycle.submission import renders
 from schemas.enums import ArtifactTrust, TransportPolicy, TransportRoute
 from schemas.work import DueWork, RouteReconciled, RouteReserved
 from streams.ledger import LedgerReader
@@ -81,22 +80,18 @@ class Routes:
     def __init__(self, settings: Settings, publisher: Sink, ledger: LedgerReader | None) -> None:
         self._routes = settings.routes
         self._meterings = meterings(settings)
+        self._candidates = {
+            policy: [name for name, route in settings.routes.items() if route.kind in kinds]
+            for policy, kinds in KINDS.items()
+        }
         self._publisher = publisher
         self._ledger = ledger
         self._topic = settings.topic("routes")
 
-    def candidates(self, work: DueWork) -> list[str]:
-        policy = (
-            TransportPolicy.BROWSER
-            if renders(work.job_type, work.transport_policy)
-            else work.transport_policy
-        )
-        kinds = KINDS[policy]
-        return [name for name, route in self._routes.items() if route.kind in kinds]
-
     async def reserve(self, work: DueWork, limits: ResponseLimits, now: datetime) -> Passage | Denial:
-        """The first usable route that grants the attempt, or why none did."""
-        names = self.candidates(work)
+        """The first usable route that grants the attempt, or why none did (rendered work was
+        accepted with the `BROWSER` policy)."""
+        names = self._candidates[work.transport_policy]
         if not names:
             return Denial("ROUTE_NOT_ALLOWED", f"no route serves transport policy {work.transport_policy}")
         denials: list[Denial] = []
