@@ -96,10 +96,11 @@ class Pages:
         return _html(f"<p id='cookie'>cookie=[{request.headers.get('Cookie', '')}]</p>")
 
     async def _heavy(self, request: web.Request) -> web.Response:
-        return _html('<p>heavy</p><img src="/blob">')
+        return _html('<p>heavy</p><script src="/blob"></script>')
 
     async def _blob(self, request: web.Request) -> web.Response:
-        return web.Response(body=b"\0" * 3_000_000, content_type="application/octet-stream")
+        # a script is read whole before it runs, where an image that fails to decode is abandoned
+        return web.Response(body=b"//" + b"x" * 3_000_000, content_type="text/javascript")
 
     async def _slow(self, request: web.Request) -> web.Response:
         self.slow_started.set()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import ipaddress
 import logging
@@ -153,7 +154,8 @@ async def test_a_crashed_browser_fails_its_render_retryably_and_is_started_again
         rendering = asyncio.ensure_future(render(renderer, pages.url("/slow")))
         await asyncio.wait_for(pages.slow_started.wait(), 20)
         for pid in browser_processes():
-            os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):  # a helper may exit on its own meanwhile
+                os.kill(pid, signal.SIGKILL)
         crashed = await rendering
         pages.release.set()
         assert crashed.result.failure is not None
