@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import platform
@@ -117,13 +118,14 @@ async def drive(bootstrap: str, port: int, jobs: int, pids: dict[str, int]) -> d
     async with Client(bootstrap, EMBEDDED_TANSU) as client:
 
         async def follow() -> None:
-            async for completion in client.completions(from_beginning=True):
-                sent = submitted.get(completion.job_id)
-                if sent is not None and completion.status.value == "SUCCEEDED":
-                    latencies_ms.append((time.monotonic() - sent) * 1000)
-                    if len(latencies_ms) == jobs:
-                        done.set()
-                        return
+            async with contextlib.aclosing(client.completions(from_beginning=True)) as completions:
+                async for completion in completions:
+                    sent = submitted.get(completion.job_id)
+                    if sent is not None and completion.status.value == "SUCCEEDED":
+                        latencies_ms.append((time.monotonic() - sent) * 1000)
+                        if len(latencies_ms) == jobs:
+                            done.set()
+                            return
 
         follower = asyncio.create_task(follow())
         await asyncio.sleep(1)
@@ -161,8 +163,10 @@ async def drive(bootstrap: str, port: int, jobs: int, pids: dict[str, int]) -> d
 async def drive_sequential(bootstrap: str, port: int, jobs: int, pids: dict[str, int]) -> dict[str, object]:
     """One job at a time on an otherwise idle system: the latency a lone job sees."""
     latencies_ms: list[float] = []
-    async with Client(bootstrap, EMBEDDED_TANSU) as client:
-        completions = client.completions(from_beginning=False)
+    async with (
+        Client(bootstrap, EMBEDDED_TANSU) as client,
+        contextlib.aclosing(client.completions(from_beginning=False)) as completions,
+    ):
         await asyncio.sleep(1)
         before = cpu_snapshot(pids)
         for command in commands(port, jobs, "idle"):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import statistics
@@ -82,8 +83,10 @@ async def main(seconds: float, pauses: int, pause_s: float) -> dict[str, object]
 async def after_pauses(bootstrap: str, port: int, pauses: int, pause_s: float) -> list[float]:
     """Submit→completion of single jobs, each submitted after `pause_s` without any work."""
     latencies_ms: list[float] = []
-    async with Client(bootstrap, EMBEDDED_TANSU) as client:
-        completions = client.completions(from_beginning=False)
+    async with (
+        Client(bootstrap, EMBEDDED_TANSU) as client,
+        contextlib.aclosing(client.completions(from_beginning=False)) as completions,
+    ):
         for command in commands(port, pauses, "after-pause"):
             await asyncio.sleep(pause_s)
             started = time.monotonic()

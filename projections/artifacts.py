@@ -48,11 +48,29 @@ def retention_expiry(retention_class: RetentionClass, now: datetime) -> datetime
     return None if kept_for is None else now + kept_for
 
 
+def retention_of(key: str) -> RetentionClass | None:
+    """The retention class a content key was stored under; None for a foreign key."""
+    found = KEY_PATTERN.match(key)
+    return None if found is None else CLASS_OF_DIRECTORY[found.group(1)]
+
+
+def kept_at_least_as_long(key: str, retention_class: RetentionClass) -> bool:
+    """Whether an object under `key` is kept at least as long as `retention_class` asks (foreign keys
+    are never expired by scrapestream)."""
+    stored_as = retention_of(key)
+    return stored_as is None or _span(stored_as) >= _span(retention_class)
+
+
+def _span(retention_class: RetentionClass) -> timedelta:
+    kept_for = RETENTION[retention_class]
+    return timedelta.max if kept_for is None else kept_for
+
+
 def expired_if_written_before(key: str, now: datetime) -> datetime | None:
     """An object stored under `key` has expired by `now` if last written before this moment; None for
     pinned (archived) or foreign keys, which never expire."""
-    found = KEY_PATTERN.match(key)
-    kept_for = None if found is None else RETENTION[CLASS_OF_DIRECTORY[found.group(1)]]
+    stored_as = retention_of(key)
+    kept_for = None if stored_as is None else RETENTION[stored_as]
     return None if kept_for is None else now - kept_for
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import json
 import logging
@@ -270,8 +271,11 @@ async def _submit(arguments: argparse.Namespace) -> int:
 async def _watch(arguments: argparse.Namespace) -> int:
     bootstrap, profile = _connection()
     console = Console()
-    async with Client(bootstrap, profile) as client:
-        async for completion in client.completions(from_beginning=arguments.from_beginning):
+    async with (
+        Client(bootstrap, profile) as client,
+        contextlib.aclosing(client.completions(from_beginning=arguments.from_beginning)) as completions,
+    ):
+        async for completion in completions:
             document = json.loads(completion.model_dump_json())
             if arguments.json:
                 sys.stdout.write(json.dumps(document) + "\n")

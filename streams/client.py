@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from enum import StrEnum
 from types import TracebackType
 from typing import Any, TypeVar
@@ -92,7 +92,7 @@ class Client:
             message = dataclasses.replace(message, headers=tuple(headers))
         await self._publisher.send_all([message])
 
-    async def completions(self, from_beginning: bool = True) -> AsyncIterator[JobCompleted]:
+    async def completions(self, from_beginning: bool = True) -> AsyncGenerator[JobCompleted, None]:
         """Every completion on the topic, from its start or from now, until the caller stops."""
         consumer = AIOKafkaConsumer(
             f"{self._prefix}.completions",

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from projections.artifacts import kept_at_least_as_long
 from projections.lifecycle.outcomes import status_failure
 from projections.lifecycle.state import Job
-from schemas.enums import AttemptOutcome, CacheMode
+from schemas.enums import AttemptOutcome, CacheMode, RetentionClass
 from schemas.records import Attempt, Failure
 from schemas.types import build
 from schemas.work import CacheEntry
@@ -62,10 +63,17 @@ def cache_entry(job: Job, attempt: Attempt) -> CacheEntry | None:
     return build(CacheEntry, fields)
 
 
-def answers(entry: CacheEntry | None, mode: CacheMode, now: datetime) -> bool:
+def answers(
+    entry: CacheEntry | None, mode: CacheMode, retention_class: RetentionClass, now: datetime
+) -> bool:
     """Whether a job in `mode` may be answered from `entry` without a request, once its artifacts
-    are found still stored."""
-    return entry is not None and mode is CacheMode.REUSE_VALID and now < entry.expires_at
+    are found still stored: never with artifacts kept for less time than the job asks."""
+    return (
+        entry is not None
+        and mode is CacheMode.REUSE_VALID
+        and now < entry.expires_at
+        and _kept_for(entry, retention_class)
+    )
 
 
 def cached_outcome(entry: CacheEntry, now: datetime) -> tuple[AttemptOutcome, Failure | None]:
@@ -75,9 +83,17 @@ def cached_outcome(entry: CacheEntry, now: datetime) -> tuple[AttemptOutcome, Fa
     return AttemptOutcome.HTTP_ERROR, status_failure(entry.http_status, None, now)
 
 
-def revalidation_headers(entry: CacheEntry | None, mode: CacheMode) -> dict[str, str]:
-    """The validators a `REVALIDATE` job sends for its stored response; none without one."""
-    if entry is None or mode is not CacheMode.REVALIDATE or not entry.artifacts:
+def revalidation_headers(
+    entry: CacheEntry | None, mode: CacheMode, retention_class: RetentionClass
+) -> dict[str, str]:
+    """The validators a `REVALIDATE` job sends for its stored response; none without one, or when
+    the stored artifacts are kept for less time than the job asks (it fetches the page whole)."""
+    if (
+        entry is None
+        or mode is not CacheMode.REVALIDATE
+        or not entry.artifacts
+        or not _kept_for(entry, retention_class)
+    ):
         return {}
     headers = {}
     if entry.etag:
@@ -85,3 +101,7 @@ def revalidation_headers(entry: CacheEntry | None, mode: CacheMode) -> dict[str,
     if entry.last_modified:
         headers["If-Modified-Since"] = entry.last_modified
     return headers
+
+
+def _kept_for(entry: CacheEntry, retention_class: RetentionClass) -> bool:
+    return all(kept_at_least_as_long(artifact.key, retention_class) for artifact in entry.artifacts)

@@ -324,7 +324,11 @@ class HttpExecutor(QuietStage):
     async def _from_cache(self, work: DueWork, entry: CacheEntry | None) -> Attempt | None:
         """The attempt a valid cache entry answers with, no request made; None to fetch."""
         now = self._clock()
-        if entry is None or not answers(entry, work.cache_mode, now) or not await self._stored(entry):
+        if (
+            entry is None
+            or not answers(entry, work.cache_mode, work.retention_class, now)
+            or not await self._stored(entry)
+        ):
             return None  # a referenced artifact gone: fetch, and the new entry replaces this one
         outcome, failure = cached_outcome(entry, now)
         result = FetchResult(outcome=outcome, failure=failure, http_status=entry.http_status)
@@ -356,7 +360,7 @@ class HttpExecutor(QuietStage):
         """The origin's answer, and the stored artifacts a 304 to a revalidation lets the job reuse."""
         deadline_s = _deadline_s(work, limits)
         fetch_limits = FetchLimits.of(limits)
-        validators = revalidation_headers(entry, work.cache_mode)
+        validators = revalidation_headers(entry, work.cache_mode, work.retention_class)
         await gate.request()
         result = await self._fetcher.fetch(
             work.request, deadline_s, work.deadline_at, validators, fetch_limits, proxy_url

@@ -14,6 +14,7 @@ batch is retried only after the store caught up with the log (`recover`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
@@ -336,13 +337,15 @@ async def fold_log(
 ) -> int:
     """Fold the events of one partition from offset `start` to `end` into `store`, in log order."""
     folded = 0
+    reading = records_between(settings.kafka_bootstrap, events_partition, start, end)
     try:
-        async for records in records_between(settings.kafka_bootstrap, events_partition, start, end):
-            events, values = _decoded(records)
-            store.commit(
-                events_partition.partition, events, next_offset=records[-1].offset + 1, encoded=values
-            )
-            folded += len(records)
+        async with contextlib.aclosing(reading):  # a failed commit stops the reader now, not at GC
+            async for records in reading:
+                events, values = _decoded(records)
+                store.commit(
+                    events_partition.partition, events, next_offset=records[-1].offset + 1, encoded=values
+                )
+                folded += len(records)
     except LogGapError as exc:
         raise LogGapError(
             f"{exc}. This store missed them: start the worker on an empty SCRAPESTREAM_DATA_DIR,"

@@ -10,7 +10,7 @@ import pytest
 import pytest_asyncio
 from aiokafka import TopicPartition
 
-from schemas.enums import AttemptOutcome, CacheMode, JobStatus
+from schemas.enums import AttemptOutcome, CacheMode, JobStatus, RetentionClass
 from schemas.events import AttemptRecorded, JobAccepted
 from streams.broker.compat import EMBEDDED_TANSU, end_offsets
 from tests.e2e.conftest import System, running_system, worker_settings
@@ -78,6 +78,25 @@ async def test_the_same_url_again_completes_from_cache_without_a_request_unless_
     _, refetched = await job(system, url, "cached-3")
     assert refetched.attempt.outcome is AttemptOutcome.FETCHED
     assert origin.hits["/page/cached"] == 2
+
+
+async def test_a_job_asking_to_keep_its_artifacts_longer_than_the_stored_ones_fetches_again(system, origin):
+    url = origin.url("/page/retention")
+    first, transient = await job(system, url, "retention-24h", retention_class=RetentionClass.TRANSIENT_24H)
+    assert transient.attempt.artifacts[0].key.startswith("24h/")
+    await entry_seen(system, first)
+    _, archived = await job(
+        system, url, "retention-archive", retention_class=RetentionClass.REFERENCED_ARCHIVE
+    )
+    assert archived.attempt.outcome is AttemptOutcome.FETCHED
+    assert archived.attempt.artifacts[0].key.startswith("archive/")
+    assert archived.attempt.artifacts[0].expires_at is None
+    assert origin.hits["/page/retention"] == 2
+    await table_read_to_the_end(system)
+    _, shorter = await job(system, url, "retention-7d", retention_class=RetentionClass.CACHE_7D)
+    assert shorter.attempt.outcome is AttemptOutcome.CACHE_HIT
+    assert shorter.attempt.artifacts == archived.attempt.artifacts
+    assert origin.hits["/page/retention"] == 2
 
 
 async def test_bypass_fetches_even_with_a_valid_entry(system, origin):

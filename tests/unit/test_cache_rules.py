@@ -6,10 +6,11 @@ from uuid import uuid4
 from hypothesis import given
 from hypothesis import strategies as st
 
+from projections.artifacts import content_key
 from projections.lifecycle.cache import answers, cache_entry, cached_outcome, revalidation_headers
 from projections.lifecycle.consequences import consequences_of
 from projections.lifecycle.state import accepted_job
-from schemas.enums import AttemptOutcome, CacheMode
+from schemas.enums import AttemptOutcome, CacheMode, RetentionClass
 from schemas.records import Artifact
 from tests.lifecycle import POLICY, T0, Lifecycle, attempt_under, failure, report, submit
 
@@ -20,10 +21,15 @@ def leased_job():  # type: ignore[no-untyped-def]
     return lifecycle, accepted_job(lifecycle.state)
 
 
-def artifact(expires_in: timedelta | None = timedelta(days=7)) -> Artifact:
+CACHE_7D = RetentionClass.CACHE_7D
+
+
+def artifact(
+    expires_in: timedelta | None = timedelta(days=7), stored_as: RetentionClass = CACHE_7D
+) -> Artifact:
     return Artifact(
         artifact_id=uuid4(),
-        key="sha256/ab/" + "ab" * 32,
+        key=content_key("ab" * 32, stored_as),
         content_type="text/html",
         size_bytes=10,
         sha256="ab" * 32,
@@ -39,9 +45,9 @@ def test_a_fetched_page_makes_an_entry_that_answers_reuse_valid_until_it_expires
     assert entry.request_hash == job.accepted.request_hash
     assert entry.expires_at == T0 + timedelta(days=7)
     assert entry.etag == '"v1"'
-    assert answers(entry, CacheMode.REUSE_VALID, T0 + timedelta(days=6))
-    assert not answers(entry, CacheMode.REUSE_VALID, T0 + timedelta(days=7))
-    assert not answers(entry, CacheMode.BYPASS, T0)
+    assert answers(entry, CacheMode.REUSE_VALID, CACHE_7D, T0 + timedelta(days=6))
+    assert not answers(entry, CacheMode.REUSE_VALID, CACHE_7D, T0 + timedelta(days=7))
+    assert not answers(entry, CacheMode.BYPASS, CACHE_7D, T0)
     assert cached_outcome(entry, T0) == (AttemptOutcome.CACHE_HIT, None)
 
 
@@ -93,8 +99,8 @@ def test_401_403_404_410_are_kept_for_an_hour_without_a_body_and_end_jobs_with_t
         assert entry is not None
         assert entry.artifacts == ()
         assert entry.expires_at == T0 + timedelta(hours=1)
-        assert answers(entry, CacheMode.REUSE_VALID, T0 + timedelta(minutes=59))
-        assert not answers(entry, CacheMode.REUSE_VALID, T0 + timedelta(hours=1))
+        assert answers(entry, CacheMode.REUSE_VALID, CACHE_7D, T0 + timedelta(minutes=59))
+        assert not answers(entry, CacheMode.REUSE_VALID, CACHE_7D, T0 + timedelta(hours=1))
         outcome, cached_failure = cached_outcome(entry, T0)
         assert outcome is AttemptOutcome.HTTP_ERROR
         assert cached_failure is not None
@@ -118,12 +124,12 @@ def test_revalidation_sends_the_stored_validators_and_a_304_renews_the_entry():
         job, http_status=200, artifacts=(stored,), etag='"v1"', last_modified="Mon, 30 Nov 2026 10:00:00 GMT"
     )
     entry = cache_entry(job, fetched)
-    assert revalidation_headers(entry, CacheMode.REVALIDATE) == {
+    assert revalidation_headers(entry, CacheMode.REVALIDATE, CACHE_7D) == {
         "If-None-Match": '"v1"',
         "If-Modified-Since": "Mon, 30 Nov 2026 10:00:00 GMT",
     }
-    assert revalidation_headers(entry, CacheMode.REUSE_VALID) == {}
-    assert revalidation_headers(None, CacheMode.REVALIDATE) == {}
+    assert revalidation_headers(entry, CacheMode.REUSE_VALID, CACHE_7D) == {}
+    assert revalidation_headers(None, CacheMode.REVALIDATE, CACHE_7D) == {}
     confirmed = attempt_under(
         job, AttemptOutcome.NOT_MODIFIED, http_status=304, artifacts=(stored,), etag='"v1"',
         finished_at=T0 + timedelta(hours=2),
@@ -133,3 +139,23 @@ def test_revalidation_sends_the_stored_validators_and_a_304_renews_the_entry():
     assert renewed.http_status == 200
     assert renewed.artifacts == (stored,)
     assert renewed.stored_at == T0 + timedelta(hours=2)
+
+
+@given(stored_as=st.sampled_from(RetentionClass), asked=st.sampled_from(RetentionClass))
+def test_an_entry_answers_only_jobs_that_ask_for_no_longer_retention_than_its_artifacts_have(
+    stored_as, asked
+):
+    _, job = leased_job()
+    stored = artifact(stored_as=stored_as)
+    entry = cache_entry(job, attempt_under(job, http_status=200, artifacts=(stored,), etag='"v1"'))
+    order = [RetentionClass.TRANSIENT_24H, RetentionClass.CACHE_7D, RetentionClass.REFERENCED_ARCHIVE]
+    long_enough = order.index(stored_as) >= order.index(asked)
+    assert answers(entry, CacheMode.REUSE_VALID, asked, T0) is long_enough
+    assert bool(revalidation_headers(entry, CacheMode.REVALIDATE, asked)) is long_enough
+
+
+def test_artifacts_under_a_foreign_key_are_kept_long_enough_for_any_job():
+    _, job = leased_job()
+    foreign = artifact().model_copy(update={"key": "imported/page.html"})
+    entry = cache_entry(job, attempt_under(job, http_status=200, artifacts=(foreign,)))
+    assert answers(entry, CacheMode.REUSE_VALID, RetentionClass.REFERENCED_ARCHIVE, T0)
