@@ -164,6 +164,8 @@ def render_problem(options: RenderOptions) -> str | None:
     selector = options.wait_selector
     if selector is not None and not 0 < utf8_len(selector) <= MAX_SELECTOR_BYTES:
         return f"wait_selector must be 1 to {MAX_SELECTOR_BYTES} bytes"
+    if selector is not None and _chains(selector):
+        return "wait_selector is a CSS selector: '>>' outside a quoted string chains browser-driver selectors"
     for name, size in (
         ("viewport_width", options.viewport_width),
         ("viewport_height", options.viewport_height),
@@ -171,6 +173,25 @@ def render_problem(options: RenderOptions) -> str | None:
         if not MIN_VIEWPORT <= size <= MAX_VIEWPORT:
             return f"{name} {size} is outside {MIN_VIEWPORT}..{MAX_VIEWPORT}"
     return None
+
+
+def _chains(selector: str) -> bool:
+    """Whether `selector` has a `>>` outside quotes, which the browser driver reads as a chain of
+    its own selector engines (xpath=, text=, frames) rather than as CSS."""
+    quote: str | None = None
+    escaped = False
+    for index, char in enumerate(selector):
+        if escaped:
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        elif quote is not None:
+            quote = None if char == quote else quote
+        elif char in "'\"`":
+            quote = char
+        elif selector.startswith(">>", index):
+            return True
+    return False
 
 
 def _oversized(command: SubmitJob) -> str | None:

@@ -131,10 +131,14 @@ async def test_unusable_render_requests_are_rejected_with_their_reasons(system, 
     bad_wait = await system.submit(
         pages.url("/plain"), job_type="browser.render", render=RenderOptions(wait_until="forever")
     )
+    chained = await system.submit(
+        pages.url("/plain"), job_type="browser.render", render=RenderOptions(wait_selector="p >> text=plain")
+    )
     assert (
         await system.completion(screenshot_over_http)
     ).failure.code == RejectionReason.UNSUPPORTED_CAPTURE_MODE
     assert (await system.completion(bad_wait)).failure.code == RejectionReason.INVALID_RENDER_OPTIONS
+    assert (await system.completion(chained)).failure.code == RejectionReason.INVALID_RENDER_OPTIONS
 
 
 async def test_the_read_api_lists_browser_render(system):

@@ -142,6 +142,9 @@ def test_a_browser_capture_mode_is_accepted_for_a_rendered_page(mode):
         RenderOptions(wait_until="never"),
         RenderOptions(wait_selector=""),
         RenderOptions(wait_selector="p" * 2_000),
+        RenderOptions(wait_selector="#main >> xpath=//a"),
+        RenderOptions(wait_selector="div>>text=x"),
+        RenderOptions(wait_selector='[title=">"] >> nth=0'),
         RenderOptions(viewport_width=0),
         RenderOptions(viewport_height=100_000),
     ],
@@ -151,6 +154,11 @@ def test_unusable_render_options_are_rejected_with_the_reason(options):
     assert rejected.reason is RejectionReason.INVALID_RENDER_OPTIONS
 
 
+@pytest.mark.parametrize("selector", ['[title=">>"]', "[data-x='a >> b']", "div > p", "a[href$='>']"])
+def test_a_chain_marker_inside_a_quoted_string_or_a_child_combinator_is_plain_css(selector):
+    assert render_problem(RenderOptions(wait_selector=selector)) is None
+
+
 def test_render_options_on_a_page_that_is_not_rendered_are_rejected():
     (rejected,) = Lifecycle()(submit(render=RenderOptions()))
     assert rejected.reason is RejectionReason.INVALID_RENDER_OPTIONS
@@ -158,7 +166,7 @@ def test_render_options_on_a_page_that_is_not_rendered_are_rejected():
 
 @given(
     wait_until=st.sampled_from(sorted(WAIT_EVENTS)),
-    selector=st.none() | st.text(min_size=1, max_size=200),
+    selector=st.none() | st.text(min_size=1, max_size=200).filter(lambda text: ">>" not in text),
     width=st.integers(MIN_VIEWPORT, MAX_VIEWPORT),
     height=st.integers(MIN_VIEWPORT, MAX_VIEWPORT),
 )
