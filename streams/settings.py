@@ -91,7 +91,7 @@ class RouteSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     kind: Literal["direct", "proxy", "browser"]
-    proxy_urls: tuple[str, ...] = ()
+    proxy_urls: tuple[SecretStr, ...] = ()  # they may carry credentials
     trust: ArtifactTrust | None = None  # None: VERIFIED, or UNTRUSTED for a proxy pool
     price_per_gb: Decimal = Field(default=Decimal(0), ge=0, le=1_000_000)
     price_per_browser_second: Decimal = Field(default=Decimal(0), ge=0, le=1_000_000)
@@ -111,9 +111,11 @@ class RouteSettings(BaseModel):
             raise ValueError("a proxy route needs proxy_urls")
         if self.kind != "proxy" and self.proxy_urls:
             raise ValueError(f"a {self.kind} route takes no proxy_urls")
-        for url in self.proxy_urls:
+        for secret in self.proxy_urls:
+            url = secret.get_secret_value()
             if not re.fullmatch(r"https?://[^\s/]+/?", url):
-                raise ValueError(f"proxy URL {url[:200]!r} is not http(s)://[user:password@]host:port")
+                shown = re.sub(r"//[^@/]*@", "//***@", url[:200])  # a credential never reaches a log
+                raise ValueError(f"proxy URL {shown!r} is not http(s)://[user:password@]host:port")
         return self
 
     @property

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from decimal import Decimal
 from uuid import UUID
+
+from pydantic import SecretStr
 
 from projections.ledger import ZERO, Decision, Metering
 from projections.lifecycle.identity import name_based
@@ -47,7 +49,7 @@ class Passage:
     route: TransportRoute = TransportRoute.DIRECT
     route_name: str | None = None
     trust: ArtifactTrust = ArtifactTrust.VERIFIED
-    proxy_url: str | None = None
+    proxy_url: str | None = field(default=None, repr=False)  # may carry credentials
     reservation_id: UUID | None = None  # set when the route is metered
     estimated: Decimal = ZERO
     actual: Decimal = ZERO
@@ -169,11 +171,11 @@ class Routes:
             return Decision(False, "ROUTE_UNAVAILABLE")
 
 
-def _pick(proxy_urls: tuple[str, ...], work: DueWork) -> str | None:
+def _pick(proxy_urls: tuple[SecretStr, ...], work: DueWork) -> str | None:
     """A pool's proxy for this attempt: spread by job, and moved on for each retry."""
     if not proxy_urls:
         return None
-    return proxy_urls[(work.job_id.int + work.attempt_number) % len(proxy_urls)]
+    return proxy_urls[(work.job_id.int + work.attempt_number) % len(proxy_urls)].get_secret_value()
 
 
 def _estimate(metering: Metering, route: RouteSettings, limits: ResponseLimits, work: DueWork) -> Decimal:

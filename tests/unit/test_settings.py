@@ -32,3 +32,19 @@ def test_a_callback_secret_must_be_a_standard_webhooks_secret(monkeypatch):
 def test_the_callback_secret_is_never_shown(monkeypatch):
     monkeypatch.setenv("SCRAPESTREAM_CALLBACK_SECRET", "whsec_c2VjcmV0")
     assert "c2VjcmV0" not in repr(load_settings())
+
+
+def test_proxy_credentials_are_never_shown(monkeypatch):
+    monkeypatch.setenv(
+        "SCRAPESTREAM_ROUTES",
+        '{"pool": {"kind": "proxy", "proxy_urls": ["http://user:s3cret@proxy-a:8080"]}}',
+    )
+    assert "s3cret" not in repr(load_settings())
+    monkeypatch.setenv(
+        "SCRAPESTREAM_ROUTES",
+        '{"pool": {"kind": "proxy", "proxy_urls": ["http://user:s3cret@proxy a:8080"]}}',
+    )
+    with pytest.raises(SettingsError) as raised:
+        load_settings()
+    assert "SCRAPESTREAM_ROUTES_POOL" in str(raised.value)
+    assert "s3cret" not in str(raised.value)
