@@ -21,7 +21,7 @@ from schemas.errors import ScrapestreamError
 from schemas.events import JobAccepted, JobCompleted, JobRejected, SubmissionReused
 from schemas.types import Record
 from streams.auth.signing import sign
-from streams.broker.compat import BrokerProfile
+from streams.broker.compat import BrokerProfile, start_whole
 from streams.publisher import Publisher, outgoing, partition_of
 
 T = TypeVar("T")
@@ -102,7 +102,7 @@ class Client:
             fetch_max_wait_ms=self._profile.fetch_max_wait_ms,
         )
         try:
-            await consumer.start()
+            await start_whole(consumer.start, consumer.stop)
             async for record in consumer:
                 completion = decode(record.value)
                 if isinstance(completion, JobCompleted):
@@ -160,7 +160,7 @@ class Client:
             fetch_max_wait_ms=self._profile.fetch_max_wait_ms,
         )
         try:
-            await consumer.start()
+            await start_whole(consumer.start, consumer.stop)
             await consumer.topics()
             partitions = [self._partition_of(consumer, f"{self._prefix}.{name}", key) for name in topics]
             consumer.assign(partitions)

@@ -25,7 +25,7 @@ from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 from aiokafka.errors import KafkaError
 
-from streams.broker.compat import BrokerProfile, FetchPacer
+from streams.broker.compat import BrokerProfile, FetchPacer, start_whole
 from streams.deadinput import DeadLetters
 from streams.errors import BrokerError
 from streams.failures import waiting_for
@@ -151,7 +151,7 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
 
     async def start(self) -> None:
         try:
-            await self._consumer.start()
+            await start_whole(self._consumer.start, self._consumer.stop)
         except KafkaError as exc:
             await self._consumer.stop()
             raise BrokerError(f"cannot join the consumer group: {exc}") from exc

@@ -24,7 +24,7 @@ from projections.storage.base import KeyValueStore, StoreError
 from schemas.codec import decode_as
 from schemas.errors import CodecError
 from schemas.work import ArtifactPurged, ArtifactReference, CacheEntry
-from streams.broker.compat import BrokerProfile, end_offsets
+from streams.broker.compat import BrokerProfile, end_offsets, start_whole
 
 log = logging.getLogger(__name__)
 ENTRY = b"e/"
@@ -61,7 +61,7 @@ class GlobalTable:
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        await self._consumer.start()
+        await start_whole(self._consumer.start, self._consumer.stop)
         await self._consumer.topics()
         partitions = [
             TopicPartition(topic, partition)

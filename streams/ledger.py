@@ -19,7 +19,7 @@ from projections.ledger import Decision, Metering, RouteLedger
 from schemas.codec import decode_as
 from schemas.errors import CodecError
 from schemas.work import RouteReconciled, RouteReserved
-from streams.broker.compat import BrokerProfile, FetchPacer
+from streams.broker.compat import BrokerProfile, FetchPacer, start_whole
 from streams.global_table import poll_or_wait
 from streams.publisher import Written
 
@@ -42,7 +42,7 @@ class LedgerReader:
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        await self._consumer.start()
+        await start_whole(self._consumer.start, self._consumer.stop)
         await self._consumer.topics()
         partitions = [
             TopicPartition(self._topic, partition)

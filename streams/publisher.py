@@ -23,7 +23,7 @@ from aiokafka.partitioner import DefaultPartitioner
 
 from schemas.codec import encode
 from schemas.types import Record, uuid_text
-from streams.broker.compat import BrokerProfile
+from streams.broker.compat import BrokerProfile, start_whole
 from streams.errors import BrokerError
 
 MAX_BATCH_BYTES = 1_000_000  # under the broker's default message.max.bytes (1,048,588)
@@ -100,7 +100,7 @@ class Publisher:
 
     async def start(self) -> None:
         try:
-            await self._producer.start()
+            await start_whole(self._producer.start, self._producer.stop)
         except KafkaError as exc:
             await self._producer.stop()
             raise BrokerError(f"cannot reach Kafka at {self._bootstrap}: {exc}") from exc

@@ -9,6 +9,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError, TopicAlreadyExistsError
 
 from schemas.errors import ScrapestreamError
+from streams.broker.compat import start_whole
 from streams.errors import BrokerError
 from streams.settings import TOPIC_NAMES, Settings
 
@@ -27,8 +28,9 @@ async def ensure_topics(settings: Settings, runners: Iterable[str] = ()) -> None
     """`runners`: the job types whose due topics must exist besides `http.fetch`'s."""
     admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap)
     try:
-        await admin.start()
+        await start_whole(admin.start, admin.close)
     except KafkaError as exc:
+        await admin.close()
         raise BrokerError(f"cannot reach Kafka at {settings.kafka_bootstrap}: {exc}") from exc
     try:
         existing = set(await admin.list_topics())

@@ -14,8 +14,10 @@ Each setting answers one measured defect of tansu 0.6.0 (docs/BROKER.md):
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
-from collections.abc import AsyncGenerator, Callable, Iterable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -103,6 +105,19 @@ class FetchPacer:
             fetcher._fetch_max_wait_ms = wait_ms
 
 
+async def start_whole(start: Callable[[], Awaitable[None]], stop: Callable[[], Awaitable[Any]]) -> None:
+    """Runs an aiokafka client's `start` to its end even when cancelled, then `stop`s it and lets the
+    cancellation through: aiokafka leaks the bootstrap connection of a start cancelled halfway."""
+    starting = asyncio.ensure_future(start())
+    try:
+        await asyncio.shield(starting)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):
+            await starting
+        await stop()
+        raise
+
+
 async def end_offsets(
     bootstrap: str, partitions: Iterable[TopicPartition], profile: BrokerProfile
 ) -> dict[TopicPartition, int]:
@@ -115,7 +130,7 @@ async def end_offsets(
         max_partition_fetch_bytes=1024,
     )
     try:
-        await consumer.start()  # inside: a start cancelled halfway still stops it
+        await start_whole(consumer.start, consumer.stop)
         reported: dict[TopicPartition, int] = await consumer.end_offsets(wanted)
         if not profile.end_offsets_from_fetch:
             return reported
@@ -161,7 +176,7 @@ async def records_between(
         max_partition_fetch_bytes=8 * 1024 * 1024,
     )
     try:
-        await consumer.start()
+        await start_whole(consumer.start, consumer.stop)
         consumer.assign([partition])
         first = (await consumer.beginning_offsets([partition]))[partition]
         if start is not None and first > start:

@@ -20,6 +20,7 @@ from types import TracebackType
 from aiokafka import AIOKafkaClient
 from aiokafka.errors import KafkaError
 
+from streams.broker.compat import start_whole
 from streams.errors import BrokerError
 
 READY_TIMEOUT_S = 20.0
@@ -122,7 +123,7 @@ class EmbeddedBroker:
             client = AIOKafkaClient(bootstrap_servers=self.bootstrap, request_timeout_ms=2000)
             try:
                 await _accepts_connections(self.port)
-                await client.bootstrap()
+                await start_whole(client.bootstrap, client.close)
                 return
             except (KafkaError, OSError) as exc:
                 if loop.time() > give_up_at:

@@ -21,7 +21,7 @@ from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from schemas.codec import decode
 from schemas.commands import SubmitJob
 from schemas.records import Request
-from streams.broker.compat import EMBEDDED_TANSU, end_offsets, records_between
+from streams.broker.compat import EMBEDDED_TANSU, end_offsets, records_between, start_whole
 from streams.client import Client
 from streams.clock import utc_now
 from streams.settings import Settings, load_settings
@@ -167,7 +167,7 @@ class Observer:
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> Observer:
-        await self._consumer.start()
+        await start_whole(self._consumer.start, self._consumer.stop)
         self._task = asyncio.create_task(self._run())
         return self
 
