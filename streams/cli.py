@@ -63,11 +63,12 @@ def _parser() -> argparse.ArgumentParser:
     commands.add_parser("worker", help="join the cluster at SCRAPESTREAM_KAFKA_BOOTSTRAP and run every agent")
     submit = commands.add_parser("submit", help="publish a SubmitJob")
     submit.add_argument("url")
-    submit.add_argument("--type", default="http.fetch", dest="job_type")
-    submit.add_argument("--transport", choices=list(TransportPolicy), default=TransportPolicy.DIRECT_ONLY)
-    submit.add_argument("--capture", choices=list(CaptureMode), default=CaptureMode.RAW_BODY)
-    submit.add_argument("--policy-class", choices=list(PolicyClass), default=PolicyClass.STANDARD)
-    submit.add_argument("--cache-mode", choices=list(CacheMode), default=CacheMode.REUSE_VALID)
+    # Unset flags leave the field to SubmitJob's own default.
+    submit.add_argument("--type", dest="job_type")
+    submit.add_argument("--transport", choices=list(TransportPolicy))
+    submit.add_argument("--capture", choices=list(CaptureMode))
+    submit.add_argument("--policy-class", choices=list(PolicyClass))
+    submit.add_argument("--cache-mode", choices=list(CacheMode))
     submit.add_argument("--wait-until", help="rendering: load, domcontentloaded or networkidle")
     submit.add_argument("--wait-selector", help="rendering: a CSS selector the page must then have")
     submit.add_argument("--viewport", type=_viewport, help="rendering: WIDTHxHEIGHT, e.g. 1280x720")
@@ -214,20 +215,27 @@ def submission_of(arguments: argparse.Namespace) -> SubmitJob:
         "viewport_height": height,
         "full_page": arguments.full_page or None,
     }
-    chosen = {name: value for name, value in given.items() if value is not None}
+    rendering = _given(given)
+    chosen = {
+        "job_type": arguments.job_type,
+        "transport_policy": arguments.transport,
+        "capture_mode": arguments.capture,
+        "policy_class": arguments.policy_class,
+        "cache_mode": arguments.cache_mode,
+        "render": RenderOptions(**rendering) if rendering else None,
+    }
     return SubmitJob(
         caller_identity=arguments.caller,
         idempotency_key=arguments.idempotency_key,
         request=Request(url=arguments.url),
-        job_type=arguments.job_type,
-        transport_policy=arguments.transport,
-        capture_mode=arguments.capture,
-        policy_class=arguments.policy_class,
-        cache_mode=arguments.cache_mode,
         deadline_at=utc_now() + timedelta(seconds=arguments.deadline_s),
         callback_url=arguments.callback_url,
-        render=RenderOptions(**chosen) if chosen else None,
+        **_given(chosen),
     )
+
+
+def _given(fields: dict[str, Any]) -> dict[str, Any]:
+    return {name: value for name, value in fields.items() if value is not None}
 
 
 def _viewport(text: str) -> tuple[int, int]:

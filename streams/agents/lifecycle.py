@@ -81,6 +81,7 @@ class Lifecycle(QuietStage):
         self._profile = profile
         self._observe = observe
         self._restore = restore
+        self._due_topics: dict[tuple[str, TransportPolicy], str] = {}  # job types are known profiles only
         self.events_from_log = 0  # events folded from the log rather than as they were decided
         self._decisions: dict[UUID, asyncio.Future[AuditRecorded]] = {}
         self._store = store
@@ -265,7 +266,11 @@ class Lifecycle(QuietStage):
         ]
 
     def _due_topic(self, job_type: str, transport_policy: TransportPolicy) -> str:
-        return self._settings.due_topic(runner_of(job_type, transport_policy))
+        key = (job_type, transport_policy)
+        topic = self._due_topics.get(key)
+        if topic is None:  # worked out once per type and policy, not per dispatched job
+            topic = self._due_topics[key] = self._settings.due_topic(runner_of(job_type, transport_policy))
+        return topic
 
     async def recover(self, records: Sequence[Record]) -> None:
         """Before a failed batch is retried, fold whatever of it already reached the log."""
