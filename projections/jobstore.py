@@ -7,6 +7,7 @@ Keys (all ASCII):
   l/<partition>/<due_ms>/<job_id> the expiry of running leases, for the horizon sweep
   o/<partition>                   offset in scrapestream.events up to which this store is complete
   s/<partition>/<job_id>          a job changed since its last snapshot; the value is the offset it changed at
+  p/<job_id>                      `<events offset>/<parts>` of the job's last snapshot written in parts
 and the read indexes of `projections.readindex`.
 A commit writes all of them in one atomic batch, so state and offset never disagree. Deleting a
 job's history removes its events but its audit records, and leaves a tombstone.
@@ -91,6 +92,10 @@ def _sequence_key(sequence: int) -> bytes:
 
 def _offset_key(partition: int) -> bytes:
     return f"o/{partition:05d}".encode()
+
+
+def _parts_key(job_id: UUID) -> bytes:
+    return f"p/{uuid_text(job_id)}".encode()
 
 
 def _changed_key(partition: int, job_id: UUID) -> bytes:
@@ -224,9 +229,23 @@ class JobStore:
         """Whether the job's history was deleted and no job has been accepted under its id since."""
         return self._store.get(tombstone_key(job_id)) is not None and not isinstance(self.load(job_id), Job)
 
-    def snapshotted(self, cut: SnapshotCut) -> None:
-        """Clears the change marks of a written cut, except for jobs that changed again since."""
-        self._store.write({key: None for key, value in cut.marks.items() if self._store.get(key) == value})
+    def snapshotted(self, cut: SnapshotCut, parts: Mapping[UUID, int]) -> None:
+        """Clears the change marks of a written cut, except for jobs that changed again since, and
+        keeps where each job written in `parts` (more than one) has them."""
+        changes: dict[bytes, bytes | None] = {
+            key: None for key, value in cut.marks.items() if self._store.get(key) == value
+        }
+        for job_id, count in parts.items():
+            changes[_parts_key(job_id)] = f"{cut.events_offset}/{count}".encode() if count > 1 else None
+        self._store.write(changes)
+
+    def snapshot_parts(self, job_id: UUID) -> tuple[int, int] | None:
+        """The events offset and part count of the job's last snapshot written in parts, if any."""
+        value = self._store.get(_parts_key(job_id))
+        if value is None:
+            return None
+        offset, count = value.decode().split("/")
+        return int(offset), int(count)
 
     def restore(self, partition: int, snapshots: Mapping[UUID, Sequence[bytes]], events_offset: int) -> None:
         """Fill an empty partition from snapshots (each job's stored events), complete to `events_offset`."""

@@ -5,8 +5,11 @@ holds them in one order. A reservation is granted or denied by the records befor
 own `requested_at` places it in a budget period and a rate window), so every reader of the
 partition decides it the same way: two workers asking at once are ordered by the log, and the
 one the budget cannot hold is denied wherever it is read. A granted reservation counts at its
-estimate until its reconciliation replaces that with what the call cost. Amounts are decimals
-at the contract's scale throughout.
+estimate until its reconciliation replaces that with what the call cost, never more than the
+estimate: the reservation is the most the call may take, so a period's spend never passes its
+budget. Amounts are decimals at the contract's scale throughout. A record no writer could have
+meant (a negative amount, a time outside `EARLIEST`..`LATEST`) is refused by `problem_of` before it
+is folded.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from schemas.types import to_cost_scale
 from schemas.work import RouteReconciled, RouteReserved
 
 ZERO = Decimal("0.000000")
+EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)
+LATEST = datetime(9000, 1, 1, tzinfo=UTC)
 PERIODS_KEPT = 48
 DECISIONS_KEPT = 100_000
 BYTES_PER_GB = Decimal(1_000_000_000)
@@ -58,6 +63,24 @@ class Metering:
             Decimal(wire_bytes) * self.price_per_gb / BYTES_PER_GB
             + browser_seconds * self.price_per_browser_second
         )
+
+
+def charged(actual: Decimal, estimated: Decimal) -> Decimal:
+    """What a call is charged: what it cost, never more than was reserved for it."""
+    return min(max(actual, ZERO), estimated)
+
+
+def problem_of(record: RouteReserved | RouteReconciled) -> str | None:
+    """Why a routes record cannot be folded, or None."""
+    if isinstance(record, RouteReserved):
+        if not EARLIEST <= record.requested_at < LATEST:
+            return f"requested_at {record.requested_at.isoformat()} is outside {EARLIEST.year}..{LATEST.year}"
+        if record.estimated < 0:
+            return f"a negative estimate {record.estimated}"
+        return None
+    if record.actual < 0 or record.bytes < 0 or record.browser_seconds < 0:
+        return "a negative amount"
+    return None
 
 
 @dataclass(frozen=True)
@@ -108,11 +131,12 @@ class RouteLedger:
         return self._decisions.get(reservation_id)
 
     def reconcile(self, reconciled: RouteReconciled) -> None:
-        """The held estimate replaced by the actual cost, once; unknown or repeated ones change nothing."""
+        """The held estimate replaced by the actual cost (at most the estimate), once; unknown or
+        repeated ones change nothing."""
         held = self._held.pop(reconciled.reservation_id, None)  # what is settled need not be kept
         if held is None:
             return
-        change = reconciled.actual - held.amount
+        change = charged(reconciled.actual, held.amount) - held.amount
         self.spent_total += change
         if held.period in self.periods:
             self.periods[held.period] += change

@@ -37,6 +37,7 @@ class SubmitJob(Record):
     submitted_by: str | None = None
     submitter_role: ActorRole | None = None
     render: RenderOptions | None = None
+    expires_at: Instant | None = None
 
 
 class CancelJob(Record):
@@ -46,6 +47,7 @@ class CancelJob(Record):
     actor_role: ActorRole
     reason: str
     request_id: str = ""
+    expires_at: Instant | None = None
 
 
 class ReportAttempt(Record):
@@ -93,6 +95,7 @@ class RedriveJob(Record):
     reason: str
     deadline_at: Instant | None = None
     request_id: str = ""
+    expires_at: Instant | None = None
 
 
 class DeleteJobHistory(Record):
@@ -102,6 +105,7 @@ class DeleteJobHistory(Record):
     actor_role: ActorRole
     reason: str
     request_id: str = ""
+    expires_at: Instant | None = None
 
 
 class RecordAudit(Record):
@@ -114,6 +118,8 @@ class RecordAudit(Record):
     detail: str
     target: str = ""
     request_id: str = ""
+    refusal: str = ""
+    reason: str = ""
 
 
 MutationCommand = CancelJob | RedriveJob | DeleteJobHistory

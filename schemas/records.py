@@ -74,3 +74,6 @@ class Attempt(Record):
     storable: bool = True
     route_name: str | None = None
     blocked_requests: tuple[str, ...] = ()
+    must_revalidate: bool = False
+    cached_at: Instant | None = None
+    cache_entry_job_id: UUID | None = None

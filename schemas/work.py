@@ -37,6 +37,8 @@ class CacheEntry(Record):
     stored_at: Instant
     expires_at: Instant
     job_id: UUID
+    must_revalidate: bool = False
+    wire_bytes: int = 0
 
 
 class CallbackDue(Record):
@@ -81,6 +83,8 @@ class JobSnapshot(Record):
     job_id: UUID
     events_offset: int
     events: tuple[bytes, ...]
+    part: int = 0
+    parts: int = 1
 
 
 class SnapshotMark(Record):

@@ -24,6 +24,7 @@ from schemas.enums import CacheMode, CaptureMode, JobStatus, PolicyClass, Transp
 from schemas.errors import ScrapestreamError
 from schemas.events import JobCompleted
 from schemas.records import RenderOptions, Request
+from streams.auth.peering import PeerSecretError
 from streams.auth.principals import PrincipalsError
 from streams.auth.signing import private_key_from_text
 from streams.broker.compat import EMBEDDED_TANSU, KAFKA
@@ -121,7 +122,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         run(_serve(arguments.command, settings))
     except ScrapestreamError as exc:
         sys.stderr.write(f"scrapestream: {exc}\n")
-        return EXIT_USAGE if isinstance(exc, SettingsError | PrincipalsError) else EXIT_FAILED
+        return (
+            EXIT_USAGE if isinstance(exc, SettingsError | PrincipalsError | PeerSecretError) else EXIT_FAILED
+        )
     return 0
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import AsyncGenerator, Callable
+from datetime import timedelta
 from enum import StrEnum
 from types import TracebackType
 from typing import Any, TypeVar
@@ -13,6 +14,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from projections.lifecycle.completion import rejection_completion
+from projections.lifecycle.identity import public_command_id, refused_job_id_for
 from projections.lifecycle.submission import submission_identity
 from schemas.codec import decode
 from schemas.commands import CancelJob, DeleteJobHistory, RedriveJob, SubmitJob
@@ -20,11 +22,13 @@ from schemas.enums import JobStatus
 from schemas.errors import ScrapestreamError
 from schemas.events import JobAccepted, JobCompleted, JobRejected, SubmissionReused
 from schemas.types import Record
-from streams.auth.signing import sign
+from streams.auth.signing import Binding, private_key_from_text, sign
 from streams.broker.compat import BrokerProfile, start_whole
+from streams.clock import utc_now
 from streams.publisher import Publisher, outgoing, partition_of
 
 T = TypeVar("T")
+C = TypeVar("C", SubmitJob, CancelJob, RedriveJob, DeleteJobHistory)
 
 
 class Submission(StrEnum):
@@ -37,10 +41,27 @@ class Submission(StrEnum):
 
 @dataclasses.dataclass(frozen=True)
 class Signer:
-    """Who signs this client's commands, for a worker with auth on."""
+    """Who signs this client's commands, for a worker with auth on: a principal, its signing key (an
+    Ed25519 key, or the base64 text `scrapestream principal new` prints) and the deployment's
+    `SCRAPESTREAM_DEPLOYMENT_ID`. Each signed command gets an id and expires `valid_for` later."""
 
     principal: str
-    key: Ed25519PrivateKey
+    key: Ed25519PrivateKey | str
+    deployment: str = ""
+    valid_for: timedelta = timedelta(minutes=5)
+
+    @property
+    def private_key(self) -> Ed25519PrivateKey:
+        return private_key_from_text(self.key) if isinstance(self.key, str) else self.key
+
+
+def _rejection_of(submission: UUID | None) -> Callable[[Any], JobCompleted | None]:
+    def rejected(record: Any) -> JobCompleted | None:
+        if isinstance(record, JobRejected) and record.command_id == submission:
+            return rejection_completion(record)
+        return None
+
+    return rejected
 
 
 class Client:
@@ -56,7 +77,8 @@ class Client:
         self._prefix = topic_prefix
         self._signer = signer
         self._publisher = Publisher(bootstrap, profile)
-        self._submissions: dict[UUID, UUID] = {}
+        self._submissions: dict[UUID, UUID] = {}  # job id -> the id its submission is decided under
+        self._refused_streams: dict[UUID, UUID] = {}
 
     async def __aenter__(self) -> Client:
         await self._publisher.start()
@@ -69,26 +91,45 @@ class Client:
 
     async def submit(self, command: SubmitJob) -> UUID:
         """Publish a submission; returns the job id it resolves to (`wait_for` follows this submission)."""
-        if command.command_id is None:
-            command = command.model_copy(update={"command_id": uuid4()})
-        job_id, _ = submission_identity(command)
+        command = self._stamped(command)
+        job_id, key = submission_identity(command)
         await self._send(job_id, command)
-        self._submissions[job_id] = command.command_id or uuid4()
+        sent = public_command_id(self._sender, command.command_id or uuid4())
+        self._submissions[job_id] = sent
+        if self._signer is not None and self._signer.principal != command.caller_identity:
+            # Refused (a service submitting as another caller), it is decided in this signer's stream.
+            refused = refused_job_id_for(self._signer.principal, command.caller_identity, key)
+            self._refused_streams[job_id] = refused
         return job_id
 
     async def cancel(self, command: CancelJob) -> None:
-        await self._send(command.job_id, command)
+        await self._send(command.job_id, self._stamped(command))
 
     async def redrive(self, command: RedriveJob) -> None:
-        await self._send(command.job_id, command)
+        await self._send(command.job_id, self._stamped(command))
 
     async def delete_history(self, command: DeleteJobHistory) -> None:
-        await self._send(command.job_id, command)
+        await self._send(command.job_id, self._stamped(command))
+
+    @property
+    def _sender(self) -> str:
+        return "" if self._signer is None else self._signer.principal
+
+    def _stamped(self, command: C) -> C:
+        """The command with an id, and an expiry when it is signed."""
+        update: dict[str, Any] = {}
+        if command.command_id is None:
+            update["command_id"] = uuid4()
+        if self._signer is not None and command.expires_at is None:
+            update["expires_at"] = utc_now() + self._signer.valid_for
+        return command.model_copy(update=update) if update else command
 
     async def _send(self, job_id: UUID, command: Record) -> None:
-        message = outgoing(f"{self._prefix}.submit", str(job_id), command)
+        topic = f"{self._prefix}.submit"
+        message = outgoing(topic, str(job_id), command)
         if self._signer is not None:
-            headers = sign(self._signer.principal, self._signer.key, message.value)
+            binding = Binding(self._signer.deployment, topic)
+            headers = sign(self._signer.principal, self._signer.private_key, message.value, binding)
             message = dataclasses.replace(message, headers=tuple(headers))
         await self._publisher.send_all([message])
 
@@ -126,7 +167,7 @@ class Client:
                 return None
             return outcomes.get(type(record))
 
-        return await self._first(job_id, ("events",), decided)
+        return await self._first(self._streams_of(job_id), ("events",), decided)
 
     async def wait_for(self, job_id: UUID) -> JobCompleted:
         """How the submission this client made for `job_id` ended: `REJECTED`, or the job's completion.
@@ -134,10 +175,16 @@ class Client:
         For a job this client did not submit, the first completion published for it.
         """
         submission = self._submissions.get(job_id)
+        # Decided first when it may be refused: then its answer is in this signer's stream, not the job's.
+        maybe_refused = submission is not None and job_id in self._refused_streams
+        if maybe_refused and await self.submission(job_id) is Submission.REJECTED:
+            return await self._first(self._streams_of(job_id), ("events",), _rejection_of(submission))
+
+        rejection = _rejection_of(submission)
 
         def ended(record: Any) -> JobCompleted | None:
-            if isinstance(record, JobRejected) and record.command_id == submission:
-                return rejection_completion(record)
+            if submission is not None and (rejected := rejection(record)) is not None:
+                return rejected
             # A submission that was not rejected ends with the job's one other completion.
             if isinstance(record, JobCompleted) and (
                 submission is None or record.status is not JobStatus.REJECTED
@@ -145,15 +192,21 @@ class Client:
                 return record
             return None
 
-        return await self._first(job_id, ("completions", "events"), ended)
+        return await self._first((job_id,), ("completions", "events"), ended)
 
-    async def _first(self, job_id: UUID, topics: tuple[str, ...], found: Callable[[Any], T | None]) -> T:
-        """The first record of the job for which `found` gives a value.
+    def _streams_of(self, job_id: UUID) -> tuple[UUID, ...]:
+        refused = self._refused_streams.get(job_id)
+        return (job_id,) if refused is None else (job_id, refused)
 
-        Reads the job's partition of each topic from its start, so what was published before the
+    async def _first(
+        self, job_ids: tuple[UUID, ...], topics: tuple[str, ...], found: Callable[[Any], T | None]
+    ) -> T:
+        """The first record of these jobs for which `found` gives a value.
+
+        Reads each job's partition of each topic from its start, so what was published before the
         call is found too.
         """
-        key = str(job_id).encode()
+        keys = {str(job_id).encode() for job_id in job_ids}
         consumer = AIOKafkaConsumer(
             bootstrap_servers=self._bootstrap,
             enable_auto_commit=False,
@@ -162,12 +215,18 @@ class Client:
         try:
             await start_whole(consumer.start, consumer.stop)
             await consumer.topics()
-            partitions = [self._partition_of(consumer, f"{self._prefix}.{name}", key) for name in topics]
+            partitions = list(
+                {
+                    self._partition_of(consumer, f"{self._prefix}.{name}", key)
+                    for name in topics
+                    for key in keys
+                }
+            )
             consumer.assign(partitions)
             for partition in partitions:
                 consumer.seek(partition, 0)
             async for record in consumer:
-                if record.key == key:
+                if record.key in keys:
                     value = found(decode(record.value))
                     if value is not None:
                         return value

@@ -7,20 +7,23 @@ Each worker reads every partition from where its store left off (a global table,
 GlobalTable and Kafka Streams' GlobalKTable are), so a job on any partition sees an entry made on
 any other once this worker has read it: within one fetch wait of the table's consumer (250 ms with
 the embedded broker, 500 ms with Kafka). Maintenance asks it what still points at an object.
+A record the table cannot use (a key that is not a request hash or an object reference, a value
+that does not decode or that the fold raises on) is skipped and counted (`skipped`): one bad
+record costs one entry, never the reader or a maintenance round.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
+import re
 from datetime import datetime
 
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from aiokafka.errors import KafkaError
 
 from projections.artifacts import Pointers
-from projections.storage.base import KeyValueStore, StoreError
+from projections.storage.base import KeyValueStore, StoreError, prefix_end
 from schemas.codec import decode_as
 from schemas.errors import CodecError
 from schemas.work import ArtifactPurged, ArtifactReference, CacheEntry
@@ -34,6 +37,8 @@ OFFSET = b"o/"
 REFERENCE = b"r/"
 MAX_RECORDS = 2_000
 RETRY_S = 1.0
+REQUEST_HASH = re.compile(rb"[0-9a-f]{64}")
+MAX_REFERENCE_KEY_BYTES = 1_024
 
 
 class GlobalTable:
@@ -59,6 +64,7 @@ class GlobalTable:
             fetch_max_wait_ms=max(profile.idle_fetch_max_wait_ms, profile.fetch_max_wait_ms),
         )
         self._task: asyncio.Task[None] | None = None
+        self.skipped = 0
 
     async def start(self) -> None:
         await start_whole(self._consumer.start, self._consumer.stop)
@@ -111,9 +117,11 @@ class GlobalTable:
         low = ENTRY + (after or "").encode() + (b"\x00" if after else b"")
         found: list[str] = []
         last = None
-        for index, (key, value) in enumerate(self._store.scan(low, ENTRY + b"\xff")):
+        for index, (key, value) in enumerate(self._store.scan(low, prefix_end(ENTRY))):
             if index >= budget:
                 return found, last
+            if not REQUEST_HASH.fullmatch(key[len(ENTRY) :]):
+                continue  # not a request's entry (kept by an older reader): nothing to expire
             last = key[len(ENTRY) :].decode()
             entry = _decoded(value)
             if entry is None or entry.expires_at <= now:
@@ -134,11 +142,8 @@ class GlobalTable:
             polled = await poll_or_wait(self._consumer, MAX_RECORDS, "the global table")
             changes: dict[bytes, bytes | None] = {}
             for tp, records in polled.items():
-                # Kept as written (latest per key; a tombstone removes it), indexed by artifact.
-                fold = self._replace if tp.topic == self._cache_topic else self._reference
                 for record in records:
-                    if record.key:
-                        fold(record.key, record.value, changes)
+                    self._fold(tp, record, changes)
                 changes[_offset_key(tp)] = str(records[-1].offset + 1).encode()
             if not changes:
                 continue
@@ -148,6 +153,26 @@ class GlobalTable:
                 log.warning("the global table could not be written (%s); reading those records again", exc)
                 await self._rewind(list(polled))
                 await asyncio.sleep(RETRY_S)
+
+    def _fold(
+        self, tp: TopicPartition, record: ConsumerRecord[bytes, bytes], changes: dict[bytes, bytes | None]
+    ) -> None:
+        """Kept as written (latest per key; a tombstone removes it), indexed by artifact."""
+        key = record.key or b""
+        try:
+            if tp.topic == self._cache_topic:
+                problem = None if REQUEST_HASH.fullmatch(key) else "its key is not a request hash"
+                if problem is None:
+                    self._replace(key, record.value, changes)
+            else:
+                problem = None if _reference_key(key) else "its key is not an object reference"
+                if problem is None:
+                    self._reference(key, record.value, changes)
+        except Exception as exc:  # whatever one record makes the fold raise costs that record only
+            problem = f"folding it raised {type(exc).__name__}: {exc}"
+        if problem is not None:
+            self.skipped += 1
+            log.warning("%s record %d/%d is skipped: %s", tp.topic, tp.partition, record.offset, problem)
 
     def _replace(self, request_hash: bytes, value: bytes | None, changes: dict[bytes, bytes | None]) -> None:
         key = ENTRY + request_hash
@@ -189,13 +214,20 @@ class GlobalTable:
         if unread:
             await self._consumer.seek_to_beginning(*unread)
 
+    @property
+    def task(self) -> asyncio.Task[None] | None:
+        return self._task
+
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-        await self._consumer.stop()
-        self._store.close()
+        try:
+            if self._task is not None:
+                self._task.cancel()
+                await asyncio.gather(self._task, return_exceptions=True)  # a dead reader stops too
+        finally:
+            try:
+                await self._consumer.stop()
+            finally:
+                self._store.close()
 
 
 async def poll_or_wait(
@@ -211,6 +243,16 @@ async def poll_or_wait(
         log.warning("reading %s failed (%s); retrying", what, exc)
         await asyncio.sleep(RETRY_S)
         return {}
+
+
+def _reference_key(key: bytes) -> bool:
+    if not 0 < len(key) <= MAX_REFERENCE_KEY_BYTES:
+        return False
+    try:
+        key.decode()
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _offset_key(tp: TopicPartition) -> bytes:

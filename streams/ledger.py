@@ -4,18 +4,19 @@ An executor that wants to spend on a route writes a `RouteReserved` (keyed by th
 partition orders all of that route's records) and waits until this reader has folded the
 partition past it: the decision is the one every other reader makes for that record too
 (`projections.ledger`). The read API shows the same ledgers. The whole topic is read at start.
+A record that cannot be folded (undecodable, out of range, or one the fold raises on) is skipped
+and counted (`skipped`), the same way on every worker; the reader never dies on a record.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Mapping
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from projections.ledger import Decision, Metering, RouteLedger
+from projections.ledger import Decision, Metering, RouteLedger, problem_of
 from schemas.codec import decode_as
 from schemas.errors import CodecError
 from schemas.work import RouteReconciled, RouteReserved
@@ -40,6 +41,7 @@ class LedgerReader:
         self._read: dict[int, int] = {}  # partition -> next offset to fold
         self._progress = asyncio.Condition()
         self._task: asyncio.Task[None] | None = None
+        self.skipped = 0
 
     async def start(self) -> None:
         await start_whole(self._consumer.start, self._consumer.stop)
@@ -77,23 +79,39 @@ class LedgerReader:
 
     def _fold(self, value: bytes, partition: int, offset: int) -> None:
         try:
-            record = decode_as(value, RouteReserved, RouteReconciled)
+            problem = self._folded(value)
         except CodecError as exc:
-            log.warning("route ledger record %d/%d does not decode (%s); skipped", partition, offset, exc)
-            return
-        ledger = (
-            self.ledgers.get(record.route) if isinstance(record, RouteReserved | RouteReconciled) else None
-        )
+            problem = f"it does not decode ({exc})"
+        except Exception as exc:  # whatever a record makes the fold raise is that record's, not the reader's
+            problem = f"folding it raised {type(exc).__name__}: {exc}"
+        if problem is not None:
+            self.skipped += 1
+            log.warning("route ledger record %d/%d is skipped: %s", partition, offset, problem)
+
+    def _folded(self, value: bytes) -> str | None:
+        record = decode_as(value, RouteReserved, RouteReconciled)
+        if not isinstance(record, RouteReserved | RouteReconciled):
+            return f"a {type(record).__name__} is not a ledger record"
+        ledger = self.ledgers.get(record.route)
         if ledger is None:
-            return  # a route this deployment no longer meters
+            return None  # a route this deployment no longer meters
+        problem = problem_of(record)
+        if problem is not None:
+            return problem
         if isinstance(record, RouteReserved):
             ledger.reserve(record)
-        elif isinstance(record, RouteReconciled):
+        else:
             ledger.reconcile(record)
+        return None
+
+    @property
+    def task(self) -> asyncio.Task[None] | None:
+        return self._task
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-        await self._consumer.stop()
+        try:
+            if self._task is not None:
+                self._task.cancel()
+                await asyncio.gather(self._task, return_exceptions=True)  # a dead reader stops too
+        finally:
+            await self._consumer.stop()

@@ -39,9 +39,11 @@ class Routing:
         return (self.own_url, *others)
 
     def update(self, table: Mapping[str, Any]) -> None:
+        """Take a table handed out by the group's leader; raises on one that is not a routing table."""
         owners = table.get("commands", {})
-        self.owners = {int(partition): str(url) for partition, url in owners.items()}
+        found = {int(partition): str(url) for partition, url in owners.items()}
         self.peers = tuple(str(url) for url in table.get("peers", ()))
+        self.owners = found
         self.generation += 1
         log.info(
             "routing table %d: %d partitions over %d workers",
@@ -87,10 +89,11 @@ class RoutingAssignor:
     def on_assignment(self, assignment: ConsumerProtocolMemberAssignment) -> None:
         try:
             table = json.loads(assignment.user_data or b"{}")
-        except ValueError:
-            log.warning("the group's assignment carries no routing table; key lookups stay local")
-            return
-        self._routing.update(table)
+            self._routing.update(table)
+        except (ValueError, TypeError, AttributeError) as exc:  # a member of another kind leads the group
+            log.warning(
+                "the group's assignment carries no usable routing table (%s); key lookups stay local", exc
+            )
 
 
 def _url_of(user_data: bytes | None) -> str:

@@ -185,6 +185,10 @@ class Settings(BaseSettings):
     principals: SecretStr | None = None
     advertised_url: str | None = None
     peer_timeout_s: float = Field(default=5.0, gt=0, le=60)
+    peer_secret: SecretStr | None = None
+    peer_secret_file: Path | None = None
+    refusals_per_minute: int = Field(default=60, ge=1, le=100_000)
+    deployment_id: str = Field(default="", max_length=256)
 
     artifact_store: Literal["local", "s3"] = "local"
     s3_bucket: str | None = None
@@ -252,6 +256,12 @@ class Settings(BaseSettings):
         if bad:
             raise ValueError(f"route names must match {ROUTE_NAME}: {bad}")
         return value
+
+    @model_validator(mode="after")
+    def _one_peer_secret(self) -> Settings:
+        if self.peer_secret is not None and self.peer_secret_file is not None:
+            raise ValueError("set SCRAPESTREAM_PEER_SECRET or SCRAPESTREAM_PEER_SECRET_FILE, not both")
+        return self
 
     @model_validator(mode="after")
     def _s3_needs_a_bucket(self) -> Settings:

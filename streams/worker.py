@@ -7,6 +7,7 @@ import contextlib
 import logging
 import socket
 from collections import Counter
+from collections.abc import Coroutine
 from typing import Any
 
 from projections.jobstore import JobStore
@@ -21,6 +22,7 @@ from streams.agents.outbox import Outbox
 from streams.agents.timers import Timers
 from streams.artifacts.configured import open_artifact_store
 from streams.artifacts.port import ArtifactStore
+from streams.auth.peering import PeerKey, PeerSecretError, peer_secret
 from streams.auth.principals import Principals, load_principals
 from streams.broker.compat import EMBEDDED_TANSU, KAFKA
 from streams.callbacks.sender import CallbackSender
@@ -39,9 +41,11 @@ from streams.routing import Routing, RoutingAssignor
 from streams.settings import Settings
 from streams.snapshots import Snapshots
 from streams.topics import ensure_topics
+from streams.watchdog import Watchdog
 from streams.web.api import build_api
 from streams.web.context import ApiContext
 from streams.web.peers import Peers
+from streams.web.refusals import RefusalLimiter
 from streams.web.server import ApiServer
 
 log = logging.getLogger(__name__)
@@ -66,6 +70,8 @@ class Worker:
         self.ledger: LedgerReader | None = None
         self.maintenance: Maintenance | None = None
         self.snapshots: Snapshots | None = None
+        self.executor: HttpExecutor | None = None
+        self.watchdog = Watchdog()
         self._stack = contextlib.AsyncExitStack()
 
     async def start(self) -> None:
@@ -82,6 +88,7 @@ class Worker:
         if settings.callback_secret is None:
             log.warning("SCRAPESTREAM_CALLBACK_SECRET is not set: callbacks are sent unsigned")
         principals = self._principals()
+        peer_key = self._peer_key(principals)
         server = ApiServer(settings.web_host, settings.web_port)
         stack.push_async_callback(server.stop)
         self.web_port = server.port
@@ -98,6 +105,7 @@ class Worker:
         )
         stack.push_async_callback(table.stop)  # also when it fails to start
         await table.start()
+        self._watch("the global table reader", table.task)
         store = self.store = JobStore(RocksStore(settings.data_dir / "lifecycle"), self.policy)
         stack.callback(store.close)
         publisher = Publisher(settings.kafka_bootstrap, self.profile)
@@ -122,9 +130,10 @@ class Worker:
         intake = Intake(settings, publisher, dead, self.counters, utc_now, principals)
         stages: list[Stage] = [intake, lifecycle]
         if settings.executor_concurrency > 0:
-            stages.append(
-                self._executor(publisher, dead, artifacts, table, Routes(settings, publisher, ledger))
+            self.executor = self._executor(
+                publisher, dead, artifacts, table, Routes(settings, publisher, ledger)
             )
+            stages.append(self.executor)
         stages.append(Outbox(settings, self._callback_sender(), publisher, dead, utc_now, self.metrics))
         assignor = RoutingAssignor(routing, settings.topic("commands"))
         consumer = self.consumer = StageConsumer(
@@ -135,7 +144,7 @@ class Worker:
         self.metrics.watch(
             ScrapeTimeGauges(lambda: store.status_counts(lifecycle.owned), self.counters, consumer.lag)
         )
-        peers = Peers(settings.peer_timeout_s)
+        peers = Peers(settings.peer_timeout_s, peer_key)
         stack.push_async_callback(peers.close)
         partitions = await publisher.partitions(settings.topic("commands"))
         context = ApiContext(
@@ -154,12 +163,16 @@ class Worker:
             job_types=self.job_types,
             policy=self.policy,
             ledger=ledger,
+            table=table,
+            watchdog=self.watchdog,
+            peer_key=peer_key,
+            refusals=RefusalLimiter(settings.refusals_per_minute),
         )
         await server.serve(build_api(context))
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(consumer.joined.wait(), JOIN_TIMEOUT_S)
         timers = Timers(settings, store, lambda: lifecycle.owned, publisher, self.policy, utc_now)
-        stack.push_async_callback(_cancelled, asyncio.create_task(timers.run()))
+        self._background("timers", timers.run())
         maintenance = self.maintenance = Maintenance(
             settings,
             store,
@@ -171,8 +184,17 @@ class Worker:
             utc_now,
             self.counters,
         )
-        stack.push_async_callback(_cancelled, asyncio.create_task(maintenance.run()))
-        stack.push_async_callback(_cancelled, asyncio.create_task(snapshots.run()))
+        self._background("maintenance", maintenance.run())
+        self._background("snapshots", snapshots.run())
+
+    def _background(self, name: str, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work, name=name)
+        self._stack.push_async_callback(_cancelled, task)
+        self._watch(name, task)
+
+    def _watch(self, name: str, task: asyncio.Task[None] | None) -> None:
+        if task is not None:
+            self.watchdog.watch(name, task)
 
     def _principals(self) -> Principals | None:
         settings = self.settings
@@ -181,6 +203,16 @@ class Worker:
         if principals is None:
             log.warning("auth is off: every HTTP request and every command is trusted as ADMIN")
         return principals
+
+    def _peer_key(self, principals: Principals | None) -> PeerKey | None:
+        """The secret every worker proves itself to the others with; required when auth is on."""
+        secret = peer_secret(self.settings)
+        if secret is None and principals is not None:
+            raise PeerSecretError(
+                "auth is on but no peer secret is set: give every worker the same "
+                "SCRAPESTREAM_PEER_SECRET (or SCRAPESTREAM_PEER_SECRET_FILE), at least 32 random bytes"
+            )
+        return None if secret is None else PeerKey(secret)
 
     async def _ledger(self) -> LedgerReader | None:
         """The route ledger, read when some route is metered."""
@@ -192,6 +224,7 @@ class Worker:
         )
         self._stack.push_async_callback(ledger.stop)
         await ledger.start()
+        self._watch("the route ledger reader", ledger.task)
         return ledger
 
     def _executor(
@@ -243,6 +276,7 @@ class Worker:
         return await asyncio.shield(self.consumer.crashed)
 
     async def stop(self) -> None:
+        self.watchdog.stopping()
         await self._stack.aclose()
 
 

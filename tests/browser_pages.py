@@ -80,6 +80,9 @@ class Pages:
     async def _redirect_out(self, request: web.Request) -> web.Response:
         raise web.HTTPFound(self.private("/redirected"))
 
+    async def _redirect_out_tls(self, request: web.Request) -> web.Response:
+        raise web.HTTPFound(f"https://{PRIVATE_HOST}:{self.private_port}/redirected")
+
     async def _socket(self, request: web.Request) -> web.Response:
         target = f"ws://{PRIVATE_HOST}:{self.private_port}/ws"
         return _html(f"<p>page</p><script>new WebSocket('{target}');</script>")
@@ -106,6 +109,11 @@ class Pages:
         self.slow_started.set()
         await self.release.wait()
         return _html("<p>slow</p>")
+
+    async def _big_dom(self, request: web.Request) -> web.Response:
+        """A few bytes of script that build a DOM of some 24 MiB."""
+        script = "const p = document.createElement('p'); p.textContent = 'x'.repeat(24 * 1024 * 1024);"
+        return _html(f"<script>{script} document.body.append(p);</script>")
 
     async def _plain(self, request: web.Request) -> web.Response:
         return _html("<p>plain page</p>")

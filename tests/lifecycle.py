@@ -8,6 +8,7 @@ from typing import Any
 from uuid import UUID, uuid4
 
 from projections.lifecycle import Job, Policy, State, decide, evolve
+from projections.lifecycle.mutations import refusal_of
 from projections.lifecycle.policy import ExecutionProfile
 from projections.lifecycle.state import accepted_job
 from schemas.commands import CheckTimers, Command, RenewLease, ReportAttempt, StartAttempt, SubmitJob
@@ -88,13 +89,24 @@ ARTIFACT = Artifact(
 
 @dataclass
 class Lifecycle:
-    """Feeds commands through decide and evolve, keeping every event, as the lifecycle agent does."""
+    """Feeds commands through decide and evolve, keeping every event, as the lifecycle agent does:
+    a refused mutation leaves the job alone and is decided in its actor's audit stream, whose
+    events it returns (kept in `audit_streams`, not in `events`)."""
 
     policy: Policy = POLICY
     state: State = None
     events: list[Event] = field(default_factory=list)
+    audit_streams: dict[UUID, State] = field(default_factory=dict)
 
     def __call__(self, command: Command, now: datetime = T0) -> list[Event]:
+        refused = refusal_of(self.state, command, now)
+        if refused is not None:
+            stream = self.audit_streams.get(refused.job_id)
+            audited = decide(stream, refused, now, self.policy)
+            for event in audited:
+                stream = evolve(stream, event)
+            self.audit_streams[refused.job_id] = stream
+            return audited
         decided = decide(self.state, command, now, self.policy)
         for event in decided:
             self.state = evolve(self.state, event)

@@ -1,14 +1,19 @@
 """The response cache's rules: which attempts make an entry, for how long, and when one answers a job.
 
 Entries are keyed by request identity (`JobAccepted.request_hash`), so every job of the same
-request, on any partition, shares them.
+request, on any partition, shares them. An entry answers a job only as a live answer could have:
+never past the job's policy class's byte caps, never with artifacts kept for less time than the
+job asks, and never without validation when the origin (`no-cache`) or the job's request asks for it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from projections.artifacts import kept_at_least_as_long
+from projections.lifecycle.freshness import request_allows_reuse
 from projections.lifecycle.outcomes import status_failure
 from projections.lifecycle.state import Job
 from schemas.enums import AttemptOutcome, CacheMode, RetentionClass
@@ -21,6 +26,20 @@ NEGATIVE_FOR = timedelta(hours=1)
 NEGATIVE_STATUSES = frozenset({401, 403, 404, 410})
 REUSABLE = frozenset({AttemptOutcome.FETCHED, AttemptOutcome.NOT_MODIFIED})
 STORED_STATUS = 200  # what a response revalidated by a 304 stands for
+
+
+@dataclass(frozen=True)
+class ResponseCaps:
+    """A job's policy class's byte caps: a stored response answers only within them."""
+
+    max_body_bytes: int
+    max_decoded_bytes: int
+
+    def hold(self, entry: CacheEntry) -> bool:
+        sizes = [artifact.size_bytes for artifact in entry.artifacts]
+        return entry.wire_bytes <= self.max_body_bytes and all(
+            size <= self.max_decoded_bytes for size in sizes
+        )
 
 
 def cache_entry(job: Job, attempt: Attempt) -> CacheEntry | None:
@@ -44,6 +63,8 @@ def cache_entry(job: Job, attempt: Attempt) -> CacheEntry | None:
             limits.append(stored_at + timedelta(milliseconds=fresh_for_ms))
         artifacts = attempt.artifacts
     elif attempt.outcome is AttemptOutcome.HTTP_ERROR and status in NEGATIVE_STATUSES:
+        if attempt.must_revalidate:
+            return None  # a bodiless answer cannot be validated, so it is never used
         limits, artifacts = [stored_at + NEGATIVE_FOR], ()
     else:
         return None
@@ -59,20 +80,29 @@ def cache_entry(job: Job, attempt: Attempt) -> CacheEntry | None:
         "stored_at": stored_at,
         "expires_at": expires_at,
         "job_id": job.job_id,
+        "must_revalidate": attempt.must_revalidate,
+        "wire_bytes": attempt.bytes,
     }
     return build(CacheEntry, fields)
 
 
 def answers(
-    entry: CacheEntry | None, mode: CacheMode, retention_class: RetentionClass, now: datetime
+    entry: CacheEntry | None,
+    mode: CacheMode,
+    retention_class: RetentionClass,
+    now: datetime,
+    caps: ResponseCaps,
+    request_headers: Mapping[str, str],
 ) -> bool:
     """Whether a job in `mode` may be answered from `entry` without a request, once its artifacts
-    are found still stored: never with artifacts kept for less time than the job asks."""
+    are found still stored: never with artifacts kept for less time than the job asks, past the
+    job's caps, or when the entry or the request asks for validation first."""
     return (
-        entry is not None
+        _usable(entry, retention_class, now, caps)
+        and entry is not None
         and mode is CacheMode.REUSE_VALID
-        and now < entry.expires_at
-        and _kept_for(entry, retention_class)
+        and not entry.must_revalidate
+        and request_allows_reuse(request_headers)
     )
 
 
@@ -84,16 +114,22 @@ def cached_outcome(entry: CacheEntry, now: datetime) -> tuple[AttemptOutcome, Fa
 
 
 def revalidation_headers(
-    entry: CacheEntry | None, mode: CacheMode, retention_class: RetentionClass
+    entry: CacheEntry | None,
+    mode: CacheMode,
+    retention_class: RetentionClass,
+    now: datetime,
+    caps: ResponseCaps,
+    request_headers: Mapping[str, str],
 ) -> dict[str, str]:
-    """The validators a `REVALIDATE` job sends for its stored response; none without one, or when
-    the stored artifacts are kept for less time than the job asks (it fetches the page whole)."""
-    if (
-        entry is None
-        or mode is not CacheMode.REVALIDATE
-        or not entry.artifacts
-        or not _kept_for(entry, retention_class)
-    ):
+    """The validators a job sends for its stored response: a `REVALIDATE` job, and a `REUSE_VALID`
+    one whose entry or request asks for validation. None without a usable stored page (the job then
+    fetches the page whole)."""
+    if entry is None or not entry.artifacts or not _usable(entry, retention_class, now, caps):
+        return {}
+    validating = mode is CacheMode.REVALIDATE or (
+        mode is CacheMode.REUSE_VALID and (entry.must_revalidate or not request_allows_reuse(request_headers))
+    )
+    if not validating:
         return {}
     headers = {}
     if entry.etag:
@@ -103,5 +139,12 @@ def revalidation_headers(
     return headers
 
 
-def _kept_for(entry: CacheEntry, retention_class: RetentionClass) -> bool:
-    return all(kept_at_least_as_long(artifact.key, retention_class) for artifact in entry.artifacts)
+def _usable(
+    entry: CacheEntry | None, retention_class: RetentionClass, now: datetime, caps: ResponseCaps
+) -> bool:
+    return (
+        entry is not None
+        and now < entry.expires_at
+        and caps.hold(entry)
+        and all(kept_at_least_as_long(artifact.key, retention_class) for artifact in entry.artifacts)
+    )

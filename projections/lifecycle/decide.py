@@ -13,7 +13,7 @@ from uuid import UUID
 from projections.lifecycle.callbacks import check_callbacks, report_callback
 from projections.lifecycle.dispatch import dispatch
 from projections.lifecycle.emit import Emitter, command_id_of
-from projections.lifecycle.mutations import mutate
+from projections.lifecycle.mutations import mutate, record_audit
 from projections.lifecycle.policy import Policy, ceil_to_millis
 from projections.lifecycle.state import Job, Lease, State, accepted_job, is_denial
 from projections.lifecycle.submission import decide_submit
@@ -68,8 +68,10 @@ def decide(state: State, command: Command, now: datetime, policy: Policy) -> lis
     emit = Emitter(command_id, command.job_id, 0 if state is None else state.sequence, now)
     job = accepted_job(state)
     match command:
-        case CancelJob() | RedriveJob() | DeleteJobHistory() | RecordAudit():
+        case CancelJob() | RedriveJob() | DeleteJobHistory():
             mutate(job, command, emit, policy)
+        case RecordAudit():
+            record_audit(state, command, emit)
         case ReportAttempt():
             _report(job, command.attempt, emit, policy)
         case RenewLease():

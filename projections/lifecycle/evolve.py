@@ -8,7 +8,7 @@ from typing import TypeVar, assert_never
 
 from projections.lifecycle.callbacks import finish_callback, start_callback, update_callback
 from projections.lifecycle.completion import callback_for, completion_of, rejection_completion
-from projections.lifecycle.state import RECENT_COMMANDS_KEPT, Job, Lease, State, Unaccepted, updated
+from projections.lifecycle.state import Job, Lease, State, Unaccepted, remembered, updated
 from schemas.enums import ExpiryReason, JobStatus
 from schemas.events import (
     AttemptRecorded,
@@ -46,6 +46,7 @@ def start(accepted: JobAccepted, before: Unaccepted | None = None) -> Job:
         callbacks=before.callbacks,
         callbacks_finished=before.callbacks_finished,
         recent_command_ids=before.recent_command_ids,
+        recent_command_at=before.recent_command_at,
     )
 
 
@@ -59,13 +60,13 @@ def evolve(state: State, event: Event) -> State:
         folded = _forgotten(state)
     else:
         folded = _unaccepted(state or Unaccepted(job_id=event.job_id, sequence=0), event)
-    recent = folded.recent_command_ids
-    if event.command_id not in recent:
-        recent = (*recent, event.command_id)[-RECENT_COMMANDS_KEPT:]
+    ids, times = remembered(
+        folded.recent_command_ids, folded.recent_command_at, event.command_id, event.occurred_at
+    )
     # `folded` is a fresh copy unless the event changed nothing but the bookkeeping.
     if folded is state:
         folded = copy.copy(folded)
-    folded.__dict__.update(sequence=event.sequence, recent_command_ids=recent)
+    folded.__dict__.update(sequence=event.sequence, recent_command_ids=ids, recent_command_at=times)
     return folded
 
 
@@ -82,6 +83,7 @@ def _forgotten(job: Job) -> Unaccepted:
         sequence=job.sequence,
         callbacks_finished=job.callbacks_finished,
         recent_command_ids=job.recent_command_ids,
+        recent_command_at=job.recent_command_at,
     )
 
 
@@ -95,6 +97,8 @@ def _unaccepted(state: Unaccepted, event: Event) -> Unaccepted:
             return updated(state, rejections=state.rejections + 1, callbacks=callbacks)
         case CallbackDispatched() | CallbackRetryScheduled() | CallbackDelivered() | CallbackAbandoned():
             return _callback(state, event)
+        case AuditRecorded():
+            return updated(state, audit_records=state.audit_records + 1)
         case _:
             return state
 

@@ -10,6 +10,7 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass
+from datetime import datetime
 from urllib.parse import SplitResult, urlsplit, urlunsplit
 from uuid import UUID
 
@@ -22,6 +23,11 @@ from schemas.records import Request
 from schemas.types import build, uuid_text
 
 JOB_NAMESPACE = UUID("6f1c7c2e-3f0a-5d1e-9a47-0c2b8d6e4f11")
+# Ids that outside input names are hashed into namespaces of their own, so no public command can
+# carry the id of an internal one (a report, a renewal, a purge) or of another principal's.
+PUBLIC_COMMAND_NAMESPACE = UUID("0d8f5c1a-7e2b-5c43-9f61-2a9b4e7d3c18")
+REFUSED_SUBMISSION_NAMESPACE = UUID("9c4e2b7a-1d3f-5a86-b0c9-6e1f8a2d4b57")
+AUDIT_STREAM_NAMESPACE = UUID("e2a71f4c-5b9d-5e08-8c3a-7d6b0f9e1a24")
 ALLOWED_HEADERS = frozenset({"accept", "accept-language", "user-agent", "referer", "cache-control"})
 ALLOWED_SCHEMES = frozenset({"http", "https"})
 _CONTROL_OR_SPACE = re.compile(r"[\x00-\x20\x7f]")
@@ -126,6 +132,23 @@ def host_of(url: str) -> str:
 @functools.lru_cache(maxsize=16_384)  # intake, the lifecycle and the client all derive it
 def job_id_for(caller_identity: str, idempotency_key: str) -> UUID:
     return name_based(JOB_NAMESPACE, f"{caller_identity}\n{idempotency_key}")
+
+
+def refused_job_id_for(submitter: str, caller_identity: str, idempotency_key: str) -> UUID:
+    """Where a submission made as another caller without the right to is recorded: the submitter's
+    own stream, never the other caller's job."""
+    return name_based(REFUSED_SUBMISSION_NAMESPACE, f"{submitter}\n{caller_identity}\n{idempotency_key}")
+
+
+def public_command_id(principal: str, command_id: UUID) -> UUID:
+    """The id a public command is decided under: its sender's id, in that sender's namespace."""
+    return name_based(PUBLIC_COMMAND_NAMESPACE, f"{principal}\n{uuid_text(command_id)}")
+
+
+def audit_stream_id(actor_id: str, at: datetime) -> UUID:
+    """The stream that keeps one principal's audit records of the hour of `at`: its reads, downloads
+    and refused commands, so nothing another principal does grows a job's own history."""
+    return name_based(AUDIT_STREAM_NAMESPACE, f"{actor_id}\n{at.strftime('%Y-%m-%dT%H')}")
 
 
 def lease_id_for(job_id: UUID, attempt_number: int) -> UUID:

@@ -1,7 +1,9 @@
 """Who may change a job, and how: cancel, redrive, history delete, and audited reads.
 
-Every accepted or refused mutation ends in one `AuditRecorded`; the actor and role are the
-command's, which intake sets from the verified principal when auth is on.
+An accepted mutation appends its events and one `AuditRecorded` to the job. A refused one leaves
+the job untouched: its audit record goes to the actor's own audit stream (`refusal_of`), which
+keeps at most `MAX_AUDIT_RECORDS` an hour, so no principal can grow another's job or dedupe window.
+The actor and role are the command's, which intake sets from the verified principal when auth is on.
 """
 
 from __future__ import annotations
@@ -12,23 +14,30 @@ from typing import assert_never
 
 from projections.lifecycle.audit import CONFLICT, FORBIDDEN, INVALID, NOT_FOUND, audit
 from projections.lifecycle.dispatch import dispatch
-from projections.lifecycle.emit import Emitter
+from projections.lifecycle.emit import Emitter, command_id_of
 from projections.lifecycle.evolve import evolve
-from projections.lifecycle.identity import job_target
+from projections.lifecycle.identity import audit_stream_id, job_target, name_based
 from projections.lifecycle.limits import (
     MAX_ACTOR_BYTES,
+    MAX_MESSAGE_BYTES,
     MAX_REASON_BYTES,
     clip,
     oversized_field,
 )
 from projections.lifecycle.policy import Policy
-from projections.lifecycle.state import Job, accepted_job
-from schemas.commands import CancelJob, DeleteJobHistory, MutationCommand, RecordAudit, RedriveJob
+from projections.lifecycle.state import Job, State, Unaccepted, accepted_job
+from schemas.commands import CancelJob, Command, DeleteJobHistory, MutationCommand, RecordAudit, RedriveJob
 from schemas.enums import ActorRole, AuditAction, AuditOutcome, JobStatus
 from schemas.events import JobCancelled, JobHistoryDeleted, JobRedriven
 from schemas.types import to_utc_millis
 
 CANCELLING_ROLES = frozenset({ActorRole.SERVICE, ActorRole.OPERATOR, ActorRole.ADMIN})
+MAX_AUDIT_RECORDS = 1_000  # per principal and hour; what comes later is counted, not recorded
+ACTIONS: dict[type[MutationCommand], AuditAction] = {
+    CancelJob: AuditAction.JOB_CANCEL,
+    RedriveJob: AuditAction.JOB_REDRIVE,
+    DeleteJobHistory: AuditAction.JOB_HISTORY_DELETE,
+}
 
 
 @dataclass(frozen=True)
@@ -39,74 +48,98 @@ class Refusal:
     detail: str
 
 
-def mutate(state: Job | None, command: MutationCommand | RecordAudit, emit: Emitter, policy: Policy) -> None:
+def mutate(state: Job | None, command: MutationCommand, emit: Emitter, policy: Policy) -> None:
+    """An allowed mutation's events and audit record; a refused one adds nothing here (`refusal_of`)."""
+    job, denial = _checked(state, command, emit.now)
+    if job is None or denial is not None:
+        return
     match command:
         case CancelJob():
-            _cancel(state, command, emit)
+            emit(
+                JobCancelled, actor_id=_actor(command), actor_role=command.actor_role, reason=_reason(command)
+            )
+            _audit(emit, command, "cancelled")
         case RedriveJob():
-            _redrive(state, command, emit, policy)
+            _redrive(job, command, emit, policy)
         case DeleteJobHistory():
-            _delete_history(state, command, emit)
-        case RecordAudit():
-            _record_audit(command, emit)
+            emit(
+                JobHistoryDeleted,
+                actor_id=_actor(command),
+                actor_role=command.actor_role,
+                reason=_reason(command),
+            )
+            _audit(emit, command, "history deleted")
         case _:
             assert_never(command)
 
 
-def _cancel(state: Job | None, command: CancelJob, emit: Emitter) -> None:
-    job, denial = _checked(state, command)
-    denial = denial or _cancel_denial(job, command)
-    if job is not None and denial is None:
-        emit(JobCancelled, actor_id=_actor(command), actor_role=command.actor_role, reason=_reason(command))
-    _audit(emit, command, AuditAction.JOB_CANCEL, denial, "cancelled")
+def refusal_of(state: State, command: Command, now: datetime) -> RecordAudit | None:
+    """A public mutation that will not go ahead, as the audit command for its actor's audit stream;
+    None for any other command."""
+    if not isinstance(command, CancelJob | RedriveJob | DeleteJobHistory):
+        return None
+    if state is not None and command_id_of(command) in state.recent_command_ids:
+        return None  # decided already: a redelivery is nothing new
+    _, denial = _checked(accepted_job(state), command, now)
+    if denial is None:
+        return None
+    return RecordAudit(
+        command_id=name_based(command_id_of(command), "refused"),
+        job_id=audit_stream_id(_actor(command), now),
+        actor_id=_actor(command),
+        actor_role=command.actor_role,
+        action=ACTIONS[type(command)],
+        outcome=AuditOutcome.DENIED,
+        detail=clip(denial.detail, MAX_MESSAGE_BYTES),
+        target=job_target(command.job_id),
+        request_id=clip(command.request_id, MAX_ACTOR_BYTES),
+        refusal=denial.kind,
+        reason=_reason(command),
+    )
 
 
-def _redrive(state: Job | None, command: RedriveJob, emit: Emitter, policy: Policy) -> None:
-    job, denial = _checked(state, command)
-    denial = denial or _redrive_denial(job, command, emit.now)
-    if job is not None and denial is None:
-        redriven = emit(
-            JobRedriven,
-            actor_id=_actor(command),
-            actor_role=command.actor_role,
-            reason=_reason(command),
-            deadline_at=to_utc_millis(command.deadline_at or job.accepted.deadline_at),
-            budget_spent_before=job.charged_attempts,
+def _redrive(job: Job, command: RedriveJob, emit: Emitter, policy: Policy) -> None:
+    redriven = emit(
+        JobRedriven,
+        actor_id=_actor(command),
+        actor_role=command.actor_role,
+        reason=_reason(command),
+        deadline_at=to_utc_millis(command.deadline_at or job.accepted.deadline_at),
+        budget_spent_before=job.charged_attempts,
+    )
+    after = evolve(job, redriven)
+    if isinstance(after, Job):
+        dispatch(after, emit, policy)
+    _audit(emit, command, "redriven with a fresh attempt budget")
+
+
+def record_audit(state: State, command: RecordAudit, emit: Emitter) -> None:
+    """An audit record in a principal's audit stream, up to `MAX_AUDIT_RECORDS` an hour: the last
+    one recorded says so, and later ones are left out (counted by the worker)."""
+    recorded = state.audit_records if isinstance(state, Unaccepted) else 0
+    if recorded > MAX_AUDIT_RECORDS:
+        return
+    detail = command.detail
+    if recorded == MAX_AUDIT_RECORDS:
+        detail = (
+            f"{MAX_AUDIT_RECORDS} records this hour: this principal's further ones are counted, not recorded"
         )
-        after = evolve(job, redriven)
-        if isinstance(after, Job):
-            dispatch(after, emit, policy)
-    _audit(emit, command, AuditAction.JOB_REDRIVE, denial, "redriven with a fresh attempt budget")
-
-
-def _delete_history(state: Job | None, command: DeleteJobHistory, emit: Emitter) -> None:
-    job, denial = _checked(state, command)
-    denial = denial or _delete_denial(job, command)
-    if job is not None and denial is None:
-        emit(
-            JobHistoryDeleted,
-            actor_id=_actor(command),
-            actor_role=command.actor_role,
-            reason=_reason(command),
-        )
-    _audit(emit, command, AuditAction.JOB_HISTORY_DELETE, denial, "history deleted")
-
-
-def _record_audit(command: RecordAudit, emit: Emitter) -> None:
     audit(
         emit,
         actor_id=command.actor_id,
         actor_role=command.actor_role,
         action=command.action,
         outcome=command.outcome,
-        detail=command.detail,
+        detail=detail,
         target=command.target,
+        refusal=command.refusal,
+        reason=command.reason,
         request_id=command.request_id,
     )
 
 
-def _checked(state: Job | None, command: MutationCommand) -> tuple[Job | None, Refusal | None]:
-    """The job, or why no mutation of this shape can go ahead: its size, or no such job."""
+def _checked(state: Job | None, command: MutationCommand, now: datetime) -> tuple[Job | None, Refusal | None]:
+    """The job, or why the mutation cannot go ahead: its size or age, no such job, or its rules."""
     too_large = oversized_field(
         {
             "reason": (command.reason, MAX_REASON_BYTES),
@@ -116,25 +149,36 @@ def _checked(state: Job | None, command: MutationCommand) -> tuple[Job | None, R
     )
     if too_large is not None:
         return None, Refusal(INVALID, too_large)
-    job = accepted_job(state)
-    return job, None if job is not None else Refusal(NOT_FOUND, "no such job")
+    if command.expires_at is not None and command.expires_at < now:
+        return None, Refusal(INVALID, f"the command expired at {command.expires_at.isoformat()}")
+    job = state
+    if job is None or _hidden_from(job, command):
+        return None, Refusal(NOT_FOUND, "no such job")  # another service's job is answered as none
+    match command:
+        case CancelJob():
+            denial = _cancel_denial(job, command)
+        case RedriveJob():
+            denial = _redrive_denial(job, command, now)
+        case DeleteJobHistory():
+            denial = _delete_denial(job, command)
+        case _:
+            assert_never(command)
+    return job, denial
 
 
-def _cancel_denial(job: Job | None, command: CancelJob) -> Refusal | None:
-    if job is None:
-        return None
+def _hidden_from(job: Job, command: MutationCommand) -> bool:
+    return command.actor_role is ActorRole.SERVICE and command.actor_id != job.accepted.caller_identity
+
+
+def _cancel_denial(job: Job, command: CancelJob) -> Refusal | None:
     if command.actor_role not in CANCELLING_ROLES:
         return Refusal(FORBIDDEN, f"role {command.actor_role} may not cancel jobs")
-    if command.actor_role is ActorRole.SERVICE and command.actor_id != job.accepted.caller_identity:
-        return Refusal(FORBIDDEN, "a service may cancel only jobs it submitted")
     if job.is_terminal:
         return Refusal(CONFLICT, f"job is already {job.status}")
     return None
 
 
-def _redrive_denial(job: Job | None, command: RedriveJob, now: datetime) -> Refusal | None:
-    if job is None:
-        return None
+def _redrive_denial(job: Job, command: RedriveJob, now: datetime) -> Refusal | None:
     if command.actor_role is not ActorRole.ADMIN:
         return Refusal(FORBIDDEN, f"role {command.actor_role} may not redrive jobs; ADMIN may")
     if job.status is not JobStatus.DEAD_LETTER:
@@ -145,9 +189,7 @@ def _redrive_denial(job: Job | None, command: RedriveJob, now: datetime) -> Refu
     return None
 
 
-def _delete_denial(job: Job | None, command: DeleteJobHistory) -> Refusal | None:
-    if job is None:
-        return None
+def _delete_denial(job: Job, command: DeleteJobHistory) -> Refusal | None:
     if command.actor_role is not ActorRole.ADMIN:
         return Refusal(FORBIDDEN, f"role {command.actor_role} may not delete history; ADMIN may")
     return _still_active(job)
@@ -175,18 +217,15 @@ def _reason(command: MutationCommand) -> str:
     return clip(command.reason, MAX_REASON_BYTES)
 
 
-def _audit(
-    emit: Emitter, command: MutationCommand, action: AuditAction, denial: Refusal | None, done: str
-) -> None:
+def _audit(emit: Emitter, command: MutationCommand, done: str) -> None:
     audit(
         emit,
         actor_id=command.actor_id,
         actor_role=command.actor_role,
-        action=action,
-        outcome=AuditOutcome.ALLOWED if denial is None else AuditOutcome.DENIED,
-        detail=done if denial is None else denial.detail,
+        action=ACTIONS[type(command)],
+        outcome=AuditOutcome.ALLOWED,
+        detail=done,
         target=job_target(emit.job_id),
-        refusal="" if denial is None else denial.kind,
         reason=command.reason,
         request_id=command.request_id,
     )

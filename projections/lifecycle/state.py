@@ -5,7 +5,7 @@ A job id whose events include no `JobAccepted` (rejected submissions, refused ca
 """
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 from uuid import UUID
 
@@ -16,6 +16,10 @@ from schemas.work import CallbackDue
 
 TERMINAL_STATUSES = frozenset({JobStatus.SUCCEEDED, JobStatus.DEAD_LETTER, JobStatus.CANCELLED})
 RECENT_COMMANDS_KEPT = 64
+# A signed command is valid for at most MAX_COMMAND_VALIDITY after intake; its id is remembered
+# longer than that (with a margin for the clocks of several intakes), so it is decided only once.
+MAX_COMMAND_VALIDITY = timedelta(minutes=15)
+COMMANDS_REMEMBERED_FOR = MAX_COMMAND_VALIDITY + timedelta(minutes=5)
 
 
 @dataclass(frozen=True)
@@ -59,6 +63,7 @@ class Job:
     callbacks: tuple[PendingCallback, ...] = ()
     callbacks_finished: int = 0
     recent_command_ids: tuple[UUID, ...] = ()
+    recent_command_at: tuple[datetime, ...] = ()
     budget_base: int = 0
 
     @property
@@ -82,7 +87,8 @@ class Job:
 
 @dataclass(frozen=True)
 class Unaccepted:
-    """A job id with events but no accepted job: its sequence, dedupe window and callbacks."""
+    """A job id with events but no accepted job: its sequence, dedupe window and callbacks (a rejected
+    submission's), or a principal's audit stream (`audit_records` counts what it holds)."""
 
     job_id: UUID
     sequence: int
@@ -90,6 +96,8 @@ class Unaccepted:
     callbacks: tuple[PendingCallback, ...] = ()
     callbacks_finished: int = 0
     recent_command_ids: tuple[UUID, ...] = ()
+    recent_command_at: tuple[datetime, ...] = ()
+    audit_records: int = 0
 
 
 State = Job | Unaccepted | None
@@ -98,6 +106,21 @@ State = Job | Unaccepted | None
 def is_denial(attempt: Attempt) -> bool:
     """A local capacity or policy denial made no call, so it costs no budget."""
     return attempt.outcome is AttemptOutcome.DENIED
+
+
+def remembered(
+    ids: tuple[UUID, ...], times: tuple[datetime, ...], command_id: UUID, at: datetime
+) -> tuple[tuple[UUID, ...], tuple[datetime, ...]]:
+    """The dedupe window with `command_id` added: the last `RECENT_COMMANDS_KEPT` ids, and every id
+    seen within `COMMANDS_REMEMBERED_FOR`, however many came since."""
+    if command_id in ids:
+        return ids, times
+    ids, times = (*ids, command_id), (*times, at)
+    forget_before = at - COMMANDS_REMEMBERED_FOR
+    drop = 0
+    while len(ids) - drop > RECENT_COMMANDS_KEPT and times[drop] < forget_before:
+        drop += 1
+    return (ids[drop:], times[drop:]) if drop else (ids, times)
 
 
 def accepted_job(state: State) -> Job | None:

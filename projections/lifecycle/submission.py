@@ -1,4 +1,9 @@
-"""Submission rules: idempotent accept (deterministic job id, `reused`) or a specific rejection."""
+"""Submission rules: idempotent accept (deterministic job id, `reused`) or a specific rejection.
+
+Who may submit is decided first: a submission made as another caller without the right to is
+rejected in the submitter's own stream (`refused_job_id_for`), so it never touches, or even
+names, the other caller's job.
+"""
 
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ from projections.lifecycle.identity import (
     is_valid_callback_url,
     job_id_for,
     job_target,
+    refused_job_id_for,
 )
 from projections.lifecycle.limits import (
     MAX_CALLBACK_URL_BYTES,
@@ -45,7 +51,9 @@ SUBMITTING_ROLES = frozenset({ActorRole.SERVICE, ActorRole.OPERATOR, ActorRole.A
 
 
 def submission_identity(command: SubmitJob) -> tuple[UUID, str]:
-    """The job id and resolved idempotency key; the key defaults to the canonical request hash."""
+    """The job id and resolved idempotency key; the key defaults to the canonical request hash.
+
+    A submission its submitter may not make is placed in the submitter's own stream."""
     key = command.idempotency_key
     if key is None:
         canonical = canonicalize(command.request)
@@ -53,18 +61,22 @@ def submission_identity(command: SubmitJob) -> tuple[UUID, str]:
             key = canonical.request_hash
         else:
             key = hashlib.sha256(command.request.model_dump_json().encode()).hexdigest()
+    if command.submitted_by is not None and _not_permitted(command) is not None:
+        return refused_job_id_for(command.submitted_by, command.caller_identity, key), key
     return job_id_for(command.caller_identity, key), key
 
 
 def decide_submit(
     state: State, command: SubmitJob, command_id: UUID, now: datetime, policy: Policy
 ) -> list[Event]:
+    if command.expires_at is not None and command.expires_at < now:
+        return []  # intake refuses it already; one written past intake changes nothing either
     job_id, key = submission_identity(command)
     emit = Emitter(command_id, job_id, 0 if state is None else state.sequence, now)
-    if isinstance(state, Job):
+    refused = _not_permitted(command)
+    if isinstance(state, Job) and refused is None:
         emit(SubmissionReused, caller_identity=command.caller_identity)
         return emit.events
-    refused = _not_permitted(command)
     checked = refused or _validate(command, now, policy)
     if isinstance(checked, Rejection):
         _reject(command, key, checked, emit)

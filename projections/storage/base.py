@@ -20,3 +20,11 @@ class KeyValueStore(Protocol):
         """Items with `start <= key < stop`, in key order."""
 
     def close(self) -> None: ...
+
+
+def prefix_end(prefix: bytes) -> bytes:
+    """The first key after every key that starts with `prefix` (whatever bytes follow it)."""
+    trimmed = prefix.rstrip(b"\xff")
+    if not trimmed:
+        return b"\xff" * (len(prefix) + 1)
+    return trimmed[:-1] + bytes([trimmed[-1] + 1])

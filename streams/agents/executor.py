@@ -36,7 +36,7 @@ from decimal import Decimal
 from uuid import UUID
 
 from projections.ledger import ZERO
-from projections.lifecycle.cache import answers, cached_outcome, revalidation_headers
+from projections.lifecycle.cache import ResponseCaps, answers, cached_outcome, revalidation_headers
 from projections.lifecycle.identity import host_of, name_based
 from projections.lifecycle.limits import clip
 from projections.lifecycle.outcomes import local_failure
@@ -54,7 +54,7 @@ from streams.artifacts.port import ArtifactStore
 from streams.consumer import QuietStage, Record
 from streams.deadinput import DeadLetters
 from streams.fetch.browser import BrowserRenderer
-from streams.fetch.http import FetchLimits, FetchResult, HttpFetcher, local_result
+from streams.fetch.http import FetchLimits, FetchResult, HttpFetcher, call_deadline_s, local_result
 from streams.fetch.politeness import HostGate, HostLimit, Politeness
 from streams.fetch.robots import RobotsRules, Verdict
 from streams.fetch.routes import Denial, Passage, Routes
@@ -197,23 +197,35 @@ class HttpExecutor(QuietStage):
         job_type = self._job_types.get(work.job_type)
         if job_type is not None:
             return await self._run_job_type(work, job_type)
+        limits = self._settings.policy_classes[work.policy_class]
         try:
             cache = None if _rendered(work) else self._cache  # the cache holds origin responses
             entry = cache.get(work.request_hash) if cache is not None and work.request_hash else None
-            cached = await self._from_cache(work, entry)
         except Exception as exc:  # a cache that cannot be read is a miss, not a failed attempt
             log.warning("job %s: the response cache could not be read: %s", work.job_id, exc)
-            entry = cached = None
+            entry = None
+        cached = None if limits.obey_robots else await self._from_cache(work, entry, limits)
         if cached is not None:
             return cached
         async with self._politeness.turn(host_of(work.request.url)) as gate:
+            if limits.obey_robots:  # before the cache too: a cached page answers only what may be fetched
+                verdict = await self._robots_verdict(work, gate)
+                if verdict is not Verdict.ALLOWED:
+                    return self._denied(work, verdict)
+                cached = await self._from_cache(work, entry, limits)
+                if cached is not None:
+                    return cached
             await gate.ready()  # before taking a fetch place, so a slow host holds none
+            passage = await self._reserve(work, limits)  # waits on the ledger holding no fetch place
+            if isinstance(passage, Denial):
+                return self._route_denied(work, passage)
             async with self._fetching:
                 if not self._startable(work):
+                    await self._reconcile(passage, 0, ZERO)  # released: it carried nothing
                     return None
                 self._renewals.add(work)
                 try:
-                    return await self._run_fetch(work, entry, gate)
+                    return await self._run_fetch(work, entry, gate, limits, passage)
                 finally:
                     self._renewals.discard(work)
 
@@ -243,23 +255,22 @@ class HttpExecutor(QuietStage):
                 self._renewals.discard(work)
         return await self._stored_attempt(work, result)
 
-    async def _run_fetch(self, work: DueWork, entry: CacheEntry | None, gate: HostGate) -> Attempt:
-        limits = self._settings.policy_classes[work.policy_class]
+    async def _run_fetch(
+        self,
+        work: DueWork,
+        entry: CacheEntry | None,
+        gate: HostGate,
+        limits: ResponseLimits,
+        passage: Passage,
+    ) -> Attempt:
         try:
-            if limits.obey_robots:
-                verdict = await self._robots_verdict(work, gate)
-                if verdict is not Verdict.ALLOWED:
-                    return self._denied(work, verdict)
-            passage = await self._reserve(work, limits)
-            if isinstance(passage, Denial):
-                return self._route_denied(work, passage)
             if _rendered(work) and self._browser is not None:
                 return await self._render(self._browser, work, limits, gate, passage)
             result, reused = await self._fetch(work, entry, limits, gate, passage.proxy_url)
             passage = await self._reconcile(passage, result.wire_bytes, ZERO)
         except Exception as exc:  # the fetcher types every origin failure; this is a bug, still counted
             log.exception("job %s: the fetch raised", work.job_id)
-            return self._failed(work, "FETCH_FAILED", exc)
+            return self._failed(work, "FETCH_FAILED", exc, passage=passage)
         if reused is not None:
             return self._attempt_of(work, result, reused, passage=passage)
         return await self._stored_attempt(work, result, passage)
@@ -294,7 +305,7 @@ class HttpExecutor(QuietStage):
             work.request,
             work.render or RenderOptions(),
             FetchLimits.of(limits),
-            _deadline_s(work, limits),
+            call_deadline_s(work.max_runtime_ms, limits),
             screenshot=work.capture_mode is CaptureMode.SCREENSHOT,
         )
         self._observe(rendered.result)
@@ -321,18 +332,24 @@ class HttpExecutor(QuietStage):
             return self._failed(work, "ARTIFACT_STORE_FAILED", exc, result, passage)
         return self._attempt_of(work, result, artifacts, passage=passage)
 
-    async def _from_cache(self, work: DueWork, entry: CacheEntry | None) -> Attempt | None:
+    async def _from_cache(
+        self, work: DueWork, entry: CacheEntry | None, limits: ResponseLimits
+    ) -> Attempt | None:
         """The attempt a valid cache entry answers with, no request made; None to fetch."""
         now = self._clock()
-        if (
-            entry is None
-            or not answers(entry, work.cache_mode, work.retention_class, now)
-            or not await self._stored(entry)
+        if entry is None or not answers(
+            entry, work.cache_mode, work.retention_class, now, caps_of(limits), work.request.headers
         ):
-            return None  # a referenced artifact gone: fetch, and the new entry replaces this one
+            return None
+        try:
+            if not await self._stored(entry):
+                return None  # a referenced artifact gone: fetch, and the new entry replaces this one
+        except Exception as exc:  # a store that cannot say is a miss, not a failed attempt
+            log.warning("job %s: the cached artifacts could not be checked: %s", work.job_id, exc)
+            return None
         outcome, failure = cached_outcome(entry, now)
         result = FetchResult(outcome=outcome, failure=failure, http_status=entry.http_status)
-        return self._attempt_of(work, result, entry.artifacts, from_cache=True)
+        return self._attempt_of(work, result, entry.artifacts, cached=entry)
 
     async def _robots_verdict(self, work: DueWork, gate: HostGate) -> Verdict:
         url = work.request.url
@@ -358,9 +375,11 @@ class HttpExecutor(QuietStage):
         proxy_url: str | None = None,
     ) -> tuple[FetchResult, tuple[Artifact, ...] | None]:
         """The origin's answer, and the stored artifacts a 304 to a revalidation lets the job reuse."""
-        deadline_s = _deadline_s(work, limits)
+        deadline_s = call_deadline_s(work.max_runtime_ms, limits)
         fetch_limits = FetchLimits.of(limits)
-        validators = revalidation_headers(entry, work.cache_mode, work.retention_class)
+        validators = revalidation_headers(
+            entry, work.cache_mode, work.retention_class, self._clock(), caps_of(limits), work.request.headers
+        )
         await gate.request()
         result = await self._fetcher.fetch(
             work.request, deadline_s, work.deadline_at, validators, fetch_limits, proxy_url
@@ -379,11 +398,12 @@ class HttpExecutor(QuietStage):
             )
             return revalidated, entry.artifacts
         await gate.request()  # the stored copy is gone: the whole page again
+        carried = result.wire_bytes
         result = await self._fetcher.fetch(
             work.request, deadline_s, work.deadline_at, None, fetch_limits, proxy_url
         )
         self._observe(result)
-        return result, None
+        return replace(result, wire_bytes=carried + result.wire_bytes), None
 
     async def _stored(self, entry: CacheEntry) -> bool:
         keys = [artifact.key for artifact in entry.artifacts]
@@ -424,7 +444,7 @@ class HttpExecutor(QuietStage):
         work: DueWork,
         result: FetchResult,
         artifacts: tuple[Artifact, ...],
-        from_cache: bool = False,
+        cached: CacheEntry | None = None,
         passage: Passage | None = None,
     ) -> Attempt:
         via = passage or Passage()
@@ -455,11 +475,14 @@ class HttpExecutor(QuietStage):
                 "etag": result.etag,
                 "last_modified": result.last_modified,
                 "finished_at": to_utc_millis(self._clock()),
-                "from_cache": from_cache,
+                "from_cache": cached is not None,
                 "fresh_for_ms": result.fresh_for_ms,
                 "storable": result.storable and via.trust is ArtifactTrust.VERIFIED,
                 "route_name": via.route_name,
                 "blocked_requests": via.blocked,
+                "must_revalidate": result.must_revalidate,
+                "cached_at": None if cached is None else cached.stored_at,
+                "cache_entry_job_id": None if cached is None else cached.job_id,
             },
         )
 
@@ -467,11 +490,6 @@ class HttpExecutor(QuietStage):
         """Let running attempts finish within the shutdown grace; the rest are left to the reaper."""
         await self._slots.close(self._settings.shutdown_grace_s)
         await self._renewals.close()
-
-
-def _deadline_s(work: DueWork, limits: ResponseLimits) -> float:
-    """The policy class's timeout within the type's runtime."""
-    return max(min(work.max_runtime_ms / 1000, limits.timeout_s), MIN_FETCH_DEADLINE_S)
 
 
 def _rendered(work: DueWork) -> bool:
@@ -519,6 +537,10 @@ def _check_outcome(outcome: object) -> None:
             raise TypeError(f"Outcome.{name} is a {type(value).__name__}")
     if outcome.http_status is not None and not 100 <= outcome.http_status <= 599:
         raise TypeError(f"Outcome.http_status {outcome.http_status} is not an HTTP status")
+
+
+def caps_of(limits: ResponseLimits) -> ResponseCaps:
+    return ResponseCaps(limits.max_body_bytes, limits.max_decoded_bytes)
 
 
 def politeness_of(settings: Settings) -> Politeness:

@@ -2,8 +2,11 @@
 
 Any record, whatever it holds, becomes exactly one of the two: a failure to decode, to verify
 or to translate it is the record's, and routes it to dead input with the reason. With auth on,
-a command must carry a valid signature, and who is asking (the submitter of a job, the actor of
-a mutation) is the verified principal, whatever the record's body says.
+a command must carry a valid signature for this topic and deployment, a command id and an expiry
+at most `MAX_COMMAND_VALIDITY` away, and who is asking (the submitter of a job, the actor of a
+mutation) is the verified principal, whatever the record's body says. Every command's id is
+hashed into its sender's namespace (`public_command_id`), so no record can name an internal
+command's id or another principal's.
 """
 
 from __future__ import annotations
@@ -14,13 +17,14 @@ from datetime import datetime
 from typing import cast, get_args
 from uuid import UUID, uuid5
 
+from projections.lifecycle.identity import public_command_id
+from projections.lifecycle.state import MAX_COMMAND_VALIDITY
 from projections.lifecycle.submission import submission_identity
-from schemas.codec import SINGLE_OBJECT_MARKER, decode_as
+from schemas.codec import decode_as
 from schemas.commands import CancelJob, DeleteJobHistory, RedriveJob, SubmitJob
 from schemas.errors import CodecError, ScrapestreamError
-from schemas.types import uuid_text
 from streams.auth.principals import Principal, Principals
-from streams.auth.signing import verify
+from streams.auth.signing import Binding, claimed_principal, verify
 from streams.consumer import QuietStage, Record
 from streams.deadinput import DeadLetters
 from streams.publisher import Outgoing, Sink, outgoing
@@ -75,22 +79,38 @@ class Intake(QuietStage):
         value = record.value or b""
         command = cast(PublicCommand, decode_as(value, *PUBLIC_COMMANDS))
         if self._principals is not None:
-            signer = verify(self._principals, record.headers, value)
+            binding = Binding(self._settings.deployment_id, record.topic)
+            signer = verify(self._principals, record.headers, value, binding)
             if isinstance(signer, str):
                 raise RefusedError(signer)
+            problem = _validity_problem(command, now)
+            if problem is not None:
+                raise RefusedError(problem)
             command = _as_signer(command, signer)
+            sender = signer.name
+        else:
+            if command.expires_at is not None and command.expires_at < now:
+                raise RefusedError(f"the command expired at {command.expires_at.isoformat()}")
+            sender = claimed_principal(record.headers)
         job_id = submission_identity(command)[0] if isinstance(command, SubmitJob) else command.job_id
-        topic = self._settings.topic("commands")
-        if (
-            self._principals is None
-            and command.command_id is not None
-            and value.startswith(SINGLE_OBJECT_MARKER)
-        ):
-            # Already a complete command in single-object encoding: forwarded as it came.
-            return Outgoing(topic, uuid_text(job_id).encode(), value, None, int(now.timestamp() * 1000))
-        command_id = uuid5(INTAKE_NAMESPACE, f"{record.topic}:{record.partition}:{record.offset}")
-        command = command.model_copy(update={"command_id": command.command_id or command_id})
-        return outgoing(topic, job_id, command, at=now)
+        given = command.command_id or uuid5(
+            INTAKE_NAMESPACE, f"{record.topic}:{record.partition}:{record.offset}"
+        )
+        command = command.model_copy(update={"command_id": public_command_id(sender, given)})
+        return outgoing(self._settings.topic("commands"), job_id, command, at=now)
+
+
+def _validity_problem(command: PublicCommand, now: datetime) -> str | None:
+    """Why a signed command may not be decided: no id, no expiry, expired, or valid too long."""
+    if command.command_id is None:
+        return "a signed command needs a command_id"
+    if command.expires_at is None:
+        return "a signed command needs expires_at"
+    if command.expires_at < now:
+        return f"the command expired at {command.expires_at.isoformat()}"
+    if command.expires_at > now + MAX_COMMAND_VALIDITY:
+        return f"expires_at is more than {MAX_COMMAND_VALIDITY} away: the longest a signed command is valid"
+    return None
 
 
 class RefusedError(ScrapestreamError):

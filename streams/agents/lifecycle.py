@@ -29,11 +29,13 @@ from projections.artifacts import reference_key
 from projections.jobstore import JobStore, decode_event
 from projections.lifecycle import Policy, State, decide, replay
 from projections.lifecycle.consequences import consequences_of
+from projections.lifecycle.emit import command_id_of
 from projections.lifecycle.identity import host_of
+from projections.lifecycle.mutations import refusal_of
 from projections.lifecycle.state import accepted_job
 from projections.lifecycle.submission import runner_of, submission_identity
 from schemas.codec import decode_as
-from schemas.commands import Command, SubmitJob
+from schemas.commands import Command, RecordAudit, SubmitJob
 from schemas.enums import TransportPolicy
 from schemas.errors import CodecError
 from schemas.events import AuditRecorded, Event
@@ -46,6 +48,7 @@ from streams.settings import Settings
 log = logging.getLogger(__name__)
 COMMAND_TYPES = get_args(Command)
 CATCH_UP_RETRY_S = 1.0
+Decided = AuditRecorded | RecordAudit  # a refusal is answered from the audit it sends elsewhere
 
 
 def target_job(command: Command) -> UUID:
@@ -83,7 +86,7 @@ class Lifecycle(QuietStage):
         self._restore = restore
         self._due_topics: dict[tuple[str, TransportPolicy], str] = {}  # job types are known profiles only
         self.events_from_log = 0  # events folded from the log rather than as they were decided
-        self._decisions: dict[UUID, asyncio.Future[AuditRecorded]] = {}
+        self._decisions: dict[UUID, asyncio.Future[Decided]] = {}
         self._store = store
         self._publisher = publisher
         self._policy = policy
@@ -104,14 +107,15 @@ class Lifecycle(QuietStage):
     def catching_up(self) -> list[int]:
         return sorted(self._adopting)
 
-    def decision(self, command_id: UUID, timeout_s: float) -> Awaitable[AuditRecorded | None]:
-        """The audit record of a mutation this worker decides, once appended (None if not in time).
+    def decision(self, command_id: UUID, timeout_s: float) -> Awaitable[Decided | None]:
+        """The audit of a mutation this worker decides: its audit record once appended, or the refusal
+        sent to its actor's audit stream (None if not decided in time).
 
         Watches from the call on, so call it before publishing the command.
         """
         future = self._decisions.setdefault(command_id, asyncio.get_running_loop().create_future())
 
-        async def decided() -> AuditRecorded | None:
+        async def decided() -> Decided | None:
             try:
                 return await asyncio.wait_for(asyncio.shield(future), timeout_s)
             except TimeoutError:
@@ -126,9 +130,12 @@ class Lifecycle(QuietStage):
             self._observe(events)
         for event in events:
             if isinstance(event, AuditRecorded):
-                waiting = self._decisions.get(event.command_id)
-                if waiting is not None and not waiting.done():
-                    waiting.set_result(event)
+                self._answer(event.command_id, event)
+
+    def _answer(self, command_id: UUID, decided: Decided) -> None:
+        waiting = self._decisions.get(command_id)
+        if waiting is not None and not waiting.done():
+            waiting.set_result(decided)
 
     async def handle(self, records: Sequence[Record]) -> None:
         incoming, dead = [], []
@@ -197,6 +204,10 @@ class Lifecycle(QuietStage):
     def _decide(self, item: Incoming, states: dict[UUID, State]) -> tuple[list[Event], list[Outgoing]]:
         job_id = target_job(item.command)
         state = states[job_id] if job_id in states else self._store.load(job_id)
+        refused = refusal_of(state, item.command, item.at)
+        if refused is not None:  # the job stays as it is; the actor's audit stream records why
+            self._answer(command_id_of(item.command), refused)
+            return [], [outgoing(self._settings.topic("commands"), refused.job_id, refused, at=item.at)]
         events = decide(state, item.command, item.at, self._policy)
         after = replay(events, state)
         consequences = self._consequences(after, events, state) if events else []

@@ -29,9 +29,9 @@ from projections.jobstore import JobStore
 from projections.lifecycle.mutations import retention_expired
 from schemas.commands import DeleteJobHistory
 from schemas.enums import ActorRole, AuditOutcome
-from schemas.events import AuditRecorded
 from schemas.types import to_utc_millis
 from schemas.work import ArtifactPurged
+from streams.agents.lifecycle import Decided
 from streams.artifacts.port import ArtifactStore
 from streams.global_table import GlobalTable
 from streams.periodic import every
@@ -43,7 +43,7 @@ ACTOR = "scrapestream-maintenance"
 PURGE_NAMESPACE = UUID("5b0c3f64-9f1e-5d0a-8a4c-3e2f7d1b6a90")
 DECISION_TIMEOUT_S = 10.0
 
-Decision = Callable[[UUID, float], Awaitable[AuditRecorded | None]]
+Decision = Callable[[UUID, float], Awaitable[Decided | None]]
 
 
 @dataclass(frozen=True)

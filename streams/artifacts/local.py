@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import BinaryIO
 
 from projections.artifacts import describe, is_content_key
 from schemas.enums import RetentionClass
 from schemas.records import Artifact
-from streams.artifacts.port import StoredObject
+from streams.artifacts.port import CHUNK_BYTES, StoredObject
 
 
 class LocalArtifactStore:
@@ -42,14 +43,12 @@ class LocalArtifactStore:
     async def existing(self, keys: Sequence[str]) -> set[str]:
         return await asyncio.to_thread(lambda: {key for key in keys if self.path_of(key).is_file()})
 
-    async def read(self, key: str) -> bytes | None:
-        def load() -> bytes | None:
-            try:
-                return self.path_of(key).read_bytes()
-            except FileNotFoundError:
-                return None
-
-        return await asyncio.to_thread(load)
+    async def open(self, key: str) -> AsyncIterator[bytes] | None:
+        try:
+            handle = await asyncio.to_thread(self.path_of(key).open, "rb")
+        except (FileNotFoundError, IsADirectoryError):
+            return None
+        return _chunks(handle)
 
     async def delete(self, keys: Sequence[str], written_before: datetime | None = None) -> list[str]:
         before = None if written_before is None else written_before.timestamp()
@@ -99,6 +98,14 @@ class LocalArtifactStore:
                     written.set_result(None)
                 else:
                     written.set_exception(error)
+
+
+async def _chunks(handle: BinaryIO) -> AsyncIterator[bytes]:
+    try:
+        while chunk := await asyncio.to_thread(handle.read, CHUNK_BYTES):
+            yield chunk
+    finally:
+        handle.close()
 
 
 def _write_all(files: list[tuple[Path, bytes, float]]) -> list[OSError | None]:

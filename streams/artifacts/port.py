@@ -6,7 +6,7 @@ Two implementations: `LocalArtifactStore` (a directory, the `dev` default) and
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
@@ -14,6 +14,13 @@ from typing import Protocol
 from schemas.enums import RetentionClass
 from schemas.errors import ScrapestreamError
 from schemas.records import Artifact
+
+CHUNK_BYTES = 256 * 1024
+
+
+async def read_all(chunks: AsyncIterator[bytes] | None) -> bytes | None:
+    """Every chunk joined: for what is known to be small (tests, a robots.txt)."""
+    return None if chunks is None else b"".join([chunk async for chunk in chunks])
 
 
 class ArtifactStoreError(ScrapestreamError):
@@ -37,8 +44,9 @@ class ArtifactStore(Protocol):
         """Which of `keys` are stored, checked together."""
         ...
 
-    async def read(self, key: str) -> bytes | None:
-        """The stored bytes, or None when nothing is stored under `key`."""
+    async def open(self, key: str) -> AsyncIterator[bytes] | None:
+        """The stored bytes in chunks of at most `CHUNK_BYTES`, read as they are iterated (never
+        whole into memory), or None when nothing is stored under `key`."""
         ...
 
     async def delete(self, keys: Sequence[str], written_before: datetime | None = None) -> list[str]:

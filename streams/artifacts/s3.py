@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,7 +19,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from projections.artifacts import describe
 from schemas.enums import RetentionClass
 from schemas.records import Artifact
-from streams.artifacts.port import ArtifactStoreError, StoredObject
+from streams.artifacts.port import CHUNK_BYTES, ArtifactStoreError, StoredObject
 
 log = logging.getLogger(__name__)
 DELETE_BATCH = 1_000  # S3's DeleteObjects limit
@@ -106,18 +106,17 @@ class S3ArtifactStore:
                 raise
         return True
 
-    async def read(self, key: str) -> bytes | None:
-        def fetch() -> bytes | None:
+    async def open(self, key: str) -> AsyncIterator[bytes] | None:
+        def fetch() -> Any:
             try:
-                answer = self._client.get_object(Bucket=self._bucket, Key=self._key(key))
+                return self._client.get_object(Bucket=self._bucket, Key=self._key(key))["Body"]
             except ClientError as exc:
                 if _code(exc) in MISSING:
                     return None
                 raise
-            body: bytes = answer["Body"].read()
-            return body
 
-        return await asyncio.to_thread(fetch)
+        body = await asyncio.to_thread(fetch)
+        return None if body is None else _chunks(body)
 
     async def delete(self, keys: Sequence[str], written_before: datetime | None = None) -> list[str]:
         if written_before is None:
@@ -169,6 +168,14 @@ class S3ArtifactStore:
 
     async def close(self) -> None:
         await asyncio.to_thread(self._client.close)
+
+
+async def _chunks(body: Any) -> AsyncIterator[bytes]:
+    try:
+        while chunk := await asyncio.to_thread(body.read, CHUNK_BYTES):
+            yield chunk
+    finally:
+        body.close()
 
 
 def _utc(moment: datetime) -> datetime:

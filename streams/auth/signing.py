@@ -1,7 +1,9 @@
 """Signed commands on the submit topic: the principal's name and an Ed25519 signature in headers.
 
-The signature covers a fixed label, the principal's name and the record's value exactly as
-encoded, so neither can be swapped without the key.
+The signature covers a fixed label, the deployment (`SCRAPESTREAM_DEPLOYMENT_ID`), the topic the
+record is published to, the principal's name and the record's value exactly as encoded: none can
+be swapped without the key, and a record signed for one topic or deployment is refused on another.
+The value carries the command's id and expiry, which intake requires, so replays are bounded too.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -17,16 +20,28 @@ from streams.auth.principals import Principal, Principals
 
 PRINCIPAL_HEADER = "scrapestream-principal"
 SIGNATURE_HEADER = "scrapestream-signature"
-LABEL = b"scrapestream-command/1\n"
+LABEL = b"scrapestream-command/2\n"
+OLD_LABEL = b"scrapestream-command/1\n"
 Headers = Sequence[tuple[str, bytes]]
 
 
-def signed_message(principal: str, value: bytes) -> bytes:
-    return LABEL + principal.encode() + b"\n" + value
+@dataclass(frozen=True)
+class Binding:
+    """Where a signed record is valid: the deployment and the topic it is published to."""
+
+    deployment: str
+    topic: str
 
 
-def sign(principal: str, private_key: Ed25519PrivateKey, value: bytes) -> list[tuple[str, bytes]]:
-    signature = private_key.sign(signed_message(principal, value))
+def signed_message(binding: Binding, principal: str, value: bytes) -> bytes:
+    parts = (binding.deployment.encode(), binding.topic.encode(), principal.encode())
+    return LABEL + b"\n".join(parts) + b"\n" + value
+
+
+def sign(
+    principal: str, private_key: Ed25519PrivateKey, value: bytes, binding: Binding
+) -> list[tuple[str, bytes]]:
+    signature = private_key.sign(signed_message(binding, principal, value))
     return [(PRINCIPAL_HEADER, principal.encode()), (SIGNATURE_HEADER, base64.b64encode(signature))]
 
 
@@ -38,8 +53,16 @@ def private_key_from_text(text: str) -> Ed25519PrivateKey:
         raise ValueError("a signing key is the base64 of 32 raw Ed25519 private key bytes") from exc
 
 
-def verify(principals: Principals, headers: Headers | None, value: bytes) -> Principal | str:
-    """The principal who signed `value`, or why the record is refused."""
+def claimed_principal(headers: Headers | None) -> str:
+    """The principal a record names, unverified (with auth off it only scopes the command's id)."""
+    raw = dict(headers or ()).get(PRINCIPAL_HEADER, b"")
+    return raw.decode("utf-8", "replace")[:256]
+
+
+def verify(
+    principals: Principals, headers: Headers | None, value: bytes, binding: Binding
+) -> Principal | str:
+    """The principal who signed `value` for `binding`, or why the record is refused."""
     found = {key: raw for key, raw in headers or ()}
     name_raw, signature_raw = found.get(PRINCIPAL_HEADER), found.get(SIGNATURE_HEADER)
     if name_raw is None or signature_raw is None:
@@ -53,7 +76,11 @@ def verify(principals: Principals, headers: Headers | None, value: bytes) -> Pri
     if principal is None or principal.public_key is None:
         return f"unknown signer {name[:256]!r}"
     try:
-        principal.public_key.verify(signature, signed_message(name, value))
+        principal.public_key.verify(signature, signed_message(binding, name, value))
     except InvalidSignature:
-        return f"bad signature for {name[:256]!r}"
+        try:
+            principal.public_key.verify(signature, OLD_LABEL + name.encode() + b"\n" + value)
+        except InvalidSignature:
+            return f"bad signature for {name[:256]!r} (for another topic or deployment, or tampered)"
+        return f"{name[:256]!r} signed with scheme 1, which binds no topic or deployment: upgrade the client"
     return principal

@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 
 from playwright.async_api import Browser, BrowserContext, Page, Playwright, async_playwright
 from playwright.async_api import Error as PlaywrightError
+from playwright.async_api import Request as PlaywrightRequest
 
 from projections.lifecycle.outcomes import status_failure
 from schemas.enums import AttemptOutcome
@@ -47,7 +48,14 @@ CHROMIUM_FLAGS = (
     "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",  # no UDP around the guard proxy
 )
 CLOSE_TIMEOUT_S = 10.0
+GUARD_CLOSE_TIMEOUT_S = 2.0
 HTML_TYPE = "text/html; charset=utf-8"
+# The rendered document's size in UTF-8 bytes, measured in the page: nothing is copied out to learn it.
+DOCUMENT_BYTES = """() => {
+  const root = document.documentElement;
+  const doctype = document.doctype ? new XMLSerializer().serializeToString(document.doctype) : "";
+  return new TextEncoder().encode(doctype + (root ? root.outerHTML : "")).length;
+}"""
 NET_ERRORS = {
     "ERR_NAME_NOT_RESOLVED": "DNS_FAILED",
     "ERR_CONNECTION_REFUSED": "CONNECTION_FAILED",
@@ -66,6 +74,12 @@ class Rendered:
     screenshot: bytes | None = None
     browser_seconds: Decimal = Decimal("0.000000")
     blocked: tuple[str, ...] = ()
+
+
+def most_held_s(timeout_s: float) -> float:
+    """The longest one render may hold the browser: its deadline, then closing its context and proxy.
+    A reservation on a browser route is for this long, and no render is charged for longer."""
+    return timeout_s + CLOSE_TIMEOUT_S + GUARD_CLOSE_TIMEOUT_S
 
 
 def executable_of(configured: str) -> str | None:
@@ -122,6 +136,7 @@ class BrowserRenderer:
             started = time.monotonic()
             guard = GuardProxy(self._policy, limits.max_decoded_bytes, self._proxy_host)
             context: BrowserContext | None = None
+            navigated = [request.url]  # the document and each hop of its redirects
             try:
                 async with asyncio.timeout(timeout_s):
                     browser = await self._connected()
@@ -132,14 +147,15 @@ class BrowserRenderer:
                         accept_downloads=False,
                         extra_http_headers=dict(request.headers),
                     )
-                    rendered = await self._capture(
-                        await context.new_page(), request, options, limits, screenshot
-                    )
+                    page = await context.new_page()
+                    page.on("request", lambda sent: _follow_document(sent, page, navigated))
+                    rendered = await self._capture(page, request, options, limits, screenshot)
             except Exception as exc:  # whatever the page or the browser did, typed once, here
-                rendered = Rendered(local_result(*self._classify(exc, guard, request.url)))
+                rendered = Rendered(local_result(*self._classify(exc, guard, navigated)))
             finally:
                 await self._dispose(context, guard)
-            seconds = to_cost_scale(Decimal(time.monotonic() - started))
+            held_s = min(time.monotonic() - started, most_held_s(timeout_s))
+            seconds = to_cost_scale(Decimal(held_s))
             elapsed_ms = int((time.monotonic() - started) * 1000)
             if guard.exceeded:
                 rendered = Rendered(
@@ -175,11 +191,14 @@ class BrowserRenderer:
                 if "while parsing" not in message and "not a valid" not in message:
                     raise
                 return Rendered(local_result("INVALID_SELECTOR", message))
+        cap = limits.max_decoded_bytes
+        measured = int(await page.evaluate(DOCUMENT_BYTES))
+        if measured > cap:  # refused before a byte of it is copied out of the page
+            detail = f"the rendered page measures {measured} bytes, more than {cap}"
+            return Rendered(local_result("BODY_TOO_LARGE", detail))
         html = (await page.content()).encode()
-        if len(html) > limits.max_decoded_bytes:
-            return Rendered(
-                local_result("BODY_TOO_LARGE", f"the rendered page exceeds {limits.max_decoded_bytes} bytes")
-            )
+        if len(html) > cap:  # grown since it was measured
+            return Rendered(local_result("BODY_TOO_LARGE", f"the rendered page exceeds {cap} bytes"))
         image = (
             await page.screenshot(type="png", full_page=options.full_page, timeout=0) if screenshot else None
         )
@@ -212,13 +231,15 @@ class BrowserRenderer:
             self.launches += 1
             return self._browser
 
-    def _classify(self, exc: Exception, guard: GuardProxy, url: str) -> tuple[str, str]:
+    def _classify(self, exc: Exception, guard: GuardProxy, navigated: list[str]) -> tuple[str, str]:
         if isinstance(exc, TimeoutError):
             return "TIMEOUT", "the page did not render in time"
         message = str(exc).split("\n", 1)[0]
-        code = guard.failures.get(_authority(url)) or guard.failures.get(url)
-        if code is not None:
-            return code, f"{url}: {message}"
+        for url in reversed(navigated):  # the hop that failed: a refused redirect target, say
+            code = guard.failures.get(_authority(url)) or guard.failures.get(url)
+            if code is not None:
+                return code, f"{url}: {message}"
+        url = navigated[0]
         if self._browser is None or not self._browser.is_connected():
             return "BROWSER_CRASHED", message
         if "crash" in message.lower():
@@ -239,7 +260,11 @@ class BrowserRenderer:
             except Exception as exc:  # a context that will not close: the browser is started again
                 log.warning("a browser context did not close (%s); restarting the browser", exc)
                 await self._restart()
-        await guard.close()
+        try:
+            async with asyncio.timeout(GUARD_CLOSE_TIMEOUT_S):
+                await guard.close()
+        except TimeoutError:
+            log.warning("a render's guard proxy did not close in time")
 
     async def _restart(self) -> None:
         async with self._starting:
@@ -254,6 +279,12 @@ class BrowserRenderer:
             with contextlib.suppress(Exception):
                 await self._playwright.stop()
             self._playwright = None
+
+
+def _follow_document(sent: PlaywrightRequest, page: Page, navigated: list[str]) -> None:
+    """Keeps the URL of each main-frame navigation, so a failure is charged to the hop that failed."""
+    if sent.is_navigation_request() and sent.frame == page.main_frame:
+        navigated.append(sent.url)
 
 
 def _authority(url: str) -> str:

@@ -5,7 +5,9 @@ It speaks aiohttp directly, over a session whose resolver and connector enforce 
 twice as much on aiohttp's (docs/PERFORMANCE.md). Whatever an origin does ends in a `FetchResult`
 with a failure code: nothing it sends can raise out of `fetch`. The whole fetch (every redirect
 hop and the body) runs under one `asyncio.timeout`. Errors are translated by `classify`, looking
-through the chain of causes for the most specific one.
+through the chain of causes for the most specific one. Every result, a failed one too, counts the
+bytes that crossed the wire (each hop's status line and headers, and what was read of bodies), so
+a metered route is charged for what it carried whatever the outcome.
 """
 
 from __future__ import annotations
@@ -23,6 +25,12 @@ import aiohttp
 from yarl import URL
 
 from projections.lifecycle.cache import NEGATIVE_STATUSES
+from projections.lifecycle.freshness import (
+    CACHE_HEADERS,
+    NOT_STORABLE,
+    request_allows_store,
+    response_freshness,
+)
 from projections.lifecycle.identity import Rejection, canonicalize
 from projections.lifecycle.limits import MAX_URL_BYTES, clip, utf8_len
 from projections.lifecycle.outcomes import local_failure, status_failure
@@ -31,7 +39,6 @@ from schemas.records import Failure, Request
 from streams.clock import utc_now
 from streams.fetch.addresses import IPNetwork
 from streams.fetch.decoding import ACCEPT_ENCODING, BoundedDecoder, DecodingRefusedError
-from streams.fetch.freshness import freshness
 from streams.fetch.guard import (
     AddressPolicy,
     AddressRefusedError,
@@ -44,6 +51,7 @@ from streams.settings import ResponseLimits
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 NOT_MODIFIED = 304
 MAX_VALIDATOR_BYTES = 1_024
+MIN_DEADLINE_S = 1.0
 ERROR_CODES: list[tuple[type[BaseException], str]] = [
     (AddressRefusedError, "ADDRESS_REFUSED"),
     (ResolutionError, "DNS_FAILED"),
@@ -83,6 +91,24 @@ class FetchLimits:
         return cls(policy_class.max_body_bytes, policy_class.max_decoded_bytes, policy_class.max_redirects)
 
 
+def call_deadline_s(max_runtime_ms: int, limits: ResponseLimits) -> float:
+    """How long one call may take: the policy class's timeout within the job type's runtime."""
+    return max(min(max_runtime_ms / 1000, limits.timeout_s), MIN_DEADLINE_S)
+
+
+class _Meter:
+    """Bytes received over one fetch, kept whatever ends it."""
+
+    def __init__(self) -> None:
+        self.received = 0
+
+    def head(self, response: aiohttp.ClientResponse) -> None:
+        status_line = 15 + len(response.reason or "")
+        self.received += (
+            status_line + sum(len(name) + len(value) + 4 for name, value in response.raw_headers) + 2
+        )
+
+
 @dataclass(frozen=True)
 class FetchResult:
     outcome: AttemptOutcome
@@ -97,6 +123,7 @@ class FetchResult:
     last_modified: str | None = None
     storable: bool = True
     fresh_for_ms: int | None = None
+    must_revalidate: bool = False
 
 
 class HttpFetcher:
@@ -138,16 +165,19 @@ class HttpFetcher:
         proxy connects to the origin: each hop's address is checked here before it is asked.
         """
         started = time.monotonic()
+        meter = _Meter()
         try:
             async with asyncio.timeout(deadline_s):
                 result = await self._follow(
-                    request, retry_until, validators or {}, limits or self._limits, proxy
+                    request, retry_until, validators or {}, limits or self._limits, proxy, meter
                 )
         except (FetchRefusedError, DecodingRefusedError) as exc:
             result = local_result(exc.code, str(exc))
         except Exception as exc:  # every other error an origin can cause, typed once, here
             result = local_result(*classify(exc))
-        return replace(result, elapsed_ms=int((time.monotonic() - started) * 1000))
+        elapsed_ms = int((time.monotonic() - started) * 1000)
+        storable = result.storable and request_allows_store(request.headers)
+        return replace(result, elapsed_ms=elapsed_ms, wire_bytes=meter.received, storable=storable)
 
     async def _follow(
         self,
@@ -156,6 +186,7 @@ class HttpFetcher:
         validators: Mapping[str, str],
         limits: FetchLimits,
         proxy: str | None,
+        meter: _Meter,
     ) -> FetchResult:
         url = request.url
         headers = self._headers | request.headers | dict(validators)
@@ -166,9 +197,10 @@ class HttpFetcher:
             async with session.request(
                 request.method.value, url, headers=headers, allow_redirects=False, proxy=proxy
             ) as response:
+                meter.head(response)
                 location = response.headers.get("location")
                 if response.status not in REDIRECT_STATUSES or not location:
-                    return await self._read(response, url, retry_until, limits)
+                    return await self._read(response, url, retry_until, limits, meter)
             url = _next_hop(url, location)
         raise FetchRefusedError("TOO_MANY_REDIRECTS", f"more than {limits.max_redirects} redirects")
 
@@ -191,7 +223,12 @@ class HttpFetcher:
         return self._proxied
 
     async def _read(
-        self, response: aiohttp.ClientResponse, url: str, retry_until: datetime | None, limits: FetchLimits
+        self,
+        response: aiohttp.ClientResponse,
+        url: str,
+        retry_until: datetime | None,
+        limits: FetchLimits,
+        meter: _Meter,
     ) -> FetchResult:
         declared = response.headers.get("content-length", "")
         if declared.isascii() and declared.isdigit() and int(declared) > limits.max_body_bytes:
@@ -203,6 +240,7 @@ class HttpFetcher:
         wire_bytes = 0
         async for chunk in response.content.iter_any():
             wire_bytes += len(chunk)
+            meter.received += len(chunk)
             if wire_bytes > limits.max_body_bytes:
                 raise FetchRefusedError(
                     "BODY_TOO_LARGE", f"more than {limits.max_body_bytes} bytes on the wire"
@@ -257,11 +295,11 @@ def _response_result(
     outcome = AttemptOutcome.FETCHED if failure is None else AttemptOutcome.HTTP_ERROR
     # A 304's headers freshen the stored 200 it confirms (RFC 9111 4.3.4): judged as that response.
     judged_status = 200 if response.status == NOT_MODIFIED else response.status
-    storable, fresh_for_ms = (
-        freshness(url, judged_status, response.headers)
-        if failure is None or response.status in NEGATIVE_STATUSES or response.status == NOT_MODIFIED
-        else (False, None)
-    )
+    cacheable = failure is None or response.status in NEGATIVE_STATUSES or response.status == NOT_MODIFIED
+    caching = {
+        name: ", ".join(response.headers.getall(name)) for name in CACHE_HEADERS if name in response.headers
+    }
+    fresh = response_freshness(judged_status, caching, now) if cacheable else NOT_STORABLE
     return FetchResult(
         outcome=outcome,
         failure=failure,
@@ -272,8 +310,9 @@ def _response_result(
         wire_bytes=wire_bytes,
         etag=_header(response, "etag"),
         last_modified=_header(response, "last-modified"),
-        storable=storable,
-        fresh_for_ms=fresh_for_ms,
+        storable=fresh.storable,
+        fresh_for_ms=fresh.fresh_for_ms,
+        must_revalidate=fresh.must_revalidate,
     )
 
 

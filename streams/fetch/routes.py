@@ -20,10 +20,13 @@ from uuid import UUID
 
 from pydantic import SecretStr
 
-from projections.ledger import ZERO, Decision, Metering
+from projections.ledger import ZERO, Decision, Metering, charged
 from projections.lifecycle.identity import name_based
 from schemas.enums import ArtifactTrust, TransportPolicy, TransportRoute
+from schemas.types import to_cost_scale
 from schemas.work import DueWork, RouteReconciled, RouteReserved
+from streams.fetch.browser import most_held_s
+from streams.fetch.http import call_deadline_s
 from streams.ledger import LedgerReader
 from streams.publisher import Sink, outgoing
 from streams.settings import ResponseLimits, RouteSettings, Settings
@@ -126,7 +129,7 @@ class Routes:
         name = passage.route_name
         if name is None:
             return replace(passage, browser_seconds=browser_seconds)
-        actual = self._meterings[name].cost(wire_bytes, browser_seconds)
+        actual = charged(self._meterings[name].cost(wire_bytes, browser_seconds), passage.estimated)
         reconciled = replace(passage, actual=actual, browser_seconds=browser_seconds)
         if passage.reservation_id is not None:
             record = RouteReconciled(
@@ -179,8 +182,9 @@ def _pick(proxy_urls: tuple[SecretStr, ...], work: DueWork) -> str | None:
 
 
 def _estimate(metering: Metering, route: RouteSettings, limits: ResponseLimits, work: DueWork) -> Decimal:
-    """The most the call may cost: the class's byte cap, and for a browser its whole time."""
+    """The most the call may cost, which is all it is ever charged: the class's byte cap, and for a
+    browser the longest it may hold it."""
     if route.kind != "browser":
         return metering.cost(limits.max_body_bytes, ZERO)
-    seconds = Decimal(str(min(work.max_runtime_ms / 1000, limits.timeout_s)))
+    seconds = to_cost_scale(Decimal(most_held_s(call_deadline_s(work.max_runtime_ms, limits))))
     return metering.cost(limits.max_decoded_bytes, seconds)

@@ -29,6 +29,7 @@ def documented_api(context: ApiContext) -> FastAPI:
     )
     app.state.context = context
     app.state.principals = context.principals
+    app.state.peer_key = context.peer_key
     for router in (operations.router, jobs.router, listings.router, artifacts.router):
         app.include_router(router)
     install(app)

@@ -1,12 +1,15 @@
 """Artifact downloads: any worker finds the jobs that stored it, checks the reader, audits, streams.
 
-The bytes are read from the artifact store: a shared one (S3) answers every worker; from a
-local one, this worker's directory, else the first peer that holds them.
+The bytes are streamed from the artifact store, never read whole: a shared one (S3) answers every
+worker; from a local one, this worker's directory, else the first peer that holds them. An artifact
+the caller may not read is answered as one that does not exist. The internal routes answer peers
+only (`streams.auth.peering`).
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from typing import Annotated, Any
 from uuid import UUID
 
@@ -16,7 +19,9 @@ from fastapi.responses import StreamingResponse
 from projections.access import job_read_refusal
 from projections.artifacts import KEY_PATTERN, is_content_key
 from schemas.enums import AuditAction
-from streams.web.auth import Caller
+from streams.artifacts.port import ArtifactStore
+from streams.auth.principals import Principal
+from streams.web.auth import Caller, PeerCaller
 from streams.web.context import ApiContext, context_of
 from streams.web.errors import ApiError, responses
 from streams.web.jobs import JSON
@@ -36,47 +41,48 @@ router = APIRouter(tags=["artifacts"])
 @router.get(
     "/artifacts/{artifact_id}",
     response_class=Response,
-    responses=BYTES_RESPONSE | responses(400, 401, 403, 404, 503),
+    responses=BYTES_RESPONSE | responses(400, 401, 404, 429, 503),
     summary="Download an artifact's bytes (audited)",
 )
 async def download(artifact_id: UUID, request: Request, principal: Caller) -> Response:
     context = context_of(request)
+    context.refusals.check(principal)
     target = f"artifact:{artifact_id}"
-    refs = await _references(context, request, artifact_id)
-    if not refs:
-        raise ApiError(404, "not_found", f"no job stored artifact {artifact_id}")
+    refs = await _references(context, principal, artifact_id)
     allowed = [ref for ref in refs if job_read_refusal(principal.name, principal.role, ref.caller) is None]
     if not allowed:
-        refusal = "a service may download only the artifacts of its own jobs"
-        await context.audit(
-            principal, request, refs[0].job_id, AuditAction.ARTIFACT_DOWNLOAD, refusal, target
-        )
-        raise ApiError(403, "forbidden", refusal)
-    await context.audit(principal, request, allowed[0].job_id, AuditAction.ARTIFACT_DOWNLOAD, None, target)
-    return await _bytes(context, request, allowed[0], artifact_id)
+        if refs:  # stored, but by jobs this caller may not read: answered as nothing stored
+            refusal = "a service may download only the artifacts of its own jobs"
+            await context.audit(principal, request, AuditAction.ARTIFACT_DOWNLOAD, refusal, target)
+        context.refusals.refused(principal)  # nothing stored counts alike
+        raise ApiError(404, "not_found", f"no job of yours stored artifact {artifact_id}")
+    await context.audit(principal, request, AuditAction.ARTIFACT_DOWNLOAD, None, target)
+    return await _bytes(context, principal, allowed[0], artifact_id)
 
 
 @router.get("/_shard/artifacts/{artifact_id}", include_in_schema=False)
-async def references_shard(artifact_id: UUID, request: Request, principal: Caller) -> Response:
+async def references_shard(artifact_id: UUID, request: Request, principal: PeerCaller) -> Response:
     references = ArtifactReferences(references=_local_refs(context_of(request), artifact_id))
     return Response(references.model_dump_json(), media_type=JSON)
 
 
 @router.get("/_shard/artifact-bytes/{key:path}", include_in_schema=False)
 async def bytes_shard(
-    key: Annotated[str, Path(pattern=KEY_PATTERN.pattern)], request: Request, principal: Caller
+    key: Annotated[str, Path(pattern=KEY_PATTERN.pattern)], request: Request, principal: PeerCaller
 ) -> Response:
-    body = await _read(context_of(request), key)
-    if body is None:
+    chunks = await _open(context_of(request).artifacts, key)
+    if chunks is None:
         raise ApiError(404, "not_found", "this worker does not hold those bytes")
-    return Response(body, media_type="application/octet-stream")
+    return StreamingResponse(chunks, media_type="application/octet-stream")
 
 
-async def _references(context: ApiContext, request: Request, artifact_id: UUID) -> list[ArtifactReference]:
+async def _references(
+    context: ApiContext, principal: Principal, artifact_id: UUID
+) -> list[ArtifactReference]:
     path = f"/_shard/artifacts/{artifact_id}"
     peers = context.routing.everyone()[1:]
     remote = await asyncio.gather(
-        *(context.peers.shard(peer, path, {}, request, ArtifactReferences) for peer in peers)
+        *(context.peers.shard(peer, path, {}, principal, ArtifactReferences) for peer in peers)
     )
     return _local_refs(context, artifact_id) + [ref for answer in remote for ref in answer.references]
 
@@ -94,17 +100,17 @@ def _local_refs(context: ApiContext, artifact_id: UUID) -> list[ArtifactReferenc
 
 
 async def _bytes(
-    context: ApiContext, request: Request, ref: ArtifactReference, artifact_id: UUID
+    context: ApiContext, principal: Principal, ref: ArtifactReference, artifact_id: UUID
 ) -> Response:
     key, content_type = ref.key, ref.content_type
     if not is_content_key(key):
         raise ApiError(404, "gone", f"artifact {artifact_id} has no stored content address")
-    body = await _read(context, key)
-    if body is not None:
-        return Response(body, media_type=content_type, headers=UNTRUSTED_CONTENT)
+    chunks = await _open(context.artifacts, key)
+    if chunks is not None:
+        return StreamingResponse(chunks, media_type=content_type, headers=UNTRUSTED_CONTENT)
     peers = () if context.artifacts.shared else context.routing.everyone()[1:]
     for peer in peers:
-        answer = await context.peers.open_stream(peer, f"/_shard/artifact-bytes/{key}", request)
+        answer = await context.peers.open_stream(peer, f"/_shard/artifact-bytes/{key}", principal)
         if answer is not None:
             return StreamingResponse(relay(answer), media_type=content_type, headers=UNTRUSTED_CONTENT)
     raise ApiError(
@@ -114,10 +120,10 @@ async def _bytes(
     )
 
 
-async def _read(context: ApiContext, key: str) -> bytes | None:
-    """The stored bytes, or None; a store that fails to answer is a 503, never an unexplained 500."""
+async def _open(store: ArtifactStore, key: str) -> AsyncIterator[bytes] | None:
+    """The stored bytes as a stream, or None; a store that fails to answer is a 503, never a 500."""
     try:
-        return await context.artifacts.read(key)
+        return await store.open(key)
     except Exception as exc:  # any store, any client library: S3's raise their own error types
         raise ApiError(
             503, "unavailable", f"the artifact store did not answer: {type(exc).__name__}"

@@ -7,7 +7,9 @@ from typing import Annotated
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from streams.auth.peering import PeerKey
 from streams.auth.principals import TRUSTED, Principal, Principals
+from streams.clock import utc_now
 from streams.web.errors import ApiError
 
 bearer = HTTPBearer(
@@ -41,3 +43,27 @@ async def authenticated(request: Request, credentials: Credentials) -> Principal
 
 
 Caller = Annotated[Principal, Depends(authenticated)]
+
+
+async def peer_asking(request: Request) -> Principal:
+    """A FastAPI dependency of the internal routes: the caller a peer asks for, proven by the peer
+    credential; a caller's own token is refused there (403)."""
+    key: PeerKey | None = request.app.state.peer_key
+    if key is None and request.app.state.principals is None:
+        return TRUSTED  # auth off and no peer secret: every request is trusted anyway
+    if key is None:
+        raise ApiError(403, "forbidden", "this worker has no peer secret: it answers no internal route")
+    verdict = key.verify(request.method, raw_target(request), request.headers, int(utc_now().timestamp()))
+    if isinstance(verdict, str):
+        raise ApiError(403, "forbidden", verdict)
+    return verdict
+
+
+def raw_target(request: Request) -> str:
+    """The path and query exactly as the client sent them."""
+    path: bytes = request.scope.get("raw_path") or request.scope["path"].encode()
+    query: bytes = request.scope.get("query_string", b"")
+    return (path + b"?" + query if query else path).decode("latin-1")
+
+
+PeerCaller = Annotated[Principal, Depends(peer_asking)]

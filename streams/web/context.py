@@ -13,6 +13,8 @@ from uuid import UUID, uuid4
 from fastapi import Request, Response
 
 from projections.jobstore import JobStore
+from projections.lifecycle.audit import NOT_FOUND
+from projections.lifecycle.identity import audit_stream_id
 from projections.lifecycle.policy import Policy
 from projections.lifecycle.state import Job
 from projections.readindex import Page, merge_pages
@@ -22,17 +24,22 @@ from schemas.enums import AuditAction, AuditOutcome
 from schemas.types import uuid_text
 from streams.agents.lifecycle import Lifecycle
 from streams.artifacts.port import ArtifactStore
+from streams.auth.peering import PeerKey
 from streams.auth.principals import Principal, Principals
+from streams.clock import utc_now
 from streams.consumer import StageConsumer
+from streams.global_table import GlobalTable
 from streams.jobtypes import JobType
 from streams.ledger import LedgerReader
 from streams.metrics import Metrics
 from streams.publisher import Publisher, outgoing, partition_of
 from streams.routing import Routing
 from streams.settings import Settings
+from streams.watchdog import Watchdog
 from streams.web.errors import ApiError
 from streams.web.models import ShardPage
 from streams.web.peers import Peers
+from streams.web.refusals import RefusalLimiter
 
 MAX_REQUEST_ID = 128
 VIEW_CACHE_SIZE = 10_000
@@ -73,7 +80,11 @@ class ApiContext:
     job_types: Mapping[str, JobType]
     policy: Policy
     ledger: LedgerReader | None = None
+    table: GlobalTable | None = None
+    watchdog: Watchdog = field(default_factory=Watchdog)
     views: JobViews = field(default_factory=JobViews)
+    peer_key: PeerKey | None = None
+    refusals: RefusalLimiter = field(default_factory=lambda: RefusalLimiter(60))
 
     def partition_of(self, job_id: UUID) -> int:
         return partition_of(uuid_text(job_id).encode(), self.partitions)
@@ -97,15 +108,15 @@ class ApiContext:
         self,
         principal: Principal,
         request: Request,
-        job_id: UUID,
         action: AuditAction,
         refusal: str | None,
         target: str,
     ) -> None:
-        """Append an audit record of a read or download to the job's history (through its lifecycle)."""
+        """Record a read or download in the principal's own audit stream (never in the job's history)."""
+        stream = audit_stream_id(principal.name, utc_now())
         command = RecordAudit(
             command_id=uuid4(),
-            job_id=job_id,
+            job_id=stream,
             actor_id=principal.name,
             actor_role=principal.role,
             action=action,
@@ -113,12 +124,13 @@ class ApiContext:
             detail=refusal or "allowed",
             target=target,
             request_id=request_id(request),
+            refusal="" if refusal is None else NOT_FOUND,
         )
-        await self.publisher.send_all([outgoing(self.settings.topic("commands"), job_id, command)])
+        await self.publisher.send_all([outgoing(self.settings.topic("commands"), stream, command)])
 
     async def gather(
         self,
-        request: Request,
+        principal: Principal,
         path: str,
         params: Mapping[str, Any],
         local: Callable[[list[int]], Shard],
@@ -131,7 +143,7 @@ class ApiContext:
         owned = self.lifecycle.owned
         peers = self.routing.everyone()[1:]
         remote = await asyncio.gather(
-            *(self.peers.shard(peer, path, params, request, ShardPage) for peer in peers)
+            *(self.peers.shard(peer, path, params, principal, ShardPage) for peer in peers)
         )
         pages = [local(owned)]
         covered = set(owned)

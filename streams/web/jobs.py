@@ -15,6 +15,7 @@ from projections.lifecycle.state import Job
 from projections.views import EventList, JobView, audit_view, event_view
 from schemas.commands import CancelJob, DeleteJobHistory, MutationCommand, RedriveJob
 from schemas.enums import AuditAction, AuditOutcome
+from schemas.events import AuditRecorded
 from streams.auth.principals import Principal
 from streams.publisher import outgoing
 from streams.web.auth import Caller
@@ -30,10 +31,10 @@ REFUSALS = {
     CONFLICT: (409, "conflict"),
     INVALID: (400, "invalid_request"),
 }
-READ_ERRORS = responses(400, 401, 403, 404, 503)
+READ_ERRORS = responses(400, 401, 404, 429, 503)
 MUTATION_RESPONSES: dict[int | str, dict[str, Any]] = {
     202: {"model": MutationResult, "description": "Not decided in time; it still will be"},
-    **responses(400, 401, 403, 404, 409, 503),
+    **responses(400, 401, 403, 404, 409, 429, 503),
 }
 router = APIRouter(tags=["jobs"])
 
@@ -115,13 +116,19 @@ def _actor(principal: Principal, request: Request) -> dict[str, Any]:
 
 
 async def _readable(context: ApiContext, job_id: UUID, request: Request, principal: Principal) -> Job:
+    """The job, when the caller may read it; another service's job is answered as no job at all."""
+    context.refusals.check(principal)
     job = context.store.load_job(job_id)
-    if job is None:
-        raise ApiError(404, "not_found", f"no job {job_id}")
-    refusal = job_read_refusal(principal.name, principal.role, job.accepted.caller_identity)
+    refusal = (
+        None
+        if job is None
+        else job_read_refusal(principal.name, principal.role, job.accepted.caller_identity)
+    )
     if refusal is not None:
-        await context.audit(principal, request, job_id, AuditAction.JOB_READ, refusal, job_target(job_id))
-        raise ApiError(403, "forbidden", refusal)
+        context.refusals.refused(principal)
+        await context.audit(principal, request, AuditAction.JOB_READ, refusal, job_target(job_id))
+    if job is None or refusal is not None:
+        raise ApiError(404, "not_found", f"no job {job_id}")
     return job
 
 
@@ -131,6 +138,8 @@ async def _mutate(request: Request, command: MutationCommand) -> Response:
     forwarded = await context.forwarded(request, command.job_id)
     if forwarded is not None:
         return forwarded
+    principal = Principal(command.actor_id, command.actor_role)
+    context.refusals.check(principal)
     command_id = command.command_id or uuid4()
     waiting = asyncio.ensure_future(context.lifecycle.decision(command_id, DECISION_TIMEOUT_S))
     try:
@@ -144,7 +153,8 @@ async def _mutate(request: Request, command: MutationCommand) -> Response:
     if audit is None:
         pending = MutationResult(outcome="PENDING", command_id=command_id, audit=None)
         return Response(pending.model_dump_json(), status_code=202, media_type=JSON)
-    if audit.outcome is not AuditOutcome.ALLOWED:
+    if audit.outcome is not AuditOutcome.ALLOWED or not isinstance(audit, AuditRecorded):
+        context.refusals.refused(principal)
         status, code = REFUSALS.get(audit.refusal, (409, "conflict"))
         raise ApiError(status, code, audit.detail)
     done = MutationResult(outcome="ALLOWED", command_id=command_id, audit=audit_view(audit))

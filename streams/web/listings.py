@@ -19,7 +19,7 @@ from projections.views import AuditList, JobList, audit_view
 from schemas.enums import JobStatus
 from schemas.events import AuditRecorded
 from streams.auth.principals import Principal
-from streams.web.auth import Caller
+from streams.web.auth import Caller, PeerCaller
 from streams.web.context import ApiContext, Shard, context_of, page_json, shard_json
 from streams.web.cursor import decode_cursor, encode_cursor, filters_digest
 from streams.web.errors import ApiError, responses
@@ -56,7 +56,7 @@ async def jobs(
     cursor: Cursor = None,
 ) -> Response:
     query = _job_query(principal, caller, state, job_type, since, dead_letters=False)
-    return await _list_jobs(request, query, cursor, limit)
+    return await _list_jobs(request, principal, query, cursor, limit)
 
 
 @router.get(
@@ -69,13 +69,13 @@ async def dead_letters(
     request: Request, principal: Caller, caller: str | None = None, limit: Limit = 50, cursor: Cursor = None
 ) -> Response:
     query = _job_query(principal, caller, None, None, None, dead_letters=True)
-    return await _list_jobs(request, query, cursor, limit)
+    return await _list_jobs(request, principal, query, cursor, limit)
 
 
 @router.get("/_shard/jobs", include_in_schema=False)
 async def jobs_shard(
     request: Request,
-    principal: Caller,
+    principal: PeerCaller,
     caller: str | None = None,
     state: States = None,
     job_type: JobType = None,
@@ -110,14 +110,14 @@ async def audit(
     after = decode_cursor(cursor, digest)
     params = {"target": target, "actor": actor, "after": after, "limit": limit}
     local = _local_audit(context, matches, after, limit)
-    page = await context.gather(request, "/_shard/audit", params, local, limit)
+    page = await context.gather(principal, "/_shard/audit", params, local, limit)
     return Response(page_json(page, encode_cursor(page.resume_after, digest)), media_type=JSON)
 
 
 @router.get("/_shard/audit", include_in_schema=False)
 async def audit_shard(
     request: Request,
-    principal: Caller,
+    principal: PeerCaller,
     target: str | None = None,
     actor: str | None = None,
     after: After = None,
@@ -143,14 +143,16 @@ def _job_query(
     return JobQuery(effective, frozenset(state) if state else None, job_type, since, dead_letters)
 
 
-async def _list_jobs(request: Request, query: JobQuery, cursor: str | None, limit: int) -> Response:
+async def _list_jobs(
+    request: Request, principal: Principal, query: JobQuery, cursor: str | None, limit: int
+) -> Response:
     context = context_of(request)
     params = _job_params(query)
     digest = filters_digest(*params.values())
     after = decode_cursor(cursor, digest)
     local = _local_jobs(context, query, after, limit)
     page = await context.gather(
-        request, "/_shard/jobs", params | {"after": after, "limit": limit}, local, limit
+        principal, "/_shard/jobs", params | {"after": after, "limit": limit}, local, limit
     )
     return Response(page_json(page, encode_cursor(page.resume_after, digest)), media_type=JSON)
 

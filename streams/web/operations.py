@@ -42,6 +42,8 @@ async def healthz(request: Request) -> Health:
     counters = dict(context.counters) | {
         "fold.duplicates_ignored": context.store.duplicates_ignored,
         "fold.events_from_log": context.lifecycle.events_from_log,
+        "route_ledger.skipped": 0 if context.ledger is None else context.ledger.skipped,
+        "global_table.skipped": 0 if context.table is None else context.table.skipped,
     }
     return Health(status="ok", owned_partitions=context.lifecycle.owned, counters=counters)
 
@@ -107,6 +109,7 @@ async def _readiness(context: ApiContext) -> Readiness:
     unowned = sorted(set(assigned) - set(context.lifecycle.owned) - set(catching_up))
     if unowned:
         reasons.append(f"partitions {unowned} are assigned but not yet taken over")
+    reasons += context.watchdog.dead()
     return Readiness(
         ready=not reasons,
         broker_reachable=reachable,

@@ -1,18 +1,26 @@
 """Talking to the other workers: forward a request to a job's owner, read a shard of a listing.
 
-The caller's own `Authorization` travels with every hop, so each worker authenticates the same
-principal; a forwarded request is answered where it lands, never forwarded again.
+A request forwarded to a job's owner is the caller's own public request: its `Authorization`
+travels with it, so the owner authenticates the same principal, and it is answered where it lands,
+never forwarded again. The internal routes (`/_shard/...`) answer peers only: those requests carry
+a peer credential (`streams.auth.peering`) naming the caller this worker authenticated, never the
+caller's token.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, TypeVar
+from urllib.parse import urlencode
 
 import aiohttp
 from fastapi import Request, Response
 from pydantic import BaseModel, ValidationError
+from yarl import URL
 
+from streams.auth.peering import PeerKey
+from streams.auth.principals import Principal
+from streams.clock import utc_now
 from streams.web.errors import ApiError
 
 FORWARDED_HEADER = "scrapestream-forwarded"
@@ -22,8 +30,9 @@ M = TypeVar("M", bound=BaseModel)
 
 
 class Peers:
-    def __init__(self, timeout_s: float) -> None:
+    def __init__(self, timeout_s: float, key: PeerKey | None = None) -> None:
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
+        self._key = key
         self._session: aiohttp.ClientSession | None = None
 
     def _client(self) -> aiohttp.ClientSession:
@@ -57,12 +66,14 @@ class Peers:
             raise _unreachable(owner, exc) from exc
 
     async def shard(
-        self, peer: str, path: str, params: Mapping[str, Any], request: Request, model: type[M]
+        self, peer: str, path: str, params: Mapping[str, Any], principal: Principal, model: type[M]
     ) -> M:
         """A peer's answer to an internal shard route, as `model`; every failure is this API's error."""
+        pairs = _present(params)
+        target = f"{path}?{urlencode(pairs)}" if pairs else path
         try:
             async with self._client().get(
-                f"{peer}{path}", params=_present(params), headers=_passed(request)
+                URL(f"{peer}{target}", encoded=True), headers=self._credential(target, principal)
             ) as answer:
                 document = await answer.json(content_type=None)
                 if answer.status != 200:
@@ -73,16 +84,25 @@ class Peers:
         except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
             raise _unreachable(peer, exc) from exc
 
-    async def open_stream(self, peer: str, path: str, request: Request) -> aiohttp.ClientResponse | None:
+    async def open_stream(self, peer: str, path: str, principal: Principal) -> aiohttp.ClientResponse | None:
         """A peer's streaming answer (the caller releases it), or None when the peer does not have it."""
         try:
-            answer = await self._client().get(f"{peer}{path}", headers=_passed(request))
+            answer = await self._client().get(
+                URL(f"{peer}{path}", encoded=True), headers=self._credential(path, principal)
+            )
         except (aiohttp.ClientError, TimeoutError):
             return None
         if answer.status != 200:
             answer.release()
             return None
         return answer
+
+    def _credential(self, target: str, principal: Principal) -> dict[str, str]:
+        """A peer request's headers: the peer credential for `principal` (none with auth off)."""
+        headers = {FORWARDED_HEADER: "1"}
+        if self._key is not None:
+            headers |= self._key.headers("GET", target, principal, int(utc_now().timestamp()))
+        return headers
 
 
 async def relay(answer: aiohttp.ClientResponse) -> AsyncIterator[bytes]:

@@ -12,7 +12,7 @@ import pytest_asyncio
 from projections.artifacts import content_key
 from schemas.enums import RetentionClass
 from streams.artifacts.local import LocalArtifactStore
-from streams.artifacts.port import ArtifactStore, ArtifactStoreError
+from streams.artifacts.port import ArtifactStore, ArtifactStoreError, read_all
 from streams.artifacts.s3 import S3ArtifactStore
 
 pytestmark = pytest.mark.asyncio
@@ -44,7 +44,7 @@ async def test_the_same_bytes_are_one_object_and_read_back_whole(store: Artifact
     assert first.key == content_key(first.sha256, RetentionClass.TRANSIENT_24H)
     assert first.size_bytes == 16
     assert first.expires_at == datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
-    assert await store.read(first.key) == b"<html>one</html>"
+    assert await read_all(await store.open(first.key)) == b"<html>one</html>"
 
 
 async def test_existence_is_checked_in_one_call_and_deletion_counts_what_was_there(store: ArtifactStore):
@@ -54,8 +54,8 @@ async def test_existence_is_checked_in_one_call_and_deletion_counts_what_was_the
     assert await store.existing([kept.key, gone.key, never]) == {kept.key, gone.key}
     assert await store.delete([gone.key, never]) == [gone.key]
     assert await store.existing([kept.key, gone.key]) == {kept.key}
-    assert await store.read(gone.key) is None
-    assert await store.read(kept.key) == b"kept"
+    assert await read_all(await store.open(gone.key)) is None
+    assert await read_all(await store.open(kept.key)) == b"kept"
 
 
 async def test_an_archived_artifact_never_expires(store: ArtifactStore):

@@ -196,7 +196,7 @@ def test_a_partition_restored_from_its_snapshots_equals_the_folded_one(store):
     JobStore(restored_store, POLICY).restore(0, cut.jobs, cut.events_offset)
     state = [(k, v) for k, v in store.scan(b"", b"\xff") if not k.startswith(b"s/")]
     assert list(restored_store.scan(b"", b"\xff")) == state
-    folded.snapshotted(cut)
+    folded.snapshotted(cut, {})
     assert folded.snapshot_cut(0, limit=100).jobs == {}
 
 
@@ -205,5 +205,5 @@ def test_a_job_changed_after_its_cut_is_snapshotted_again(store):
     lifecycle = make_job(jobs, 0, 1)
     cut = jobs.snapshot_cut(0, limit=100)
     jobs.commit(0, lifecycle(report(lifecycle.job, attempt_under(lifecycle.job)), T0), 7)
-    jobs.snapshotted(cut)
+    jobs.snapshotted(cut, {})
     assert list(jobs.snapshot_cut(0, limit=100).jobs) == [lifecycle.job.job_id]

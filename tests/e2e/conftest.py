@@ -89,6 +89,20 @@ class Origin:
             return web.Response(status=304, headers={"ETag": '"v1"'})
         return web.Response(text=f"tagged {request.path}", headers={"ETag": '"v1"'})
 
+    async def _nocache(self, request: web.Request, count: int) -> web.Response:
+        """Storable, but to be validated before every use; a 304 when the validator matches."""
+        self.conditions[request.path].append(request.headers.get("If-None-Match"))
+        headers = {"ETag": '"n1"', "Cache-Control": "no-cache, max-age=600"}
+        if request.headers.get("If-None-Match") == '"n1"':
+            return web.Response(status=304, headers=headers)
+        return web.Response(text=f"validated {request.path}", headers=headers)
+
+    async def _headers(self, request: web.Request, count: int) -> web.Response:
+        """`/headers/<name>=<value>&...`: a page with these caching headers (`~` for spaces)."""
+        pairs = [part.split("=", 1) for part in request.path.split("/")[2].split("&")]
+        headers = {name: value.replace("~", " ") for name, value in pairs}
+        return web.Response(text=f"headers {request.path}", headers=headers)
+
     async def _notmodified(self, request: web.Request, count: int) -> web.Response:
         return web.Response(status=304)
 
@@ -107,6 +121,26 @@ class Origin:
     async def _bytes(self, request: web.Request, count: int) -> web.Response:
         """`/bytes/<n>/...`: exactly n bytes of body."""
         return web.Response(body=b"x" * int(request.path.split("/")[2]), content_type="text/plain")
+
+    async def _stream(self, request: web.Request, count: int) -> web.StreamResponse:
+        """`/stream/<n>/...`: n bytes of body, chunked, with no Content-Length to refuse it by."""
+        response = web.StreamResponse()
+        response.content_type = "text/plain"
+        await response.prepare(request)
+        left = int(request.path.split("/")[2])
+        while left > 0:
+            await response.write(b"s" * min(left, 8_192))
+            left -= 8_192
+        await response.write_eof()
+        return response
+
+    async def _trickle(self, request: web.Request, count: int) -> web.StreamResponse:
+        """A kilobyte every 50 ms, for good: a fetch of it ends only by its timeout."""
+        response = web.StreamResponse()
+        await response.prepare(request)
+        while True:
+            await response.write(b"t" * 1_024)
+            await asyncio.sleep(0.05)
 
     async def _bomb(self, request: web.Request, count: int) -> web.Response:
         return web.Response(body=gzip.compress(b"\0" * 5_000_000), headers={"Content-Encoding": "gzip"})

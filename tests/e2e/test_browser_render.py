@@ -15,6 +15,7 @@ from schemas.enums import CaptureMode, JobStatus, RejectionReason, TransportPoli
 from schemas.events import AttemptRecorded
 from schemas.records import RenderOptions
 from schemas.types import to_cost_scale
+from streams.fetch.browser import most_held_s
 from tests.browser_pages import LATE_TEXT, Pages, chromium_or_skip, png_size, serving_pages
 from tests.e2e.conftest import System, running_system, worker_settings
 
@@ -77,7 +78,8 @@ async def test_a_rendered_page_has_the_script_written_text_and_a_viewport_screen
     assert attempt.route_name == "browser"
     assert attempt.cost.browser_seconds > 0
     assert attempt.cost.actual == to_cost_scale(attempt.cost.browser_seconds * PER_SECOND)
-    assert attempt.cost.estimated == to_cost_scale(Decimal(30) * PER_SECOND)  # the STANDARD class's 30 s
+    # The STANDARD class's 30 s, then closing the context and its proxy.
+    assert attempt.cost.estimated == to_cost_scale(Decimal(str(most_held_s(30))) * PER_SECOND)
     assert attempt.blocked_requests == ()
 
     fetched = await system.submit(pages.url("/late"), idempotency_key="plain-fetch")
@@ -146,3 +148,56 @@ async def test_the_read_api_lists_browser_render(system):
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{system.worker.web_port}") as http:
         listed = {item["name"]: item for item in (await http.get("/job-types")).json()["items"]}
     assert listed["browser.render"]["label"] == "Render a page in a headless browser"
+
+
+@pytest.mark.parametrize("path", ["/redirect-out", "/redirect-out-tls"])
+async def test_a_document_redirected_to_a_refused_address_fails_address_refused(system, pages, path):
+    job = await system.submit(pages.url(path), job_type="browser.render")
+    completion = await system.completion(job)
+    assert completion.status is JobStatus.DEAD_LETTER
+    assert completion.failure.code == "ADDRESS_REFUSED"
+    assert pages.hits["/redirected"] == 0
+
+
+async def test_a_dom_larger_than_the_cap_is_refused_before_it_is_copied_out_of_the_page(system, pages):
+    job = await system.submit(pages.url("/big-dom"), job_type="browser.render")
+    completion = await system.completion(job)
+    assert completion.status is JobStatus.DEAD_LETTER
+    assert completion.failure.code == "BODY_TOO_LARGE"
+    assert "measures" in completion.failure.safe_message  # refused on the page's own measure
+
+
+async def test_concurrent_renders_never_spend_past_a_browser_routes_budget(broker, pages, tmp_path):
+    held_s = most_held_s(1.0)  # a render's deadline of one second, then closing its context and proxy
+    budget = to_cost_scale(PER_SECOND * Decimal(str(held_s)) * 2)  # two renders' reservations, no more
+    settings = worker_settings(
+        broker.bootstrap,
+        tmp_path,
+        browser_executable=chromium_or_skip(),
+        allowed_networks=["127.0.0.1/32"],
+        browser_concurrency=3,
+        policy_classes={"STANDARD": {"timeout_s": 1.0}},
+        routes={
+            "browser": {
+                "kind": "browser",
+                "price_per_browser_second": str(PER_SECOND),
+                "budget": str(budget),
+                "period_s": 86_400,
+            }
+        },
+    )
+    async with running_system(settings) as running:
+        jobs = [
+            await running.submit(pages.url("/hang"), job_type="browser.render", idempotency_key=f"hang-{n}")
+            for n in range(3)
+        ]
+        attempts = [attempt for job in jobs for attempt in await attempts_of(running, job)]
+        assert running.worker is not None
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{running.worker.web_port}") as http:
+            route = next(
+                item for item in (await http.get("/routes")).json()["items"] if item["name"] == "browser"
+            )
+    rendered = [attempt for attempt in attempts if attempt.failure.code == "TIMEOUT"]
+    assert rendered
+    assert all(attempt.cost.actual <= attempt.cost.estimated for attempt in rendered)
+    assert all(Decimal(period["spent"]) <= budget for period in route["periods"])

@@ -8,12 +8,14 @@ from uuid import UUID
 
 import pytest
 import pytest_asyncio
+from aiohttp import web
 from aiokafka import TopicPartition
 
-from schemas.enums import AttemptOutcome, CacheMode, JobStatus, RetentionClass
+from schemas.enums import AttemptOutcome, CacheMode, JobStatus, PolicyClass, RetentionClass
 from schemas.events import AttemptRecorded, JobAccepted
 from streams.broker.compat import EMBEDDED_TANSU, end_offsets
 from tests.e2e.conftest import System, running_system, worker_settings
+from tests.servers import loopback
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -183,3 +185,68 @@ async def test_an_origin_claiming_freshness_for_millennia_is_cached_for_seven_da
 def fetched_hash(system: System, job_id: UUID) -> str:
     (accepted,) = [e for e in system.events.of_job(job_id) if isinstance(e, JobAccepted)]
     return accepted.request_hash
+
+
+async def test_a_no_cache_response_is_validated_with_the_origin_before_every_use(system, origin):
+    url = origin.url("/nocache/validated")
+    first, fetched = await job(system, url, "nocache-1")
+    assert fetched.attempt.outcome is AttemptOutcome.FETCHED
+    await entry_seen(system, first)
+    _, validated = await job(system, url, "nocache-2")
+    assert validated.attempt.outcome is AttemptOutcome.NOT_MODIFIED  # asked, not answered from cache
+    assert validated.attempt.artifacts == fetched.attempt.artifacts
+    assert origin.conditions["/nocache/validated"] == [None, '"n1"']
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        "Cache-Control=max-age=600&Vary=*",  # matches no later request
+        "Cache-Control=max-age=60&Age=100",  # already older than its lifetime
+        "Cache-Control=max-age=600,~s-maxage=0",  # a shared cache reads s-maxage
+        "Cache-Control=private,~max-age=600",
+    ],
+)
+async def test_a_response_rfc_9111_keeps_from_a_shared_cache_is_fetched_again(system, origin, headers):
+    path = f"/headers/{headers}"
+    url = origin.url(path)
+    first, _ = await job(system, url, f"{headers}-1")
+    await table_read_to_the_end(system)
+    assert system.worker.table.get(fetched_hash(system, first)) is None
+    _, again = await job(system, url, f"{headers}-2")
+    assert again.attempt.outcome is AttemptOutcome.FETCHED
+    assert origin.hits[path] == 2
+
+
+async def test_a_cached_page_larger_than_a_jobs_policy_class_allows_does_not_answer_it(system, origin):
+    url = origin.url("/bytes/3000000/large-cached")
+    first, fetched = await job(system, url, "large-standard", policy_class=PolicyClass.STANDARD)
+    assert fetched.attempt.outcome is AttemptOutcome.FETCHED
+    await entry_seen(system, first)
+    strict_job, strict = await job(system, url, "large-strict", policy_class=PolicyClass.STRICT)
+    assert not strict.attempt.from_cache
+    assert strict.attempt.failure is not None
+    assert strict.attempt.failure.code == "BODY_TOO_LARGE"  # as it would be live: its cap is 2 MiB
+    assert (await system.completion(strict_job)).status is JobStatus.DEAD_LETTER
+
+
+async def test_a_cached_page_robots_txt_disallows_never_answers_a_job_that_obeys_robots(system):
+    hits: dict[str, int] = {}
+
+    async def site(request: web.Request) -> web.Response:
+        hits[request.path] = hits.get(request.path, 0) + 1
+        if request.path == "/robots.txt":
+            return web.Response(text="User-agent: *\nDisallow: /private/\n")
+        return web.Response(text="private page", headers={"Cache-Control": "max-age=600"})
+
+    async with loopback(site) as port:
+        url = f"http://127.0.0.1:{port}/private/page"
+        first, fetched = await job(system, url, "robots-standard", policy_class=PolicyClass.STANDARD)
+        assert fetched.attempt.outcome is AttemptOutcome.FETCHED
+        await entry_seen(system, first)
+        strict_job, strict = await job(system, url, "robots-strict", policy_class=PolicyClass.STRICT)
+    assert strict.attempt.failure is not None
+    assert strict.attempt.failure.code == "ROBOTS_DISALLOWED"
+    assert not strict.attempt.from_cache
+    assert (await system.completion(strict_job)).status is JobStatus.DEAD_LETTER
+    assert hits["/private/page"] == 1

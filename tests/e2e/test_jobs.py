@@ -12,6 +12,7 @@ import pytest
 import pytest_asyncio
 from standardwebhooks import Webhook
 
+from projections.lifecycle.identity import audit_stream_id
 from schemas.codec import encode
 from schemas.commands import CancelJob, SubmitJob
 from schemas.enums import ActorRole, AuditAction, AuditOutcome, JobStatus
@@ -119,15 +120,31 @@ async def test_owner_cancels_a_running_job_and_another_caller_is_refused_and_aud
     await system.client.cancel(owner)
     completion = await system.completion(job_id)
     assert completion.status is JobStatus.CANCELLED
-    await system.events.wait_for(lambda _: system.event_kinds(job_id).count("AuditRecorded") == 3)
-    audits = [e for e in system.events.of_job(job_id) if isinstance(e, AuditRecorded)]
-    assert [(a.action, a.actor_id, a.outcome) for a in audits] == [
-        (AuditAction.JOB_CREATE, "svc-a", AuditOutcome.ALLOWED),
-        (AuditAction.JOB_CANCEL, "svc-b", AuditOutcome.DENIED),
-        (AuditAction.JOB_CANCEL, "svc-a", AuditOutcome.ALLOWED),
-    ]
+    target = f"job:{job_id}"
+    await system.events.wait_for(
+        lambda records: sum(isinstance(r, AuditRecorded) and r.target == target for r in records) == 3
+    )
+    audits = [e for e in system.events.records if isinstance(e, AuditRecorded) and e.target == target]
+    assert sorted((a.action, a.actor_id, a.outcome) for a in audits) == sorted(
+        [
+            (AuditAction.JOB_CREATE, "svc-a", AuditOutcome.ALLOWED),
+            (AuditAction.JOB_CANCEL, "svc-b", AuditOutcome.DENIED),
+            (AuditAction.JOB_CANCEL, "svc-a", AuditOutcome.ALLOWED),
+        ]
+    )
+    # The stranger's refusal is kept in its own audit stream: the job holds only what happened to it.
+    refused = next(a for a in audits if a.actor_id == "svc-b")
+    assert refused.job_id == audit_stream_id("svc-b", refused.occurred_at)
+    assert [a.actor_id for a in system.events.of_job(job_id) if isinstance(a, AuditRecorded)] == ["svc-a"] * 2
     origin.release.set()
-    await system.events.wait_for(lambda _: "StaleReportIgnored" in system.event_kinds(job_id))
+    # The fetch was stopped by the lease's revocation, or, had it already finished, its report is stale.
+    executor = system.worker.executor
+    for _ in range(600):
+        if executor.revocations or "StaleReportIgnored" in system.event_kinds(job_id):
+            break
+        await asyncio.sleep(0.1)
+    assert executor.revocations or "StaleReportIgnored" in system.event_kinds(job_id)
+    assert "JobSucceeded" not in system.event_kinds(job_id)
     assert len(system.completions.of_job(job_id)) == 1
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 from uuid import UUID, uuid4
@@ -291,3 +292,32 @@ async def wait_until(condition: Any) -> None:
             return
         await asyncio.sleep(0.05)
     raise AssertionError("the condition never held")
+
+
+async def test_cache_records_under_keys_no_worker_writes_cost_one_skipped_entry_each(
+    broker, origin, tmp_path
+):
+    settings = worker_settings(broker.bootstrap, tmp_path, history_retention_days=0, **QUIET)
+    async with running_system(settings) as system:
+        worker = system.worker
+        assert worker is not None
+        assert worker.maintenance is not None
+        job_id = await system.submit(origin.url("/page/maint-poison"), retention_class=TRANSIENT)
+        await finished(system, job_id)
+        request_hash = await request_hash_of(system, job_id)
+        await table_reads(worker, request_hash, present=True)
+        now = utc_now()
+        poisoned = CacheEntry(
+            request_hash="x", http_status=200, stored_at=to_utc_millis(now),
+            expires_at=to_utc_millis(now + timedelta(seconds=1)), job_id=uuid4(),
+        )  # fmt: skip
+        topic = settings.topic("cache")
+        for key in (b"\xff\xfe not utf-8", b"\xff" + b"f" * 63, "É".encode("latin-1") * 64):
+            message = outgoing(topic, "x", poisoned)
+            await worker_publish(worker, replace(message, key=key))
+        await wait_until(lambda: worker.table is not None and worker.table.skipped == 3)
+        swept = await worker.maintenance.run_once(now + timedelta(days=2))
+        assert swept.cache_entries == 1  # the real one expired with its day-long artifact
+        await table_reads(worker, request_hash, present=False)
+        again = await worker.maintenance.run_once(now + timedelta(days=3))  # and every later round runs
+        assert again == Swept()

@@ -25,7 +25,7 @@ from schemas.commands import CancelJob, SubmitJob
 from schemas.enums import ActorRole
 from schemas.records import Request
 from streams.auth.issue import IssuedPrincipal, issue
-from streams.auth.signing import private_key_from_text, sign
+from streams.auth.signing import Binding, private_key_from_text, sign
 from streams.broker.compat import EMBEDDED_TANSU
 from streams.client import Client, Signer
 from streams.clock import utc_now
@@ -45,6 +45,7 @@ ROLES = {
 ISSUED: dict[str, IssuedPrincipal] = {name: issue(name, role) for name, role in ROLES.items()}
 PRINCIPALS = json.dumps({"principals": [issued.entry for issued in ISSUED.values()]})
 JOBS = 12
+PEER_SECRET = "peer-secret-of-the-read-api-tests-0123456789"
 
 
 @dataclass
@@ -93,7 +94,12 @@ async def answered(http: httpx.AsyncClient, method: str, path: str, **options: A
 async def cluster(broker, origin: Origin, tmp_path_factory) -> AsyncIterator[Cluster]:
     root = tmp_path_factory.mktemp("read-api")
     settings = worker_settings(
-        broker.bootstrap, root / "a", partitions=4, auth_enabled=True, principals=PRINCIPALS
+        broker.bootstrap,
+        root / "a",
+        partitions=4,
+        auth_enabled=True,
+        principals=PRINCIPALS,
+        peer_secret=PEER_SECRET,
     )
     first = Worker(settings)
     second = Worker(settings.model_copy(update={"data_dir": root / "b"}))
@@ -158,11 +164,12 @@ async def test_a_service_reads_and_cancels_only_its_own_jobs_and_refusals_are_au
     mine = next(job for job, caller in cluster.jobs.items() if caller == "svc-a")
     async with cluster.api(0, "svc-a") as service, cluster.api(1, "viewer") as viewer:
         refused = await answered(service, "GET", f"/jobs/{theirs}")
-        assert refused.status_code == 403
-        assert refused.json()["code"] == "forbidden"
+        missing = await answered(service, "GET", f"/jobs/{uuid4()}")
+        assert refused.status_code == missing.status_code == 404  # another caller's job: as none at all
+        assert refused.json()["code"] == missing.json()["code"] == "not_found"
         assert (await answered(service, "GET", f"/jobs/{mine}")).status_code == 200
         cancel = await answered(service, "POST", f"/jobs/{theirs}/cancel", json={"reason": "not mine"})
-        assert cancel.status_code == 403
+        assert cancel.status_code == 404
         listed = (await answered(service, "GET", "/jobs", params={"limit": 100})).json()["items"]
         assert {job["caller_identity"] for job in listed} == {"svc-a"}
         other = await answered(service, "GET", "/jobs", params={"caller": "svc-b"})
@@ -218,9 +225,10 @@ async def test_unsigned_or_forged_commands_are_refused_to_dead_input(cluster: Cl
     await producer.start()
     try:
         topic, key = cluster.settings.topic("submit"), str(target).encode()
+        here = Binding(cluster.settings.deployment_id, topic)
         await producer.send_and_wait(topic, forged, key=key)
-        await producer.send_and_wait(topic, forged, key=key, headers=sign("admin", wrong_key, forged))
-        unknown = sign("nobody", wrong_key, forged)
+        await producer.send_and_wait(topic, forged, key=key, headers=sign("admin", wrong_key, forged, here))
+        unknown = sign("nobody", wrong_key, forged, here)
         await producer.send_and_wait(topic, forged, key=key, headers=unknown)
     finally:
         await producer.stop()
@@ -257,7 +265,7 @@ async def test_artifact_downloads_are_scoped_and_audited(cluster: Cluster):
         assert download.status_code == 200
         assert download.content.startswith(b"page /page/read-")
         assert download.headers["content-type"].startswith("text/html")
-        assert (await answered(stranger, "GET", path)).status_code == 403
+        assert (await answered(stranger, "GET", path)).status_code == 404
     async with cluster.api(0, "viewer") as viewer:
         for _ in range(100):
             audit = (

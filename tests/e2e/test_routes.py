@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
-from uuid import UUID
+from uuid import UUID, uuid4
 
 import httpx
 import pproxy  # type: ignore[import-untyped]
@@ -22,6 +23,11 @@ from schemas.enums import (
     TransportRoute,
 )
 from schemas.events import AttemptRecorded, JobSucceeded
+from schemas.work import RouteReconciled, RouteReserved
+from streams.broker.compat import EMBEDDED_TANSU
+from streams.clock import utc_now
+from streams.publisher import Outgoing, Publisher, outgoing
+from streams.topics import ensure_topics
 from streams.worker import Worker
 from tests.e2e.conftest import Origin, System, running_system, settled_ownership, worker_settings
 from tests.servers import loopback
@@ -50,6 +56,10 @@ async def forwarding_proxy() -> AsyncIterator[tuple[str, list[str]]]:
     finally:
         server.close()
         await server.wait_closed()
+
+
+def price(wire_bytes: int) -> Decimal:
+    return Decimal(wire_bytes) / 1000
 
 
 async def attempts_until_done(system: System, jobs: list[UUID]) -> dict[UUID, list[Any]]:
@@ -110,19 +120,21 @@ async def test_a_tiny_budget_denies_at_no_cost_runs_next_period_and_two_workers_
     denied = [a for a in every if a.outcome is AttemptOutcome.DENIED]
     assert len(fetched) == 4
     assert all(a.route_name == "direct" for a in fetched)
-    assert all((a.cost.estimated, a.cost.actual) == (Decimal(2), Decimal(1)) for a in fetched)
+    # Charged for every byte that crossed the wire: the page, its status line and headers.
+    assert all(a.bytes > PAGE_BYTES for a in fetched)
+    assert all((a.cost.estimated, a.cost.actual) == (Decimal(2), price(a.bytes)) for a in fetched)
     assert len(denied) >= 3  # the first period could take one of the four
     for attempt in denied:
         assert attempt.failure.code == "BUDGET_EXHAUSTED"
         assert attempt.failure.retry_at is not None
         assert (attempt.cost.estimated, attempt.cost.actual, attempt.bytes) == (0, 0, 0)
-    assert total == Decimal(4)
+    assert total == sum((price(a.bytes) for a in fetched), Decimal(0))
     for shown in seen:  # both workers' ledgers agree, and no period went past the budget
         assert shown["granted"] == 4
         assert shown["denied"] == len(denied)
         spent = [Decimal(period["spent"]) for period in shown["periods"]]
         assert all(amount <= BUDGET for amount in spent)
-        assert sorted(amount for amount in spent if amount) == [Decimal(1)] * 4
+        assert len([amount for amount in spent if amount]) == 4
     assert seen[0]["periods"] == seen[1]["periods"]
 
 
@@ -197,3 +209,106 @@ async def test_a_route_rate_limit_denies_past_the_rate_and_every_job_still_runs(
     assert all(a.failure.retry_at is not None and a.cost.actual == 0 for a in denied)
     assert shown["denied"] == len(denied)
     assert shown["spent_total"] == "0.000000"  # a rate limit alone charges nothing
+
+
+@pytest.mark.parametrize(
+    ("path", "code"),
+    [("/stream/400000/charged", "BODY_TOO_LARGE"), ("/trickle/charged", "TIMEOUT")],
+)
+async def test_a_failed_fetch_is_charged_for_every_byte_it_carried(broker, origin, tmp_path, path, code):
+    route = {"kind": "direct", "price_per_gb": str(PRICE_PER_GB), "budget": "1000", "period_s": 3600}
+    settings = worker_settings(
+        broker.bootstrap,
+        tmp_path,
+        routes={"direct": route},
+        policy_classes={"STANDARD": {"max_body_bytes": 100_000, "timeout_s": 1.5}},
+        profiles={"http.fetch": (8_000, 1)},
+    )
+    async with running_system(settings) as system:
+        job_id = await system.submit(origin.url(path), cache_mode=CacheMode.BYPASS)
+        completion = await system.completion(job_id)
+        assert completion.failure.code == code
+        await system.events.wait_for(lambda _: "AttemptRecorded" in system.event_kinds(job_id))
+        (attempt,) = [e.attempt for e in system.events.of_job(job_id) if isinstance(e, AttemptRecorded)]
+        assert attempt.bytes > 1_000  # what the origin sent before the cap or the clock stopped it
+        assert attempt.cost.actual == min(price(attempt.bytes), attempt.cost.estimated)
+        assert system.worker is not None
+        shown = await route_when(system.worker, "direct", lambda r: Decimal(r["spent_total"]) > 0)
+    assert Decimal(shown["spent_total"]) == attempt.cost.actual
+    assert Decimal(shown["spent_total"]) <= Decimal(100)  # never past what was reserved: the cap's price
+
+
+async def test_route_ledger_records_no_writer_could_mean_are_skipped_and_the_ledger_keeps_deciding(
+    broker, origin, tmp_path
+):
+    route = {"kind": "direct", "price_per_gb": str(PRICE_PER_GB), "budget": "1000000", "period_s": 3600}
+    settings = worker_settings(broker.bootstrap, tmp_path, routes={"direct": route})
+    poison = [
+        RouteReserved(
+            reservation_id=uuid4(),
+            route="direct",
+            job_id=uuid4(),
+            attempt_number=1,
+            estimated=Decimal(1),
+            requested_at=datetime(1, 1, 1, tzinfo=UTC),
+        ),
+        RouteReserved(
+            reservation_id=uuid4(),
+            route="direct",
+            job_id=uuid4(),
+            attempt_number=1,
+            estimated=Decimal(-1000),
+            requested_at=utc_now(),
+        ),
+        RouteReconciled(
+            reservation_id=uuid4(),
+            route="direct",
+            actual=Decimal(-5),
+            bytes=-1,
+            browser_seconds=Decimal(0),
+            reconciled_at=utc_now(),
+        ),
+    ]
+    publisher = Publisher(broker.bootstrap, EMBEDDED_TANSU)
+    await publisher.start()
+    try:
+        topic = settings.topic("routes")
+        await ensure_topics(settings, {"http.fetch"})
+        messages = [outgoing(topic, "direct", record) for record in poison]
+        await publisher.send_all([*messages, Outgoing(topic, b"direct", b"\xc3\x01not avro")])
+    finally:
+        await publisher.stop()
+    async with running_system(settings) as system:
+        job_id = await system.submit(origin.url("/page/after-poison"), cache_mode=CacheMode.BYPASS)
+        assert (await system.completion(job_id)).status is JobStatus.SUCCEEDED
+        worker = system.worker
+        assert worker is not None
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{worker.web_port}") as http:
+            ready = await http.get("/readyz")
+            counters = (await http.get("/healthz")).json()["counters"]
+        assert ready.status_code == 200, ready.text
+        assert counters["route_ledger.skipped"] == 4
+        shown = await route_when(worker, "direct", lambda r: r["granted"] == 1)
+        assert Decimal(shown["spent_total"]) > 0
+        # A restarted worker reads the same records and starts just the same.
+        await worker.stop()
+        system.worker = again = Worker(settings.model_copy(update={"data_dir": tmp_path / "again"}))
+        await again.start()
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{again.web_port}") as http:
+            assert (await http.get("/healthz")).json()["counters"]["route_ledger.skipped"] == 4
+
+
+async def test_a_dead_background_task_fails_readiness_loudly(broker, tmp_path, caplog):
+    settings = worker_settings(broker.bootstrap, tmp_path)
+    async with running_system(settings) as system:
+        worker = system.worker
+        assert worker is not None
+        assert worker.table is not None
+        assert worker.table.task is not None
+        worker.table.task.cancel()  # as if it had died
+        await asyncio.sleep(0)
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{worker.web_port}") as http:
+            answer = await http.get("/readyz")
+    assert answer.status_code == 503
+    assert any("the global table reader stopped" in reason for reason in answer.json()["reasons"])
+    assert "background task the global table reader stopped" in caplog.text

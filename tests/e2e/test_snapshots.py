@@ -14,6 +14,7 @@ import pytest
 from schemas.codec import decode
 from schemas.enums import CacheMode
 from schemas.work import SnapshotMark
+from streams import snapshots
 from streams.broker.compat import EMBEDDED_TANSU
 from streams.publisher import Outgoing, Publisher, partition_of
 from streams.settings import Settings
@@ -203,3 +204,49 @@ async def test_a_purged_history_is_tombstoned_and_a_fresh_worker_still_knows_it_
         assert await job_views(fresh, [kept, purged], settled=False) == views
     finally:
         await fresh.stop()
+
+
+async def test_a_job_too_large_for_one_record_is_snapshotted_in_parts_and_restored_whole(
+    broker, origin, tmp_path, monkeypatch
+):
+    monkeypatch.setattr(snapshots, "PART_BYTES", 700)  # every job here is larger: all in parts
+    run = await live_run(broker, origin, tmp_path / "live")
+    records = await read_topic(broker.bootstrap, run.settings.topic("snapshots"), PARTITIONS)
+    parts = [record for record in records if record.key.startswith(b"parts/")]
+    assert len(parts) >= len(run.before)
+    fresh = await recovering_worker(run, tmp_path / "fresh")
+    try:
+        await settled_ownership(fresh, partitions=PARTITIONS)
+        assert (await health(fresh))["recovery.snapshots_restored"] == len(run.before)
+        assert await job_views(fresh, list(run.views), settled=False) == run.views
+    finally:
+        await fresh.stop()
+
+
+async def test_the_parts_of_an_earlier_snapshot_are_tombstoned_once_a_newer_one_is_written(
+    broker, origin, tmp_path, monkeypatch
+):
+    monkeypatch.setattr(snapshots, "PART_BYTES", 700)
+    settings = worker_settings(broker.bootstrap, tmp_path, partitions=PARTITIONS, snapshot_interval_s=3_600.0)
+    async with running_system(settings) as system:
+        worker = system.worker
+        assert worker is not None
+        assert worker.snapshots is not None
+        job = await system.submit(origin.url("/page/parts-renewed"), idempotency_key="parts")
+        await job_views(worker, [job])
+        await worker.snapshots.write_round()
+        await system.submit(origin.url("/page/parts-renewed"), idempotency_key="parts")  # reused: it changed
+        for _ in range(50):
+            if await worker.snapshots.write_round():
+                break
+            await asyncio.sleep(0.1)
+        records = await read_topic(broker.bootstrap, settings.topic("snapshots"), PARTITIONS)
+    by_key: dict[bytes, list[bool]] = {}
+    for record in records:
+        if record.key.startswith(b"parts/"):
+            by_key.setdefault(record.key, []).append(record.value is None)
+    offsets = {key.split(b"/")[2] for key in by_key}
+    assert len(offsets) == 2  # two cuts of the job
+    first, second = sorted(offsets, key=int)
+    assert all(by_key[key] == [False, True] for key in by_key if key.split(b"/")[2] == first)
+    assert all(by_key[key] == [False] for key in by_key if key.split(b"/")[2] == second)

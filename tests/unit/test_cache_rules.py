@@ -3,11 +3,18 @@
 from datetime import timedelta
 from uuid import uuid4
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from projections.artifacts import content_key
-from projections.lifecycle.cache import answers, cache_entry, cached_outcome, revalidation_headers
+from projections.lifecycle.cache import (
+    ResponseCaps,
+    answers,
+    cache_entry,
+    cached_outcome,
+    revalidation_headers,
+)
 from projections.lifecycle.consequences import consequences_of
 from projections.lifecycle.state import accepted_job
 from schemas.enums import AttemptOutcome, CacheMode, RetentionClass
@@ -22,6 +29,7 @@ def leased_job():  # type: ignore[no-untyped-def]
 
 
 CACHE_7D = RetentionClass.CACHE_7D
+CAPS = ResponseCaps(max_body_bytes=10 * 2**20, max_decoded_bytes=20 * 2**20)
 
 
 def artifact(
@@ -45,9 +53,9 @@ def test_a_fetched_page_makes_an_entry_that_answers_reuse_valid_until_it_expires
     assert entry.request_hash == job.accepted.request_hash
     assert entry.expires_at == T0 + timedelta(days=7)
     assert entry.etag == '"v1"'
-    assert answers(entry, CacheMode.REUSE_VALID, CACHE_7D, T0 + timedelta(days=6))
-    assert not answers(entry, CacheMode.REUSE_VALID, CACHE_7D, T0 + timedelta(days=7))
-    assert not answers(entry, CacheMode.BYPASS, CACHE_7D, T0)
+    assert answers(entry, CacheMode.REUSE_VALID, CACHE_7D, T0 + timedelta(days=6), CAPS, {})
+    assert not answers(entry, CacheMode.REUSE_VALID, CACHE_7D, T0 + timedelta(days=7), CAPS, {})
+    assert not answers(entry, CacheMode.BYPASS, CACHE_7D, T0, CAPS, {})
     assert cached_outcome(entry, T0) == (AttemptOutcome.CACHE_HIT, None)
 
 
@@ -99,8 +107,8 @@ def test_401_403_404_410_are_kept_for_an_hour_without_a_body_and_end_jobs_with_t
         assert entry is not None
         assert entry.artifacts == ()
         assert entry.expires_at == T0 + timedelta(hours=1)
-        assert answers(entry, CacheMode.REUSE_VALID, CACHE_7D, T0 + timedelta(minutes=59))
-        assert not answers(entry, CacheMode.REUSE_VALID, CACHE_7D, T0 + timedelta(hours=1))
+        assert answers(entry, CacheMode.REUSE_VALID, CACHE_7D, T0 + timedelta(minutes=59), CAPS, {})
+        assert not answers(entry, CacheMode.REUSE_VALID, CACHE_7D, T0 + timedelta(hours=1), CAPS, {})
         outcome, cached_failure = cached_outcome(entry, T0)
         assert outcome is AttemptOutcome.HTTP_ERROR
         assert cached_failure is not None
@@ -124,12 +132,12 @@ def test_revalidation_sends_the_stored_validators_and_a_304_renews_the_entry():
         job, http_status=200, artifacts=(stored,), etag='"v1"', last_modified="Mon, 30 Nov 2026 10:00:00 GMT"
     )
     entry = cache_entry(job, fetched)
-    assert revalidation_headers(entry, CacheMode.REVALIDATE, CACHE_7D) == {
+    assert revalidation_headers(entry, CacheMode.REVALIDATE, CACHE_7D, T0, CAPS, {}) == {
         "If-None-Match": '"v1"',
         "If-Modified-Since": "Mon, 30 Nov 2026 10:00:00 GMT",
     }
-    assert revalidation_headers(entry, CacheMode.REUSE_VALID, CACHE_7D) == {}
-    assert revalidation_headers(None, CacheMode.REVALIDATE, CACHE_7D) == {}
+    assert revalidation_headers(entry, CacheMode.REUSE_VALID, CACHE_7D, T0, CAPS, {}) == {}
+    assert revalidation_headers(None, CacheMode.REVALIDATE, CACHE_7D, T0, CAPS, {}) == {}
     confirmed = attempt_under(
         job, AttemptOutcome.NOT_MODIFIED, http_status=304, artifacts=(stored,), etag='"v1"',
         finished_at=T0 + timedelta(hours=2),
@@ -150,12 +158,54 @@ def test_an_entry_answers_only_jobs_that_ask_for_no_longer_retention_than_its_ar
     entry = cache_entry(job, attempt_under(job, http_status=200, artifacts=(stored,), etag='"v1"'))
     order = [RetentionClass.TRANSIENT_24H, RetentionClass.CACHE_7D, RetentionClass.REFERENCED_ARCHIVE]
     long_enough = order.index(stored_as) >= order.index(asked)
-    assert answers(entry, CacheMode.REUSE_VALID, asked, T0) is long_enough
-    assert bool(revalidation_headers(entry, CacheMode.REVALIDATE, asked)) is long_enough
+    assert answers(entry, CacheMode.REUSE_VALID, asked, T0, CAPS, {}) is long_enough
+    assert bool(revalidation_headers(entry, CacheMode.REVALIDATE, asked, T0, CAPS, {})) is long_enough
 
 
 def test_artifacts_under_a_foreign_key_are_kept_long_enough_for_any_job():
     _, job = leased_job()
     foreign = artifact().model_copy(update={"key": "imported/page.html"})
     entry = cache_entry(job, attempt_under(job, http_status=200, artifacts=(foreign,)))
-    assert answers(entry, CacheMode.REUSE_VALID, RetentionClass.REFERENCED_ARCHIVE, T0)
+    assert answers(entry, CacheMode.REUSE_VALID, RetentionClass.REFERENCED_ARCHIVE, T0, CAPS, {})
+
+
+def test_an_entry_answers_only_jobs_whose_policy_class_allows_its_size():
+    _, job = leased_job()
+    big = artifact().model_copy(update={"size_bytes": 3 * 2**20})
+    entry = cache_entry(job, attempt_under(job, http_status=200, artifacts=(big,), bytes=3 * 2**20))
+    strict = ResponseCaps(max_body_bytes=2 * 2**20, max_decoded_bytes=4 * 2**20)
+    assert answers(entry, CacheMode.REUSE_VALID, CACHE_7D, T0, CAPS, {})
+    assert not answers(entry, CacheMode.REUSE_VALID, CACHE_7D, T0, strict, {})
+    assert revalidation_headers(entry, CacheMode.REVALIDATE, CACHE_7D, T0, strict, {}) == {}
+
+
+def test_a_no_cache_response_is_stored_but_every_use_is_validated_first():
+    _, job = leased_job()
+    fetched = attempt_under(job, http_status=200, artifacts=(artifact(),), etag='"v1"', must_revalidate=True)
+    entry = cache_entry(job, fetched)
+    assert entry is not None
+    assert entry.must_revalidate
+    assert not answers(entry, CacheMode.REUSE_VALID, CACHE_7D, T0, CAPS, {})
+    assert revalidation_headers(entry, CacheMode.REUSE_VALID, CACHE_7D, T0, CAPS, {}) == {
+        "If-None-Match": '"v1"'
+    }
+
+
+@pytest.mark.parametrize(
+    "request_headers",
+    [{"cache-control": "no-cache"}, {"cache-control": "max-age=0"}, {"pragma": "no-cache"}],
+)
+def test_a_request_that_asks_for_validation_is_never_answered_unvalidated(request_headers):
+    _, job = leased_job()
+    entry = cache_entry(job, attempt_under(job, http_status=200, artifacts=(artifact(),), etag='"v1"'))
+    assert not answers(entry, CacheMode.REUSE_VALID, CACHE_7D, T0, CAPS, request_headers)
+    validators = revalidation_headers(entry, CacheMode.REUSE_VALID, CACHE_7D, T0, CAPS, request_headers)
+    assert validators == {"If-None-Match": '"v1"'}
+
+
+def test_a_negative_answer_that_must_be_validated_is_not_kept():
+    _, job = leased_job()
+    gone = attempt_under(
+        job, AttemptOutcome.HTTP_ERROR, http_status=404, failure=failure("HTTP_404"), must_revalidate=True
+    )
+    assert cache_entry(job, gone) is None

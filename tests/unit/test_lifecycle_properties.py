@@ -42,7 +42,7 @@ FAILURES = st.one_of(
 
 def lifecycle_view(job: Job) -> Job:
     """A job without its bookkeeping (sequence, recent command ids)."""
-    return replace(job, sequence=0, recent_command_ids=())
+    return replace(job, sequence=0, recent_command_ids=(), recent_command_at=())
 
 
 def mutation_command(draw, job, choice):

@@ -62,7 +62,7 @@ def test_the_redriven_job_completes_once_the_origin_answers():
 @pytest.mark.parametrize("role", [ActorRole.SERVICE, ActorRole.VIEWER, ActorRole.OPERATOR])
 def test_only_an_admin_may_redrive(role):
     lifecycle = dead_lettered()
-    events = lifecycle(redrive(lifecycle, role))
+    events = lifecycle(redrive(lifecycle, role, actor_id="svc-a"))
     assert kinds(events) == ["AuditRecorded"]
     assert events[0].outcome is AuditOutcome.DENIED
     assert "ADMIN may" in events[0].detail

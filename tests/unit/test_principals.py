@@ -1,5 +1,6 @@
 """Principals, tokens and command signatures: what a worker trusts, and what it refuses."""
 
+import base64
 import json
 
 import pytest
@@ -9,7 +10,7 @@ from hypothesis import strategies as st
 from schemas.enums import ActorRole
 from streams.auth.issue import add_to_file, issue
 from streams.auth.principals import Principals, PrincipalsError, load_principals
-from streams.auth.signing import private_key_from_text, sign, verify
+from streams.auth.signing import Binding, private_key_from_text, sign, verify
 from streams.web.cursor import decode_cursor, encode_cursor, filters_digest
 from streams.web.errors import ApiError
 
@@ -32,16 +33,34 @@ def test_the_stored_entry_holds_no_secret():
     assert ADMIN.signing_key not in stored
 
 
+HERE = Binding("prod", "scrapestream.submit")
+
+
 def test_a_signature_verifies_only_for_its_signer_and_value():
     key = private_key_from_text(SERVICE.signing_key)
-    headers = sign("svc", key, b"value")
-    signer = verify(PRINCIPALS, headers, b"value")
+    headers = sign("svc", key, b"value", HERE)
+    signer = verify(PRINCIPALS, headers, b"value", HERE)
     assert not isinstance(signer, str)
     assert signer.name == "svc"
-    assert "bad signature" in str(verify(PRINCIPALS, headers, b"other value"))
-    assert "bad signature" in str(verify(PRINCIPALS, sign("admin", key, b"value"), b"value"))
-    assert "unknown signer" in str(verify(PRINCIPALS, sign("nobody", key, b"value"), b"value"))
-    assert "unsigned" in str(verify(PRINCIPALS, None, b"value"))
+    assert "bad signature" in str(verify(PRINCIPALS, headers, b"other value", HERE))
+    assert "bad signature" in str(verify(PRINCIPALS, sign("admin", key, b"value", HERE), b"value", HERE))
+    assert "unknown signer" in str(verify(PRINCIPALS, sign("nobody", key, b"value", HERE), b"value", HERE))
+    assert "unsigned" in str(verify(PRINCIPALS, None, b"value", HERE))
+
+
+@pytest.mark.parametrize(
+    "elsewhere", [Binding("staging", "scrapestream.submit"), Binding("prod", "other.submit")]
+)
+def test_a_signature_is_refused_on_another_deployment_or_topic(elsewhere):
+    headers = sign("svc", private_key_from_text(SERVICE.signing_key), b"value", HERE)
+    assert "for another topic or deployment" in str(verify(PRINCIPALS, headers, b"value", elsewhere))
+
+
+def test_a_signature_of_the_first_scheme_is_refused_with_what_to_do():
+    key = private_key_from_text(SERVICE.signing_key)
+    old = key.sign(b"scrapestream-command/1\nsvc\nvalue")
+    headers = [("scrapestream-principal", b"svc"), ("scrapestream-signature", base64.b64encode(old))]
+    assert "upgrade the client" in str(verify(PRINCIPALS, headers, b"value", HERE))
 
 
 @given(
@@ -50,7 +69,7 @@ def test_a_signature_verifies_only_for_its_signer_and_value():
     )
 )
 def test_headers_that_no_key_signed_give_a_reason_never_a_principal_or_an_exception(headers):
-    assert isinstance(verify(PRINCIPALS, headers, b"value"), str)
+    assert isinstance(verify(PRINCIPALS, headers, b"value", HERE), str)
 
 
 @pytest.mark.parametrize(

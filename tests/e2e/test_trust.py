@@ -1,0 +1,336 @@
+"""Attacks on a deployment with auth on (two workers), as a hostile SERVICE principal makes them.
+
+Each test acts as the attacker would: its own token on the HTTP API, its own signed records on the
+submit topic, ids computed from what it can know (caller names, URLs). None of it may read another
+caller's data, change another caller's job, or grow what another caller's job keeps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+from uuid import UUID, uuid4
+
+import httpx
+import pytest
+import pytest_asyncio
+
+from projections.artifacts import content_key
+from projections.lifecycle.identity import job_id_for, lease_id_for, name_based
+from schemas.commands import CancelJob, SubmitJob
+from schemas.enums import ActorRole, JobStatus, RetentionClass
+from schemas.events import AuditRecorded, JobSucceeded, SubmissionReused
+from schemas.records import Request
+from streams.auth.issue import IssuedPrincipal, issue
+from streams.auth.peering import PeerKey
+from streams.auth.principals import Principal
+from streams.auth.signing import Binding, private_key_from_text, sign
+from streams.broker.compat import EMBEDDED_TANSU
+from streams.client import Client, Signer
+from streams.clock import utc_now
+from streams.publisher import Outgoing, Publisher, outgoing
+from streams.settings import Settings
+from streams.worker import Worker
+from tests.e2e.conftest import Origin, System, observed_system, settled_ownership, worker_settings
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+ROLES = {
+    "admin": ActorRole.ADMIN,
+    "viewer": ActorRole.VIEWER,
+    "svc-a": ActorRole.SERVICE,
+    "svc-b": ActorRole.SERVICE,
+    "svc-c": ActorRole.SERVICE,
+}
+ISSUED: dict[str, IssuedPrincipal] = {name: issue(name, role) for name, role in ROLES.items()}
+PRINCIPALS = json.dumps({"principals": [issued.entry for issued in ISSUED.values()]})
+PEER_SECRET = "the-peer-secret-of-the-trust-tests-0123456789abcdef"
+REFUSALS_PER_MINUTE = 40
+
+
+@dataclass
+class Deployment:
+    settings: Settings
+    workers: tuple[Worker, Worker]
+    system: System
+    clients: dict[str, Client]
+    publisher: Publisher
+
+    def api(self, worker: int, principal: str | None) -> httpx.AsyncClient:
+        headers = {"Authorization": f"Bearer {ISSUED[principal].token}"} if principal else {}
+        return httpx.AsyncClient(
+            base_url=f"http://127.0.0.1:{self.workers[worker].web_port}", headers=headers
+        )
+
+    async def submit(self, caller: str, url: str, **fields: Any) -> UUID:
+        command = SubmitJob(
+            caller_identity=caller,
+            request=Request(url=url),
+            deadline_at=utc_now() + timedelta(minutes=5),
+            **fields,
+        )
+        return await self.clients[caller].submit(command)
+
+    def signed(self, signer: str, command: Any, topic: str | None = None) -> Outgoing:
+        """`command` as `signer` publishes it by hand, signed for `topic` (the submit topic)."""
+        topic = topic or self.settings.topic("submit")
+        message = outgoing(self.settings.topic("submit"), str(uuid4()), command)
+        key = private_key_from_text(ISSUED[signer].signing_key)
+        headers = sign(signer, key, message.value, Binding(self.settings.deployment_id, topic))
+        return Outgoing(message.topic, message.key, message.value, headers=tuple(headers))
+
+    async def events_of(self, job_id: UUID) -> list[dict[str, Any]]:
+        async with self.api(0, "admin") as admin:
+            answer = await answered(admin, "GET", f"/jobs/{job_id}/events")
+        assert answer.status_code == 200, answer.text
+        items: list[dict[str, Any]] = answer.json()["items"]
+        return items
+
+
+async def answered(http: httpx.AsyncClient, method: str, path: str, **options: Any) -> httpx.Response:
+    for _ in range(100):
+        response = await http.request(method, path, **options)
+        if response.status_code != 503:
+            return response
+        await asyncio.sleep(0.1)
+    return response
+
+
+def expires(minutes: float = 5) -> Any:
+    return utc_now() + timedelta(minutes=minutes)
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def deployment(broker, origin: Origin, tmp_path_factory) -> AsyncIterator[Deployment]:
+    root = tmp_path_factory.mktemp("trust")
+    settings = worker_settings(
+        broker.bootstrap,
+        root / "a",
+        partitions=4,
+        auth_enabled=True,
+        principals=PRINCIPALS,
+        peer_secret=PEER_SECRET,
+        deployment_id="trust-tests",
+        refusals_per_minute=REFUSALS_PER_MINUTE,
+    )
+    first, second = Worker(settings), Worker(settings.model_copy(update={"data_dir": root / "b"}))
+    async with contextlib.AsyncExitStack() as stack:
+        for worker in (first, second):
+            await worker.start()
+            stack.push_async_callback(worker.stop)
+        system = await stack.enter_async_context(observed_system(settings))
+        clients = {}
+        for name in ROLES:
+            signer = Signer(name, ISSUED[name].signing_key, deployment=settings.deployment_id)
+            clients[name] = await stack.enter_async_context(
+                Client(settings.kafka_bootstrap, EMBEDDED_TANSU, settings.topic_prefix, signer)
+            )
+        publisher = Publisher(settings.kafka_bootstrap, EMBEDDED_TANSU)
+        await publisher.start()
+        stack.push_async_callback(publisher.stop)
+        owned = await settled_ownership(first, second)
+        assert all(owned), f"one worker owns nothing: {owned}"
+        yield Deployment(settings, (first, second), system, clients, publisher)
+
+
+async def test_no_internal_route_answers_a_callers_token_or_a_forged_peer_credential(
+    deployment: Deployment, origin: Origin
+):
+    job_id = await deployment.submit("svc-a", origin.url("/page/internal-routes"))
+    assert (await deployment.system.completion(job_id)).status is JobStatus.SUCCEEDED
+    async with deployment.api(0, "admin") as admin:
+        artifact = (await answered(admin, "GET", f"/jobs/{job_id}")).json()["artifacts"][0]
+    key = content_key(artifact["sha256"], RetentionClass.CACHE_7D)
+    internal = [
+        "/_shard/jobs",
+        "/_shard/audit",
+        f"/_shard/artifacts/{artifact['artifact_id']}",
+        f"/_shard/artifact-bytes/{key}",
+    ]
+    forged = PeerKey(b"not-the-deployments-secret-but-long-enough").headers(
+        "GET", internal[2], Principal("svc-b", ActorRole.ADMIN), int(utc_now().timestamp())
+    )
+    for worker in (0, 1):
+        for principal in ("svc-b", "admin", None):
+            async with deployment.api(worker, principal) as http:
+                for path in internal:
+                    answer = await http.get(path)
+                    assert answer.status_code == 403, (path, principal, answer.text)
+                    assert answer.json()["code"] == "forbidden"
+        async with deployment.api(worker, None) as anonymous:
+            assert (await anonymous.get(internal[2], headers=forged)).status_code == 403
+    async with deployment.api(1, "svc-b") as stranger, deployment.api(0, "svc-a") as owner:
+        assert (await answered(stranger, "GET", artifact["download_path"])).status_code == 404
+        download = await answered(owner, "GET", artifact["download_path"])
+        assert download.status_code == 200
+        assert download.headers["content-security-policy"] == "sandbox"
+
+
+async def test_refused_commands_with_the_ids_of_a_jobs_own_reports_cannot_make_it_fail(
+    deployment: Deployment, origin: Origin
+):
+    submitted = await deployment.submit("svc-a", origin.url("/slow/steered"), idempotency_key="steered")
+    assert submitted == job_id_for("svc-a", "steered")  # what anyone can work out
+    lease = lease_id_for(submitted, 1)
+    predictable = [
+        name_based(lease, "report"),
+        *(name_based(lease, label) for label in ("start", "renew:1", "renew:2")),
+    ]
+    attacks = [
+        deployment.signed(
+            "svc-b",
+            CancelJob(
+                command_id=command_id,
+                job_id=submitted,
+                actor_id="svc-b",
+                actor_role=ActorRole.SERVICE,
+                reason="x" * 1_000,
+                expires_at=expires(),
+            ),
+        )
+        for command_id in predictable
+    ]
+    await deployment.publisher.send_all(attacks)
+    await deployment.system.events.wait_for(
+        lambda _: "JobDispatched" in deployment.system.event_kinds(submitted)
+    )
+    origin.release.set()
+    completion = await deployment.system.completion(submitted)
+    assert completion.status is JobStatus.SUCCEEDED
+    kinds = [event["type"] for event in await deployment.events_of(submitted)]
+    assert "AttemptRecorded" in kinds
+    assert all(event.get("actor_id") != "svc-b" for event in await deployment.events_of(submitted))
+
+
+async def test_nothing_another_principal_does_grows_a_callers_job(deployment: Deployment, origin: Origin):
+    job_id = await deployment.submit("svc-a", origin.url("/page/bounded"), idempotency_key="bounded")
+    await deployment.system.completion(job_id)
+    before = await deployment.events_of(job_id)
+    cancels = [
+        deployment.signed(
+            "svc-b",
+            CancelJob(
+                command_id=uuid4(),
+                job_id=job_id,
+                actor_id="svc-b",
+                actor_role=ActorRole.SERVICE,
+                reason="r" * 1_024,
+                expires_at=expires(),
+            ),
+        )
+        for _ in range(200)
+    ]
+    impostor = SubmitJob(
+        command_id=uuid4(),
+        caller_identity="svc-a",
+        idempotency_key="bounded",
+        request=Request(url=origin.url("/page/bounded")),
+        deadline_at=expires(60),
+        expires_at=expires(),
+    )
+    await deployment.publisher.send_all([*cancels, deployment.signed("svc-b", impostor)])
+    statuses = []
+    async with deployment.api(1, "svc-b") as stranger:
+        for _ in range(REFUSALS_PER_MINUTE + 10):
+            statuses.append((await stranger.get(f"/jobs/{job_id}")).status_code)
+    assert set(statuses) <= {404, 429, 503}
+    assert 429 in statuses  # past its refusals a minute, the prober is held off
+    refused = await deployment.system.events.wait_for(
+        lambda records: (
+            sum(
+                isinstance(r, AuditRecorded) and r.actor_id == "svc-b" and r.target == f"job:{job_id}"
+                for r in records
+            )
+            >= 200
+        ),
+        timeout_s=120,
+    )
+    assert all(r.job_id != job_id for r in refused if isinstance(r, AuditRecorded) and r.actor_id == "svc-b")
+    assert not any(isinstance(r, SubmissionReused) and r.job_id == job_id for r in refused)
+    assert await deployment.events_of(job_id) == before
+
+
+async def test_a_signed_command_is_decided_once_and_only_where_and_while_it_is_valid(
+    deployment: Deployment, origin: Origin
+):
+    job_id = await deployment.submit("svc-a", origin.url("/page/replayed"))
+    await deployment.system.completion(job_id)
+
+    def cancel(**fields: Any) -> CancelJob:
+        values = {
+            "command_id": uuid4(),
+            "job_id": job_id,
+            "actor_id": "svc-a",
+            "actor_role": ActorRole.SERVICE,
+        }
+        return CancelJob(**(values | {"reason": "replay", "expires_at": expires()} | fields))
+
+    once = deployment.signed("svc-a", cancel(reason="once"))
+    await deployment.publisher.send_all([once, once, once])
+    refused = [
+        deployment.signed("svc-a", cancel(reason="expired", expires_at=utc_now() - timedelta(seconds=1))),
+        deployment.signed("svc-a", cancel(reason="no id", command_id=None)),
+        deployment.signed("svc-a", cancel(reason="no expiry", expires_at=None)),
+        deployment.signed("svc-a", cancel(reason="too long", expires_at=expires(60))),
+        deployment.signed("svc-a", cancel(reason="elsewhere"), topic="other-deployment.submit"),
+    ]
+    await deployment.publisher.send_all(refused)
+    dead = await deployment.system.dead_input.wait_for(
+        lambda records: sum("refused" in r.reason for r in records) >= len(refused)
+    )
+    reasons = " | ".join(r.reason for r in dead)
+    for expected in ("expired", "needs a command_id", "needs expires_at", "more than", "another topic"):
+        assert expected in reasons
+    audits = await deployment.system.events.wait_for(
+        lambda records: any(isinstance(r, AuditRecorded) and r.reason == "once" for r in records)
+    )
+    await asyncio.sleep(0)  # the three copies were published together: all are decided by now
+    assert sum(isinstance(r, AuditRecorded) and r.reason == "once" for r in audits) == 1
+
+
+async def test_another_callers_job_and_no_job_at_all_are_answered_alike(
+    deployment: Deployment, origin: Origin
+):
+    theirs = await deployment.submit("svc-a", origin.url("/page/hidden"))
+    await deployment.system.completion(theirs)
+    async with deployment.api(0, "svc-c") as stranger:
+        for path in ("/jobs/{}", "/jobs/{}/events"):
+            hidden = await answered(stranger, "GET", path.format(theirs))
+            missing = await answered(stranger, "GET", path.format(uuid4()))
+            assert hidden.status_code == missing.status_code == 404
+            assert hidden.json()["code"] == missing.json()["code"]
+        cancel = await answered(stranger, "POST", f"/jobs/{theirs}/cancel", json={"reason": "probe"})
+        nothing = await answered(stranger, "POST", f"/jobs/{uuid4()}/cancel", json={"reason": "probe"})
+        assert cancel.status_code in (404, 429)
+        assert nothing.status_code in (404, 429)
+
+
+async def test_a_submission_as_another_caller_never_touches_that_callers_job(
+    deployment: Deployment, origin: Origin
+):
+    url = origin.url("/page/impersonated")
+    victim = await deployment.submit("svc-a", url, idempotency_key="impersonated")
+    await deployment.system.completion(victim)
+    before = await deployment.events_of(victim)
+    command = SubmitJob(
+        caller_identity="svc-a",
+        idempotency_key="impersonated",
+        request=Request(url=url),
+        deadline_at=expires(60),
+    )
+    job_id = await deployment.clients["svc-b"].submit(command)
+    assert job_id == victim
+    completion = await deployment.clients["svc-b"].wait_for(job_id)
+    assert completion.status is JobStatus.REJECTED
+    assert completion.failure is not None
+    assert completion.failure.code == "NOT_PERMITTED"
+    assert completion.job_id != victim
+    assert await deployment.events_of(victim) == before
+    assert not any(
+        isinstance(e, JobSucceeded) and e.job_id == completion.job_id
+        for e in deployment.system.events.records
+    )
