@@ -24,8 +24,10 @@ from uuid import UUID, uuid4
 from aiokafka import TopicPartition
 
 from projections.jobstore import JobStore
-from projections.lifecycle import Policy, State, decide, replay
-from projections.lifecycle.policy import ExecutionProfile
+from projections.lifecycle.decide import decide
+from projections.lifecycle.evolve import replay
+from projections.lifecycle.policy import ExecutionProfile, Policy
+from projections.lifecycle.state import State
 from projections.storage.rocks import RocksStore
 from schemas.codec import encode
 from schemas.commands import Command, ReportAttempt, SubmitJob

@@ -20,14 +20,15 @@ import typing
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import cast
 from uuid import UUID
 
 from projections.lifecycle.consequences import lease_expiry, next_due_at
 from projections.lifecycle.evolve import replay
 from projections.lifecycle.policy import Policy
-from projections.lifecycle.state import Job, State, accepted_job
+from projections.lifecycle.state import Job, State, Unaccepted, accepted_job
+from projections.lifecycle.submission import rejection_owner
 from projections.readindex import (
     Page,
     artifact_ref_key,
@@ -38,10 +39,11 @@ from projections.readindex import (
     dead_letter_key,
     index_prefix,
     job_key,
+    position,
     scan_page,
     tombstone_key,
 )
-from projections.storage.base import KeyValueStore
+from projections.storage.base import KeyValueStore, prefix_end
 from schemas.codec import decode, encode
 from schemas.enums import JobStatus
 from schemas.errors import CodecError
@@ -50,6 +52,7 @@ from schemas.records import Artifact
 from schemas.types import uuid_text
 
 EVENT_TYPES = typing.get_args(Event)
+Listed = Job | Unaccepted  # a job, or a rejected submission (an `Unaccepted` with `rejected`)
 CACHE_SIZE = 20_000
 SCAN_BUDGET = 5_000  # index entries one page may read
 
@@ -63,15 +66,24 @@ class JobQuery:
     job_type: str | None = None
     since: datetime | None = None
     dead_letters: bool = False
+    id_prefix: str | None = None  # lower-case hex digits and dashes, as job ids are printed
 
-    def matches(self, job: Job) -> bool:
-        if self.dead_letters and job.status is not JobStatus.DEAD_LETTER:
+    def matches(self, job: Listed) -> bool:
+        if isinstance(job, Unaccepted):
+            rejected = job.rejected
+            return rejected is not None and self._matches(
+                JobStatus.REJECTED, rejection_owner(rejected), rejected.job_type
+            )
+        return self._matches(job.status, job.accepted.caller_identity, job.accepted.job_type)
+
+    def _matches(self, status: JobStatus, caller: str, job_type: str) -> bool:
+        if self.dead_letters and status is not JobStatus.DEAD_LETTER:
             return False
-        if self.caller is not None and job.accepted.caller_identity != self.caller:
+        if self.caller is not None and caller != self.caller:
             return False
-        if self.statuses is not None and job.status not in self.statuses:
+        if self.statuses is not None and status not in self.statuses:
             return False
-        return self.job_type is None or job.accepted.job_type == self.job_type
+        return self.job_type is None or job_type == self.job_type
 
 
 _MAX_UUID = UUID(int=2**128 - 1)
@@ -123,6 +135,13 @@ class Folded:
     ignored: list[Event] = field(default_factory=list)
 
 
+def owner_of(listed: Listed) -> str:
+    """The caller a job, or a rejected submission, belongs to."""
+    if isinstance(listed, Job):
+        return listed.accepted.caller_identity
+    return "" if listed.rejected is None else rejection_owner(listed.rejected)
+
+
 class JobStore:
     """Jobs folded from their events, cached in memory, persisted in a `KeyValueStore`."""
 
@@ -145,6 +164,13 @@ class JobStore:
 
     def load_job(self, job_id: UUID) -> Job | None:
         return accepted_job(self.load(job_id))
+
+    def load_listed(self, job_id: UUID) -> Listed | None:
+        """The job, or the rejected submission under this id; None for anything else."""
+        state = self.load(job_id)
+        if isinstance(state, Job) or (isinstance(state, Unaccepted) and state.rejected is not None):
+            return state
+        return None
 
     def events_of(self, job_id: UUID) -> list[Event]:
         prefix = _events_prefix(job_id)
@@ -290,6 +316,7 @@ class JobStore:
         counts: Counter[bytes],
     ) -> None:
         old, new = accepted_job(before), accepted_job(after)
+        _index_rejection(partition, before, after, changes, counts)
         deletion = next((event for event in kept if isinstance(event, JobHistoryDeleted)), None)
         if old is not None:
             counts[count_key(partition, old.status)] -= 1
@@ -343,8 +370,9 @@ class JobStore:
 
     def jobs_page(
         self, partitions: Iterable[int], query: JobQuery, after: str | None, limit: int
-    ) -> Page[Job]:
-        """Jobs of `partitions` matching `query`, newest first, from after the position `after`."""
+    ) -> Page[Listed]:
+        """Jobs (and rejected submissions) of `partitions` matching `query`, newest first, from after
+        the position `after`."""
         if query.dead_letters:
             prefixes = [index_prefix("x", partition) for partition in partitions]
         elif query.caller is not None:
@@ -352,12 +380,31 @@ class JobStore:
         else:
             prefixes = [index_prefix("j", partition) for partition in partitions]
 
-        def load(at: str, _: bytes) -> Job | None:
-            job = self.load_job(UUID(at[16:]))
+        def load(at: str, _: bytes) -> Listed | None:
+            job = self.load_listed(UUID(at[16:]))
             return job if job is not None and query.matches(job) else None
 
         oldest_ms = None if query.since is None else int(query.since.timestamp() * 1000)
         return scan_page(self._store, prefixes, load, after, limit, SCAN_BUDGET, oldest_ms)
+
+    def jobs_with_id_prefix(self, owned: Callable[[UUID], bool], query: JobQuery, limit: int) -> Page[Listed]:
+        """Up to `limit` jobs (and rejected submissions) whose id starts with `query.id_prefix`, of
+        the partitions `owned` says this store answers for, newest first."""
+        prefix = f"e/{query.id_prefix or ''}".encode()
+        found: list[tuple[str, Listed]] = []
+        seen: set[bytes] = set()
+        for key, _ in self._store.scan(prefix, prefix_end(prefix)):
+            job_key_part = key[2:38]
+            if job_key_part in seen:
+                continue
+            seen.add(job_key_part)
+            job_id = UUID(job_key_part.decode())
+            listed = self.load_listed(job_id) if owned(job_id) else None
+            if listed is not None and query.matches(listed):
+                found.append((position(_listed_at(listed), job_id), listed))
+            if len(seen) >= SCAN_BUDGET or len(found) >= limit:
+                break
+        return Page(sorted(found, key=lambda item: item[0]), None)
 
     def accepted_before(
         self, partition: int, cutoff: datetime, after: bytes | None, budget: int
@@ -436,6 +483,29 @@ def _list_job(partition: int, job: Job, value: bytes | None, changes: dict[bytes
     accepted = job.accepted
     changes[job_key(partition, accepted.occurred_at, job.job_id)] = value
     changes[caller_key(partition, accepted.caller_identity, accepted.occurred_at, job.job_id)] = value
+
+
+def _listed_at(listed: Listed) -> datetime:
+    if isinstance(listed, Job):
+        return listed.accepted.occurred_at
+    return listed.rejected.occurred_at if listed.rejected is not None else datetime.fromtimestamp(0, UTC)
+
+
+def _index_rejection(
+    partition: int, before: State, after: State, changes: dict[bytes, bytes | None], counts: Counter[bytes]
+) -> None:
+    """A rejected submission is listed (and counted `REJECTED`) under its latest rejection while no
+    job is accepted under its id."""
+    old = before.rejected if isinstance(before, Unaccepted) else None
+    new = after.rejected if isinstance(after, Unaccepted) else None
+    if old is new:
+        return
+    for rejected, value, change in ((old, None, -1), (new, b"", 1)):
+        if rejected is not None:
+            counts[count_key(partition, JobStatus.REJECTED)] += change
+            changes[job_key(partition, rejected.occurred_at, rejected.job_id)] = value
+            owner = rejection_owner(rejected)
+            changes[caller_key(partition, owner, rejected.occurred_at, rejected.job_id)] = value
 
 
 def _list_dead_letter(

@@ -9,7 +9,7 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from projections.lifecycle.state import Job, is_denial
+from projections.lifecycle.state import Job, Unaccepted, is_denial
 from schemas.enums import (
     ActorRole,
     ArtifactTrust,
@@ -26,7 +26,7 @@ from schemas.enums import (
     TransportPolicy,
     TransportRoute,
 )
-from schemas.events import AuditRecorded, Event
+from schemas.events import AuditRecorded, Event, JobRejected
 from schemas.records import Artifact, Attempt, Cost, Failure
 
 
@@ -74,6 +74,14 @@ class AttemptView(View):
     blocked_requests: list[str] = Field(
         description="Requests a rendered page made that the address rules refused"
     )
+    from_cache: bool = Field(description="Answered from the response cache: no request reached the origin")
+    cached_at: datetime | None = Field(description="For an answer from the cache: when its entry was stored")
+    cache_age_ms: int | None = Field(
+        description="For an answer from the cache: its entry's age when it answered"
+    )
+    cache_entry_job_id: UUID | None = Field(
+        description="For an answer from the cache: the job that made the entry"
+    )
 
 
 class RequestSummary(View):
@@ -99,17 +107,20 @@ class Totals(View):
 
 
 class JobView(View):
+    """A job, or a rejected submission (`state` `REJECTED`: only what the submission named is known,
+    its options are null and its failure is the reason)."""
+
     job_id: UUID
     state: JobStatus
     caller_identity: str
     idempotency_key: str
     job_type: str
     request: RequestSummary
-    policy_class: PolicyClass
-    cache_mode: CacheMode
-    capture_mode: CaptureMode
-    retention_class: RetentionClass
-    transport_policy: TransportPolicy
+    policy_class: PolicyClass | None
+    cache_mode: CacheMode | None
+    capture_mode: CaptureMode | None
+    retention_class: RetentionClass | None
+    transport_policy: TransportPolicy | None
     labels: dict[str, str]
     attempt_limit: int
     attempts: list[AttemptView]
@@ -117,8 +128,8 @@ class JobView(View):
     failure: FailureView | None
     lease: LeaseView | None
     totals: Totals
-    accepted_at: datetime
-    deadline_at: datetime
+    accepted_at: datetime = Field(description="When it was accepted (a rejected submission: rejected)")
+    deadline_at: datetime | None
     next_attempt_at: datetime | None
     completed_at: datetime | None
     reuse_count: int
@@ -213,6 +224,12 @@ def attempt_view(attempt: Attempt) -> AttemptView:
         artifacts=[artifact_view(artifact) for artifact in attempt.artifacts],
         finished_at=attempt.finished_at,
         blocked_requests=list(attempt.blocked_requests),
+        from_cache=attempt.from_cache,
+        cached_at=attempt.cached_at,
+        cache_age_ms=None
+        if attempt.cached_at is None
+        else int((attempt.finished_at - attempt.cached_at).total_seconds() * 1000),
+        cache_entry_job_id=attempt.cache_entry_job_id,
     )
 
 
@@ -267,6 +284,53 @@ def job_view(job: Job) -> JobView:
         callbacks_pending=len(job.callbacks),
         sequence=job.sequence,
     )
+
+
+def rejected_view(state: Unaccepted, rejected: JobRejected) -> JobView:
+    """A rejected submission as the API shows it: what it asked for and why it was refused."""
+    return JobView.model_construct(
+        job_id=state.job_id,
+        state=JobStatus.REJECTED,
+        caller_identity=rejected.caller_identity,
+        idempotency_key=rejected.idempotency_key,
+        job_type=rejected.job_type,
+        request=RequestSummary.model_construct(method=HttpMethod.GET, url=rejected.url, header_names=[]),
+        policy_class=None,
+        cache_mode=None,
+        capture_mode=None,
+        retention_class=None,
+        transport_policy=None,
+        labels=dict(rejected.labels),
+        attempt_limit=0,
+        attempts=[],
+        artifacts=[],
+        failure=FailureView.model_construct(
+            code=rejected.reason.value,
+            disposition=FailureDisposition.TERMINAL,
+            message=rejected.detail,
+            retry_at=None,
+        ),
+        lease=None,
+        totals=Totals.model_construct(
+            attempts=0, charged_attempts=0, budget_spent=0, bytes=0, elapsed_ms=0, cost_actual="0.000000"
+        ),
+        accepted_at=rejected.occurred_at,
+        deadline_at=None,
+        next_attempt_at=None,
+        completed_at=rejected.occurred_at,
+        reuse_count=0,
+        callbacks_pending=len(state.callbacks),
+        sequence=state.sequence,
+    )
+
+
+def listed_view(state: Job | Unaccepted) -> JobView:
+    """A job's view, or a rejected submission's."""
+    if isinstance(state, Job):
+        return job_view(state)
+    if state.rejected is None:
+        raise ValueError(f"{state.job_id} is neither a job nor a rejected submission")
+    return rejected_view(state, state.rejected)
 
 
 def event_view(event: Event) -> EventView:

@@ -96,6 +96,7 @@ class RedriveJob(Record):
     deadline_at: Instant | None = None
     request_id: str = ""
     expires_at: Instant | None = None
+    cache_mode: CacheMode | None = None
 
 
 class DeleteJobHistory(Record):

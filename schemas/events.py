@@ -59,6 +59,7 @@ class JobRejected(EventEnvelope):
     url: str = ""
     callback_url: str | None = None
     labels: dict[str, str] = Field(default_factory=dict)
+    submitted_by: str | None = None
 
 
 class SubmissionReused(EventEnvelope):
@@ -168,6 +169,7 @@ class JobRedriven(EventEnvelope):
     reason: str
     deadline_at: Instant
     budget_spent_before: int
+    cache_mode: CacheMode | None = None
 
 
 class JobHistoryDeleted(EventEnvelope):
@@ -213,3 +215,5 @@ class JobCompleted(Record):
     completed_at: Instant
     labels: dict[str, str] = Field(default_factory=dict)
     artifacts_trust: ArtifactTrust = ArtifactTrust.VERIFIED
+    from_cache: bool = False
+    cached_at: Instant | None = None

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 
 from schemas.errors import ScrapestreamError
-from streams.dev import read_dev_state
+from streams.devstate import read_dev_state
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 TIMEOUT_S = 30.0
@@ -58,7 +58,10 @@ class ApiClient:
         try:
             response = call()
         except httpx.HTTPError as exc:
-            raise ScrapestreamError(f"cannot reach the scrapestream API at {self.url}: {exc}") from exc
+            raise ScrapestreamError(
+                f"cannot reach the scrapestream API at {self.url} ({type(exc).__name__}): start "
+                "`scrapestream dev` in this directory, or pass --url (or set SCRAPESTREAM_URL) for a worker"
+            ) from exc
         try:
             document = response.json()
         except json.JSONDecodeError:

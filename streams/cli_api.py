@@ -1,4 +1,7 @@
-"""CLI commands for people and scripts: read and change jobs through a worker's HTTP API."""
+"""CLI commands for people and scripts: read and change jobs through a worker's HTTP API.
+
+A job may be named by a unique prefix of its id (as `list` prints them): it is looked up first.
+"""
 
 from __future__ import annotations
 
@@ -9,69 +12,47 @@ import sys
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
+from uuid import UUID
 
-from rich.console import Console
-
-from schemas.enums import ActorRole, JobStatus
+from schemas.enums import ActorRole
+from schemas.errors import ScrapestreamError
 from streams.api_client import ApiClient, api_url
-from streams.auth.issue import add_to_file, issue
 from streams.clock import utc_now
-from streams.tables import events_table, job_table, jobs_table, print_all
+from streams.errors import UsageError
 
-
-def add_commands(commands: Any) -> None:
-    """The subcommands of `scrapestream` that use the HTTP API (`--url`, `--token`, `--json`)."""
-    get = _api_command(commands, "get", "show a job: state, attempts, artifacts")
-    get.add_argument("job_id")
-    listing = _api_command(commands, "list", "list jobs, newest first")
-    listing.add_argument("--state", action="append", choices=[s.value for s in JobStatus], help="repeatable")
-    listing.add_argument("--caller")
-    listing.add_argument("--type", dest="job_type")
-    listing.add_argument("--limit", type=int, default=20)
-    listing.add_argument("--cursor", help="`next_cursor` of the previous page")
-    listing.add_argument("--dead-letters", action="store_true", help="only dead-lettered jobs")
-    events = _api_command(commands, "events", "show a job's history")
-    events.add_argument("job_id")
-    for name, summary in (
-        ("cancel", "cancel a job"),
-        ("redrive", "run a dead-lettered job again (admin)"),
-        ("delete-history", "delete a finished job's history (admin)"),
-    ):
-        mutation = _api_command(commands, name, summary)
-        mutation.add_argument("job_id")
-        mutation.add_argument("--reason", required=True)
-        if name == "redrive":
-            mutation.add_argument("--deadline-s", type=float, help="a new deadline, in seconds from now")
-    principal = commands.add_parser("principal", help="manage principals")
-    new = principal.add_subparsers(dest="action", required=True).add_parser(
-        "new", help="create a principal: prints its token and signing key once"
-    )
-    new.add_argument("name")
-    new.add_argument("--role", required=True, choices=[role.value for role in ActorRole])
-    new.add_argument("--file", help="add the principal to this principals file (created if missing)")
-    new.add_argument("--json", action="store_true", help="print JSON")
-
-
-def _api_command(commands: Any, name: str, summary: str) -> argparse.ArgumentParser:
-    parser: argparse.ArgumentParser = commands.add_parser(name, help=summary)
-    parser.add_argument("--url", help="API base URL (default: SCRAPESTREAM_URL, else a running dev)")
-    parser.add_argument("--token", help="bearer token (default: SCRAPESTREAM_TOKEN)")
-    parser.add_argument("--json", action="store_true", help="print JSON")
-    return parser
+JOB_COMMANDS = frozenset({"get", "events", "cancel", "redrive", "delete-history"})
 
 
 def run_api_command(arguments: argparse.Namespace) -> int:
     if arguments.command == "principal":
         return _new_principal(arguments)
-    console = Console()
     token = arguments.token or os.environ.get("SCRAPESTREAM_TOKEN")
     with ApiClient(api_url(arguments.url), token) as api:
+        if arguments.command in JOB_COMMANDS:
+            arguments.job_id = _job_id(api, arguments.job_id)
         answer = _call(api, arguments)
     if arguments.json:
         sys.stdout.write(json.dumps(answer, indent=2) + "\n")
     else:
-        _show(console, arguments, answer)
+        _show(arguments, answer)
     return 0
+
+
+def _job_id(api: ApiClient, given: str) -> str:
+    """`given` itself when it is a whole job id, else the one job whose id starts with it."""
+    text = given.strip().lower()
+    try:
+        return str(UUID(text))
+    except ValueError:
+        pass
+    if not text or any(char not in "0123456789abcdef-" for char in text):
+        raise UsageError(f"{given!r} is neither a job id nor the start of one")
+    found = api.get("/jobs", {"id_prefix": text, "limit": 2})["items"]
+    if not found:
+        raise ScrapestreamError(f"no job id starts with {given!r}")
+    if len(found) > 1:
+        raise UsageError(f"more than one job id starts with {given!r}: give more of it")
+    return str(found[0]["job_id"])
 
 
 def _call(api: ApiClient, arguments: argparse.Namespace) -> Any:
@@ -89,10 +70,17 @@ def _call(api: ApiClient, arguments: argparse.Namespace) -> Any:
     body: dict[str, Any] = {"reason": arguments.reason}
     if command == "redrive" and arguments.deadline_s is not None:
         body["deadline_at"] = (utc_now() + timedelta(seconds=arguments.deadline_s)).isoformat()
+    if command == "redrive" and arguments.cache_mode is not None:
+        body["cache_mode"] = arguments.cache_mode
     return api.post(f"/jobs/{arguments.job_id}/{command}", body)
 
 
-def _show(console: Console, arguments: argparse.Namespace, answer: Any) -> None:
+def _show(arguments: argparse.Namespace, answer: Any) -> None:
+    from rich.console import Console
+
+    from streams.tables import events_table, job_table, jobs_table, print_all
+
+    console = Console()
     command = arguments.command
     if command == "get":
         print_all(console, *job_table(answer))
@@ -110,6 +98,8 @@ def _show(console: Console, arguments: argparse.Namespace, answer: Any) -> None:
 
 
 def _new_principal(arguments: argparse.Namespace) -> int:
+    from streams.auth.issue import add_to_file, issue
+
     issued = issue(arguments.name, ActorRole(arguments.role))
     if arguments.file:
         add_to_file(Path(arguments.file), issued.entry)

@@ -7,10 +7,10 @@ from collections.abc import AsyncGenerator, Callable
 from datetime import timedelta
 from enum import StrEnum
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast, get_args
 from uuid import UUID, uuid4
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from projections.lifecycle.completion import rejection_completion
@@ -20,10 +20,10 @@ from schemas.codec import decode
 from schemas.commands import CancelJob, DeleteJobHistory, RedriveJob, SubmitJob
 from schemas.enums import JobStatus
 from schemas.errors import ScrapestreamError
-from schemas.events import JobAccepted, JobCompleted, JobRejected, SubmissionReused
+from schemas.events import Event, JobAccepted, JobCompleted, JobRejected, SubmissionReused
 from schemas.types import Record
 from streams.auth.signing import Binding, private_key_from_text, sign
-from streams.broker.compat import BrokerProfile, start_whole
+from streams.broker.compat import BrokerProfile, FetchPacer, start_whole
 from streams.clock import utc_now
 from streams.publisher import Publisher, outgoing, partition_of
 
@@ -37,6 +37,15 @@ class Submission(StrEnum):
     CREATED = "created"
     REUSED = "reused"
     REJECTED = "rejected"
+
+
+Decided = JobAccepted | SubmissionReused | JobRejected
+OUTCOMES: dict[type, Submission] = {
+    JobAccepted: Submission.CREATED,
+    SubmissionReused: Submission.REUSED,
+    JobRejected: Submission.REJECTED,
+}
+EVENT_TYPES = get_args(Event)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,18 +85,20 @@ class Client:
         self._profile = profile
         self._prefix = topic_prefix
         self._signer = signer
-        self._publisher = Publisher(bootstrap, profile)
+        self._publisher: Publisher | None = None  # made where it runs: a producer needs the event loop
         self._submissions: dict[UUID, UUID] = {}  # job id -> the id its submission is decided under
         self._refused_streams: dict[UUID, UUID] = {}
 
     async def __aenter__(self) -> Client:
+        self._publisher = Publisher(self._bootstrap, self._profile)
         await self._publisher.start()
         return self
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
     ) -> None:
-        await self._publisher.stop()
+        if self._publisher is not None:
+            await self._publisher.stop()
 
     async def submit(self, command: SubmitJob) -> UUID:
         """Publish a submission; returns the job id it resolves to (`wait_for` follows this submission)."""
@@ -131,43 +142,86 @@ class Client:
             binding = Binding(self._signer.deployment, topic)
             headers = sign(self._signer.principal, self._signer.private_key, message.value, binding)
             message = dataclasses.replace(message, headers=tuple(headers))
+        if self._publisher is None:
+            raise ScrapestreamError("use the client in `async with Client(...) as client:`")
         await self._publisher.send_all([message])
 
     async def completions(self, from_beginning: bool = True) -> AsyncGenerator[JobCompleted, None]:
         """Every completion on the topic, from its start or from now, until the caller stops."""
-        consumer = AIOKafkaConsumer(
-            f"{self._prefix}.completions",
-            bootstrap_servers=self._bootstrap,
-            auto_offset_reset="earliest" if from_beginning else "latest",
-            enable_auto_commit=False,
-            fetch_max_wait_ms=self._profile.fetch_max_wait_ms,
+        consumer = self._consumer(
+            f"{self._prefix}.completions", auto_offset_reset="earliest" if from_beginning else "latest"
         )
         try:
             await start_whole(consumer.start, consumer.stop)
-            async for record in consumer:
+            async for record in self._records(consumer):
                 completion = decode(record.value)
                 if isinstance(completion, JobCompleted):
                     yield completion
         finally:
             await consumer.stop()
 
+    def _consumer(self, *topics: str, **options: Any) -> AIOKafkaConsumer:
+        return AIOKafkaConsumer(
+            *topics,
+            bootstrap_servers=self._bootstrap,
+            enable_auto_commit=False,
+            fetch_max_wait_ms=self._profile.fetch_max_wait_ms,
+            **options,
+        )
+
+    async def _records(
+        self, consumer: AIOKafkaConsumer
+    ) -> AsyncGenerator[ConsumerRecord[bytes, bytes], None]:
+        """Every record the consumer reads, for good; its fetch wait grows once nothing comes, so an
+        idle reader costs the broker and this process little."""
+        pacer = FetchPacer(consumer, self._profile)
+        while True:
+            polled = await consumer.getmany(timeout_ms=1_000)
+            pacer.observed(sum(len(records) for records in polled.values()))
+            for records in polled.values():
+                for record in records:
+                    yield record
+
     async def submission(self, job_id: UUID) -> Submission:
         """Whether this client's submission for `job_id` created the job, reused it, or was rejected."""
+        return self.submission_of(await self.decision(job_id))
+
+    @staticmethod
+    def submission_of(decided: Decided) -> Submission:
+        return OUTCOMES[type(decided)]
+
+    async def decision(self, job_id: UUID) -> Decided:
+        """The event that decided this client's submission for `job_id`: `JobAccepted`,
+        `SubmissionReused` or `JobRejected` (with its reason)."""
         command_id = self._submissions.get(job_id)
         if command_id is None:
             raise ScrapestreamError(f"this client made no submission for job {job_id}")
-        outcomes: dict[type, Submission] = {
-            JobAccepted: Submission.CREATED,
-            SubmissionReused: Submission.REUSED,
-            JobRejected: Submission.REJECTED,
-        }
 
-        def decided(record: Any) -> Submission | None:
-            if getattr(record, "command_id", None) != command_id:
+        def decided(record: Any) -> Decided | None:
+            if getattr(record, "command_id", None) != command_id or type(record) not in OUTCOMES:
                 return None
-            return outcomes.get(type(record))
+            found: Decided = record
+            return found
 
         return await self._first(self._streams_of(job_id), ("events",), decided)
+
+    async def follow(self, job_id: UUID) -> AsyncGenerator[Event, None]:
+        """The job's events as they are appended, from its first, until the caller stops."""
+        key = str(job_id).encode()
+        consumer = self._consumer()
+        try:
+            await start_whole(consumer.start, consumer.stop)
+            await consumer.topics()
+            partition = self._partition_of(consumer, f"{self._prefix}.events", key)
+            consumer.assign([partition])
+            consumer.seek(partition, 0)
+            async for record in self._records(consumer):
+                if record.key == key:
+                    event = decode(record.value)
+                    if isinstance(event, EVENT_TYPES):
+                        yield cast(Event, event)
+        finally:
+            await consumer.stop()
 
     async def wait_for(self, job_id: UUID) -> JobCompleted:
         """How the submission this client made for `job_id` ended: `REJECTED`, or the job's completion.
@@ -207,11 +261,7 @@ class Client:
         call is found too.
         """
         keys = {str(job_id).encode() for job_id in job_ids}
-        consumer = AIOKafkaConsumer(
-            bootstrap_servers=self._bootstrap,
-            enable_auto_commit=False,
-            fetch_max_wait_ms=self._profile.fetch_max_wait_ms,
-        )
+        consumer = self._consumer()
         try:
             await start_whole(consumer.start, consumer.stop)
             await consumer.topics()
@@ -225,7 +275,7 @@ class Client:
             consumer.assign(partitions)
             for partition in partitions:
                 consumer.seek(partition, 0)
-            async for record in consumer:
+            async for record in self._records(consumer):
                 if record.key in keys:
                     value = found(decode(record.value))
                     if value is not None:

@@ -9,6 +9,9 @@ runs as its own task over a queue of its records, one batch at a time:
    once for a stage whose records start work elsewhere (`commit_each_batch`).
 On revocation, queued records of the revoked partitions are dropped (the new owner reads them),
 in-flight batches finish, stages are told, and the processed offsets are committed.
+Every topic is seen with its partitions before the consumer subscribes (a group leader whose
+metadata lacks a topic assigns none of it), and a partition of a subscribed topic that no member
+of the group holds makes the consumer refresh its metadata and rejoin (`unowned`).
 """
 
 from __future__ import annotations
@@ -29,10 +32,13 @@ from streams.broker.compat import BrokerProfile, FetchPacer, start_whole
 from streams.deadinput import DeadLetters
 from streams.errors import BrokerError
 from streams.failures import waiting_for
+from streams.routing import Routing
 
 log = logging.getLogger(__name__)
 COMMIT_EVERY_S = 0.2
 RETRY_BACKOFF_S = (0.2, 0.5, 1.0, 2.0, 5.0)
+TOPICS_VISIBLE_WITHIN_S = 30.0
+OWNERSHIP_CHECK_S = 5.0
 SETTLE_BELOW_RECORDS = 32
 Record = Any  # aiokafka's ConsumerRecord
 
@@ -121,7 +127,9 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
         stages: Sequence[Stage],
         dead_letters: DeadLetters,
         assignor: Any = None,
+        routing: Routing | None = None,
     ) -> None:
+        self._routing = routing
         self._lanes = [_Lane(stage) for stage in stages]
         self._by_topic = {topic: lane for lane in self._lanes for topic in lane.stage.topics}
         self._dead = dead_letters
@@ -155,12 +163,49 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
         except KafkaError as exc:
             await self._consumer.stop()
             raise BrokerError(f"cannot join the consumer group: {exc}") from exc
+        await self._topics_visible()
         self._consumer.subscribe(topics=sorted(self._by_topic), listener=self)
         self._tasks = [asyncio.create_task(self._fetch(), name="consumer.fetch")]
         self._tasks += [asyncio.create_task(self._serve(lane), name=lane.stage.name) for lane in self._lanes]
+        self._tasks.append(asyncio.create_task(self._keep_owned(), name="consumer.ownership"))
         self._tasks.append(asyncio.create_task(self._commit_periodically(), name="consumer.commit"))
         for task in self._tasks:
             task.add_done_callback(self._report_crash)
+
+    async def _topics_visible(self) -> None:
+        """Until the cluster's metadata shows every topic to read, for a bounded time."""
+        loop = asyncio.get_running_loop()
+        give_up_at = loop.time() + TOPICS_VISIBLE_WITHIN_S
+        while True:
+            with contextlib.suppress(KafkaError):
+                await self._consumer.topics()  # a fresh look at every topic's partitions
+            unseen = [topic for topic in self._by_topic if not self._consumer.partitions_for_topic(topic)]
+            if not unseen or loop.time() > give_up_at:
+                if unseen:
+                    log.warning("topics %s are not in the cluster's metadata yet; subscribing anyway", unseen)
+                return
+            await asyncio.sleep(0.2)
+
+    def unowned(self) -> dict[str, list[int]]:
+        """Partitions of the topics this worker reads that no member of its group holds."""
+        if self._routing is None:
+            return {}
+        known = {topic: self._consumer.partitions_for_topic(topic) or set() for topic in self._by_topic}
+        return self._routing.unowned(known)
+
+    async def _keep_owned(self) -> None:
+        """A partition nobody holds (the leader assigned from metadata that lacked it) is noticed
+        within two checks: the metadata is read again and the group rebalances."""
+        noticed = False
+        while True:
+            await asyncio.sleep(OWNERSHIP_CHECK_S)
+            unowned = self.unowned() if self.joined.is_set() else {}
+            if unowned and noticed:
+                log.warning("partitions %s are held by no worker: rebalancing the group", unowned)
+                with contextlib.suppress(KafkaError):
+                    await self._consumer.topics()
+                self._consumer._coordinator.request_rejoin()  # aiokafka has no public call for it
+            noticed = bool(unowned) and not noticed
 
     async def stop(self) -> None:
         """Finish the batches in hand, commit what was processed, leave the group."""
@@ -168,8 +213,9 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
         for lane in self._lanes:
             lane.wake.set()
         if self._tasks:
-            fetch, *_, committer = self._tasks
+            fetch, *_, owned, committer = self._tasks
             fetch.cancel()
+            owned.cancel()
             committer.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
         for lane in self._lanes:

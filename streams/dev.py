@@ -1,7 +1,7 @@
 """`scrapestream dev`: the embedded broker, one worker with every agent, the HTTP API, local artifacts.
 
-The broker keeps its log in memory, so every run starts from a clean state directory; other
-commands run in the same directory find the run through `STATE_FILE`.
+The broker keeps its log in memory, so every run starts from a clean data directory and removes it
+when it stops; other commands run in the same directory find the run through `STATE_FILE`.
 """
 
 from __future__ import annotations
@@ -14,25 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from streams.broker.embedded import EmbeddedBroker
+from streams.devstate import DEV_DIR, STATE_FILE, read_dev_state
 from streams.settings import Settings
 from streams.worker import Worker
-
-DEV_DIR = Path(".scrapestream")
-STATE_FILE = DEV_DIR / "dev.json"
-
-
-def read_dev_state(directory: Path = DEV_DIR) -> dict[str, Any] | None:
-    """The running dev instance's addresses, or None when none runs from this directory."""
-    path = directory / STATE_FILE.name
-    try:
-        state: dict[str, Any] = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    try:
-        os.kill(int(state["pid"]), 0)
-    except (OSError, KeyError, ValueError):
-        return None  # left behind by a run that did not stop cleanly
-    return state
 
 
 async def run_dev(settings: Settings, stopped: Any) -> None:
@@ -51,6 +35,7 @@ async def run_dev(settings: Settings, stopped: Any) -> None:
                 "pid": os.getpid(),
                 "broker_pid": broker.pid,
                 "kafka_bootstrap": broker.bootstrap,
+                "topic_prefix": settings.topic_prefix,
                 "web_url": f"http://{worker_settings.web_host}:{worker.web_port}",
                 "artifacts": str((data_dir / "artifacts").resolve())
                 if settings.artifact_store == "local"
@@ -62,6 +47,9 @@ async def run_dev(settings: Settings, stopped: Any) -> None:
         finally:
             STATE_FILE.unlink(missing_ok=True)
             await worker.stop()
+    shutil.rmtree(data_dir, ignore_errors=True)  # the broker's log is gone: what folded it goes too
+    kept = "" if settings.artifact_store == "local" else f" (its artifacts stay in s3://{settings.s3_bucket})"
+    sys.stdout.write(f"scrapestream dev: stopped; its broker and data are gone{kept}\n")
 
 
 def _fresh_data_dir() -> Path:

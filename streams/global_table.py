@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+from collections.abc import Iterable
 from datetime import datetime
 
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
@@ -127,6 +128,16 @@ class GlobalTable:
             if entry is None or entry.expires_at <= now:
                 found.append(last)
         return found, None
+
+    def hold(self, entries: Iterable[tuple[bytes, bytes | None]]) -> None:
+        """Cache entries (request hash, encoded entry) this worker is about to publish: readable here
+        at once, so a completion it publishes next is never ahead of its own entry."""
+        changes: dict[bytes, bytes | None] = {}
+        for key, value in entries:
+            if REQUEST_HASH.fullmatch(key):
+                self._replace(key, value, changes)
+        if changes:
+            self._store.write(changes)
 
     def offsets(self) -> dict[tuple[str, int], int]:
         """Per topic partition, the offset up to which this table has read it."""

@@ -5,13 +5,22 @@ from __future__ import annotations
 from collections import Counter as Tally
 from collections.abc import Callable, Iterator, Sequence
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import (
+    GC_COLLECTOR,
+    PLATFORM_COLLECTOR,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    ProcessCollector,
+    generate_latest,
+)
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from schemas.events import AttemptRecorded, Event
 
 FETCH_BUCKETS_S = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+HTTP_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
 class Metrics:
@@ -19,6 +28,17 @@ class Metrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
+        # The standard process_*, python_info and python_gc_* families, as any Prometheus client has.
+        ProcessCollector(registry=self.registry)
+        self.registry.register(PLATFORM_COLLECTOR)
+        self.registry.register(GC_COLLECTOR)
+        self.http_requests = Histogram(
+            "scrapestream_http_request_duration_seconds",
+            "HTTP API requests this worker answered, by method, route and status",
+            ["method", "route", "status"],
+            buckets=HTTP_BUCKETS_S,
+            registry=self.registry,
+        )
         self.events_folded = Counter(
             "scrapestream_events_folded",
             "Events this worker decided and folded into its store, by type",

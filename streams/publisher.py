@@ -89,6 +89,7 @@ class Sink(Protocol):
 class Publisher:
     def __init__(self, bootstrap: str, profile: BrokerProfile) -> None:
         self._bootstrap = bootstrap
+        self._idempotent = profile.enable_idempotence
         self._producer = AIOKafkaProducer(
             bootstrap_servers=bootstrap,
             linger_ms=0,  # send_all hands over whole batches; a linger only delays them
@@ -103,7 +104,17 @@ class Publisher:
             await start_whole(self._producer.start, self._producer.stop)
         except KafkaError as exc:
             await self._producer.stop()
-            raise BrokerError(f"cannot reach Kafka at {self._bootstrap}: {exc}") from exc
+            raise BrokerError(self._why(exc)) from exc
+
+    def _why(self, exc: KafkaError) -> str:
+        """What went wrong, and which setting to change: a broker that answered, but cannot give an
+        idempotent producer, is the embedded one run with the `kafka` profile."""
+        if self._idempotent and self._producer.client.cluster.brokers():
+            return (
+                f"the broker at {self._bootstrap} answered, but refused an idempotent producer ({exc!r}): "
+                "it is the embedded broker (tansu), which needs SCRAPESTREAM_BROKER_PROFILE=embedded"
+            )
+        return f"cannot reach Kafka at {self._bootstrap}: {exc}"
 
     async def stop(self) -> None:
         await self._producer.stop()

@@ -13,7 +13,7 @@ from pathlib import Path
 from aiokafka import TopicPartition
 
 from projections.jobstore import JobStore
-from projections.lifecycle import Policy
+from projections.lifecycle.policy import Policy
 from projections.storage.base import KeyValueStore
 from projections.storage.rocks import RocksStore
 from streams.agents.lifecycle import fold_log

@@ -29,9 +29,21 @@ class Routing:
     owners: dict[int, str] = field(default_factory=dict)
     peers: tuple[str, ...] = ()
     generation: int = 0
+    assigned: dict[str, frozenset[int]] | None = None  # every topic's partitions some member holds
 
     def owner_of(self, partition: int) -> str | None:
         return self.owners.get(partition)
+
+    def unowned(self, partitions: Mapping[str, Iterable[int]]) -> dict[str, list[int]]:
+        """Of `partitions` (per topic, as the cluster has them), those no member of the group holds;
+        nothing is known (so nothing is said) before the group's leader handed out a table."""
+        if self.assigned is None:
+            return {}
+        missing = {
+            topic: sorted(set(numbers) - self.assigned.get(topic, frozenset()))
+            for topic, numbers in partitions.items()
+        }
+        return {topic: numbers for topic, numbers in missing.items() if numbers}
 
     def everyone(self) -> tuple[str, ...]:
         """Every worker's URL, this one's first (so it answers its own share without a round trip)."""
@@ -42,8 +54,14 @@ class Routing:
         """Take a table handed out by the group's leader; raises on one that is not a routing table."""
         owners = table.get("commands", {})
         found = {int(partition): str(url) for partition, url in owners.items()}
+        assigned = table.get("assigned")
         self.peers = tuple(str(url) for url in table.get("peers", ()))
         self.owners = found
+        self.assigned = (
+            None
+            if assigned is None
+            else {str(topic): frozenset(int(p) for p in partitions) for topic, partitions in assigned.items()}
+        )
         self.generation += 1
         log.info(
             "routing table %d: %d partitions over %d workers",
@@ -80,7 +98,11 @@ class RoutingAssignor:
             for partition in partitions
         }
         peers = sorted({url for url in urls.values() if url})
-        table = json.dumps({"commands": owners, "peers": peers}).encode()
+        every: dict[str, list[int]] = {}
+        for assignment in assigned.values():
+            for topic, partitions in assignment.assignment:
+                every.setdefault(topic, []).extend(partitions)
+        table = json.dumps({"commands": owners, "peers": peers, "assigned": every}).encode()
         return {
             member: ConsumerProtocolMemberAssignment(assignment.version, assignment.assignment, table)
             for member, assignment in assigned.items()

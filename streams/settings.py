@@ -11,6 +11,7 @@ from ipaddress import IPv4Network, IPv6Network
 from pathlib import Path
 from typing import Any, Literal
 
+import pydantic_settings
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -24,8 +25,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from projections.lifecycle.policy import CallbackPolicy, ExecutionProfile, Policy
 from schemas.enums import ArtifactTrust, PolicyClass
-from schemas.errors import ScrapestreamError
 from schemas.types import to_cost_scale
+from streams.errors import UsageError
 
 TOPIC_NAMES = (
     "submit",
@@ -42,7 +43,7 @@ TOPIC_NAMES = (
 )
 
 
-class SettingsError(ScrapestreamError):
+class SettingsError(UsageError):
     """Settings that cannot run; the message lists each bad variable."""
 
 
@@ -303,14 +304,30 @@ class Settings(BaseSettings):
 
 
 def load_settings(**overrides: object) -> Settings:
-    """Settings from the environment plus `overrides`; a clear `SettingsError` when invalid."""
+    """Settings from the environment plus `overrides`; a clear `SettingsError` when invalid, naming
+    each variable (and, inside a JSON one, where in it) and what is wrong."""
     try:
         return Settings(**overrides)  # type: ignore[arg-type]
+    except pydantic_settings.SettingsError as exc:  # a JSON variable that is not JSON at all
+        raise SettingsError(_unparsable(exc)) from None
     except ValidationError as exc:
-        problems = [
-            f"SCRAPESTREAM_{'_'.join(str(part) for part in error['loc']).upper()}: {error['msg']}"
-            if error["loc"]
-            else error["msg"].removeprefix("Value error, ")
-            for error in exc.errors()
-        ]
-        raise SettingsError("invalid settings:\n  " + "\n  ".join(problems)) from exc
+        problems = [_problem(error) for error in exc.errors()]
+        raise SettingsError("invalid settings:\n  " + "\n  ".join(problems)) from None
+
+
+def _problem(error: Any) -> str:
+    location = [str(part) for part in error["loc"]]
+    message = str(error["msg"]).removeprefix("Value error, ")
+    if not location:
+        return message
+    variable = f"SCRAPESTREAM_{location[0].upper()}"
+    inside = f" at {'.'.join(location[1:])}" if len(location) > 1 else ""
+    return f"{variable}{inside}: {message}"
+
+
+def _unparsable(exc: Exception) -> str:
+    found = re.search(r'field "([a-z_]+)"', str(exc))
+    variable = f"SCRAPESTREAM_{found.group(1).upper()}" if found else "a setting"
+    cause = exc.__cause__ or exc.__context__
+    detail = f": {cause}" if cause is not None else ""
+    return f"invalid settings:\n  {variable} is not valid JSON{detail}"

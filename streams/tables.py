@@ -7,6 +7,17 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from schemas.events import (
+    AttemptRecorded,
+    AttemptStarted,
+    Event,
+    JobAccepted,
+    JobDispatched,
+    JobRedriven,
+    LeaseExpired,
+    RetryScheduled,
+)
+
 STATE_STYLES = {
     "SUCCEEDED": "green",
     "DEAD_LETTER": "red",
@@ -41,7 +52,7 @@ def job_table(job: dict[str, Any]) -> list[Table]:
         ("accepted", job["accepted_at"]),
         ("deadline", job["deadline_at"]),
         ("completed", job.get("completed_at") or "-"),
-        ("attempts", f"{job['totals']['attempts']} of {job['attempt_limit']} allowed"),
+        ("attempts", _attempts(job)),
         ("reused", str(job["reuse_count"])),
         ("failure", "-" if not failure else f"{failure['code']}: {failure['message']}"),
     ]
@@ -52,10 +63,11 @@ def job_table(job: dict[str, Any]) -> list[Table]:
         attempts.add_column(column)
     for attempt in job["attempts"]:
         failure = attempt.get("failure")
+        cached = attempt.get("cache_age_ms")
         attempts.add_row(
             str(attempt["attempt_number"]),
-            attempt["route"],
-            attempt["outcome"],
+            "cache" if attempt.get("from_cache") else attempt.get("route_name") or attempt["route"],
+            attempt["outcome"] + ("" if cached is None else f" ({cached // 1000} s old)"),
             str(attempt.get("http_status") or "-"),
             str(attempt["bytes"]),
             str(attempt["elapsed_ms"]),
@@ -75,19 +87,33 @@ def job_table(job: dict[str, Any]) -> list[Table]:
     return [summary, attempts, artifacts]
 
 
+def _attempts(job: dict[str, Any]) -> str:
+    totals = job["totals"]
+    limit = job["attempt_limit"]
+    if totals["charged_attempts"] == totals["budget_spent"]:
+        return f"{totals['budget_spent']} of {limit} charged ({totals['attempts']} recorded)"
+    before = totals["charged_attempts"] - totals["budget_spent"]
+    return f"{totals['budget_spent']} of {limit} charged since its redrive ({before} before)"
+
+
+SHORT_ID = 8  # what `list` shows of a job id; `get` and the other commands take it as a prefix
+
+
 def jobs_table(jobs: list[dict[str, Any]]) -> Table:
-    table = Table()
-    for column in ("job", "state", "caller", "type", "url", "attempts", "accepted"):
-        table.add_column(column)
+    """Fits 80 columns: short ids, the state, the URL cut to what is left."""
+    table = Table(box=None, pad_edge=False)
+    table.add_column("job", no_wrap=True, min_width=SHORT_ID)
+    table.add_column("state", no_wrap=True)
+    table.add_column("type", no_wrap=True, max_width=14)
+    table.add_column("url", no_wrap=True, overflow="ellipsis", max_width=36)
+    table.add_column("accepted", no_wrap=True)
     for job in jobs:
         table.add_row(
-            job["job_id"],
+            job["job_id"][:SHORT_ID],
             _state(job["state"]),
-            job["caller_identity"],
             job["job_type"],
-            _short(job["request"]["url"]),
-            str(job["totals"]["attempts"]),
-            job["accepted_at"],
+            job["request"]["url"],
+            job["accepted_at"][11:19],
         )
     return table
 
@@ -97,13 +123,57 @@ def events_table(events: list[dict[str, Any]]) -> Table:
     for column in ("seq", "event", "at", "detail"):
         table.add_column(column)
     for event in events:
-        data = event["data"]
-        detail = data.get("reason") or data.get("status") or data.get("action") or ""
-        attempt = data.get("attempt")
-        if isinstance(attempt, dict):
-            detail = f"attempt {attempt['attempt_number']}: {attempt['outcome']}"
-        table.add_row(str(event["sequence"]), event["type"], event["occurred_at"], _short(str(detail)))
+        table.add_row(
+            str(event["sequence"]), event["type"], event["occurred_at"], _short(_essentials(event["data"]))
+        )
     return table
+
+
+def _essentials(data: dict[str, Any]) -> str:
+    """What an event's data says that matters: its attempt and failure, retry time, route, reason."""
+    parts: list[str] = []
+    attempt = data.get("attempt")
+    if isinstance(attempt, dict):
+        route = "cache" if attempt.get("from_cache") else attempt.get("route_name") or attempt.get("route")
+        status = attempt.get("http_status")
+        parts.append(f"attempt {attempt['attempt_number']} via {route}: {attempt['outcome']}")
+        parts += [f"HTTP {status}"] if status else []
+        data = data | {"failure": attempt.get("failure")}
+    elif "attempt_number" in data:
+        parts.append(f"attempt {data['attempt_number']}")
+    failure = data.get("failure")
+    if isinstance(failure, dict):
+        parts.append(str(failure.get("code")))
+    if data.get("next_attempt_at"):
+        parts.append(f"retry at {data['next_attempt_at']}")
+    for name in ("reason", "action", "outcome", "detail"):
+        value = data.get(name)
+        if isinstance(value, str) and value and name != "outcome":
+            parts.append(value)
+    return "; ".join(parts)
+
+
+def progress_of(event: Event) -> str | None:
+    """Where a job is after `event`, in a few words; None for events that change nothing to see."""
+    match event:
+        case JobAccepted():
+            return "accepted: queued"
+        case JobDispatched():
+            return f"leased: attempt {event.attempt_number} waits for an executor"
+        case AttemptStarted():
+            return f"attempt {event.attempt_number} running"
+        case AttemptRecorded():
+            attempt = event.attempt
+            failure = "" if attempt.failure is None else f" {attempt.failure.code}"
+            cached = " (from the cache)" if attempt.from_cache else ""
+            return f"attempt {attempt.attempt_number}: {attempt.outcome.value}{failure}{cached}"
+        case RetryScheduled():
+            return f"retry at {event.next_attempt_at.isoformat()} ({event.failure.code})"
+        case LeaseExpired():
+            return f"attempt {event.attempt_number}: {event.failure.safe_message}"
+        case JobRedriven():
+            return "redriven: queued again"
+    return None
 
 
 def completion_line(completion: dict[str, Any]) -> str:

@@ -126,6 +126,7 @@ class Worker:
             utc_now,
             self.metrics.observe_events,
             snapshots.restore,
+            table.hold,
         )
         intake = Intake(settings, publisher, dead, self.counters, utc_now, principals)
         stages: list[Stage] = [intake, lifecycle]
@@ -137,7 +138,7 @@ class Worker:
         stages.append(Outbox(settings, self._callback_sender(), publisher, dead, utc_now, self.metrics))
         assignor = RoutingAssignor(routing, settings.topic("commands"))
         consumer = self.consumer = StageConsumer(
-            settings.kafka_bootstrap, settings.group_id, self.profile, stages, dead, assignor
+            settings.kafka_bootstrap, settings.group_id, self.profile, stages, dead, assignor, routing
         )
         await consumer.start()
         stack.push_async_callback(consumer.stop)

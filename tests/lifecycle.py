@@ -7,10 +7,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID, uuid4
 
-from projections.lifecycle import Job, Policy, State, decide, evolve
+from projections.lifecycle.decide import decide
+from projections.lifecycle.evolve import evolve
 from projections.lifecycle.mutations import refusal_of
-from projections.lifecycle.policy import ExecutionProfile
-from projections.lifecycle.state import accepted_job
+from projections.lifecycle.policy import ExecutionProfile, Policy
+from projections.lifecycle.state import Job, State, accepted_job
 from schemas.commands import CheckTimers, Command, RenewLease, ReportAttempt, StartAttempt, SubmitJob
 from schemas.enums import ArtifactTrust, AttemptOutcome, FailureDisposition, TransportRoute
 from schemas.events import Event

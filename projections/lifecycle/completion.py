@@ -13,6 +13,9 @@ def completion_of(state: Job) -> JobCompleted | None:
     if not state.is_terminal or state.completed_at is None:
         return None
     accepted = state.accepted
+    # The attempt that ended the job: a stored page, or a remembered negative answer, may be the cache's.
+    ended = state.status in (JobStatus.SUCCEEDED, JobStatus.DEAD_LETTER)
+    answered = state.attempts[-1] if ended and state.attempts else None
     return build(
         JobCompleted,
         {
@@ -28,6 +31,8 @@ def completion_of(state: Job) -> JobCompleted | None:
             "completed_at": state.completed_at,
             "labels": accepted.labels,
             "artifacts_trust": _trust_of(state),
+            "from_cache": answered is not None and answered.from_cache,
+            "cached_at": None if answered is None else answered.cached_at,
         },
     )
 

@@ -62,7 +62,9 @@ def consequences_of(
             result.revoked.append(_cancelled(before, before.lease))
         if isinstance(state, Job) and isinstance(event, (JobDispatched, AttemptRecorded, *TERMINAL_EVENTS)):
             _of_job(state, event, result, policy)
-        elif isinstance(event, JobRejected):
+        elif isinstance(event, JobRejected) and not isinstance(state, Job):
+            # A rejection on an accepted job (a reused idempotency key) ends no job: its submitter
+            # reads it from the events; the job's own completion is its one.
             result.completions.append(rejection_completion(event))
             result.callbacks.extend(_first_try(state.callbacks, event))
         elif isinstance(event, CallbackDispatched):
@@ -140,7 +142,7 @@ def due_work(state: Job, dispatched: JobDispatched, policy: Policy) -> DueWork:
             "job_type": accepted.job_type,
             "request": accepted.request,
             "policy_class": accepted.policy_class,
-            "cache_mode": accepted.cache_mode,
+            "cache_mode": state.effective_cache_mode,
             "capture_mode": accepted.capture_mode,
             "retention_class": accepted.retention_class,
             "transport_policy": accepted.transport_policy,

@@ -91,10 +91,10 @@ def _unaccepted(state: Unaccepted, event: Event) -> Unaccepted:
     match event:
         case JobRejected():
             if event.callback_url is None:
-                return updated(state, rejections=state.rejections + 1)
+                return updated(state, rejections=state.rejections + 1, rejected=event)
             due = callback_for(event, event.callback_url, rejection_completion(event))
             callbacks = (*state.callbacks, start_callback(due, event.occurred_at))
-            return updated(state, rejections=state.rejections + 1, callbacks=callbacks)
+            return updated(state, rejections=state.rejections + 1, callbacks=callbacks, rejected=event)
         case CallbackDispatched() | CallbackRetryScheduled() | CallbackDelivered() | CallbackAbandoned():
             return _callback(state, event)
         case AuditRecorded():
@@ -118,6 +118,7 @@ def _apply(state: Job, event: Event) -> Job:  # noqa: C901 - one flat case per e
                 completed_at=None,
                 artifacts=(),
                 budget_base=event.budget_spent_before,
+                cache_mode=event.cache_mode or state.cache_mode,
             )
         case SubmissionReused():
             return updated(state, reuse_count=state.reuse_count + 1)

@@ -27,7 +27,7 @@ from projections.lifecycle.limits import (
 from projections.lifecycle.policy import Policy
 from projections.lifecycle.state import Job, State, Unaccepted, accepted_job
 from schemas.commands import CancelJob, Command, DeleteJobHistory, MutationCommand, RecordAudit, RedriveJob
-from schemas.enums import ActorRole, AuditAction, AuditOutcome, JobStatus
+from schemas.enums import ActorRole, AuditAction, AuditOutcome, CacheMode, JobStatus
 from schemas.events import JobCancelled, JobHistoryDeleted, JobRedriven
 from schemas.types import to_utc_millis
 
@@ -106,6 +106,7 @@ def _redrive(job: Job, command: RedriveJob, emit: Emitter, policy: Policy) -> No
         reason=_reason(command),
         deadline_at=to_utc_millis(command.deadline_at or job.accepted.deadline_at),
         budget_spent_before=job.charged_attempts,
+        cache_mode=command.cache_mode or CacheMode.BYPASS,  # the origin was fixed: ask it again
     )
     after = evolve(job, redriven)
     if isinstance(after, Job):

@@ -9,8 +9,8 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar
 from uuid import UUID
 
-from schemas.enums import AttemptOutcome, JobStatus
-from schemas.events import JobAccepted
+from schemas.enums import AttemptOutcome, CacheMode, JobStatus
+from schemas.events import JobAccepted, JobRejected
 from schemas.records import Artifact, Attempt, Failure
 from schemas.work import CallbackDue
 
@@ -65,6 +65,11 @@ class Job:
     recent_command_ids: tuple[UUID, ...] = ()
     recent_command_at: tuple[datetime, ...] = ()
     budget_base: int = 0
+    cache_mode: CacheMode | None = None  # set by a redrive: how its attempts use the cache
+
+    @property
+    def effective_cache_mode(self) -> CacheMode:
+        return self.cache_mode or self.accepted.cache_mode
 
     @property
     def job_id(self) -> UUID:
@@ -98,6 +103,7 @@ class Unaccepted:
     recent_command_ids: tuple[UUID, ...] = ()
     recent_command_at: tuple[datetime, ...] = ()
     audit_records: int = 0
+    rejected: JobRejected | None = None  # the latest rejection of a submission under this id
 
 
 State = Job | Unaccepted | None

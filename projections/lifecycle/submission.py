@@ -2,12 +2,17 @@
 
 Who may submit is decided first: a submission made as another caller without the right to is
 rejected in the submitter's own stream (`refused_job_id_for`), so it never touches, or even
-names, the other caller's job.
+names, the other caller's job. A job's identity is everything that changes what it produces
+(`produces`): the canonical request, the job type, capture, rendering, policy class, transport,
+retention, cache mode and callback. The default idempotency key is a hash of all of it, and an
+explicit key sent again with any of it different is rejected `IDEMPOTENCY_KEY_REUSED`, never
+answered with the earlier job.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 from datetime import datetime
 from uuid import UUID
 
@@ -51,14 +56,15 @@ SUBMITTING_ROLES = frozenset({ActorRole.SERVICE, ActorRole.OPERATOR, ActorRole.A
 
 
 def submission_identity(command: SubmitJob) -> tuple[UUID, str]:
-    """The job id and resolved idempotency key; the key defaults to the canonical request hash.
+    """The job id and resolved idempotency key; the key defaults to the hash of what the job
+    produces (`produces`).
 
     A submission its submitter may not make is placed in the submitter's own stream."""
     key = command.idempotency_key
     if key is None:
         canonical = canonicalize(command.request)
         if isinstance(canonical, CanonicalRequest):
-            key = canonical.request_hash
+            key = produces(command, canonical.request_hash)
         else:
             key = hashlib.sha256(command.request.model_dump_json().encode()).hexdigest()
     if command.submitted_by is not None and _not_permitted(command) is not None:
@@ -75,7 +81,11 @@ def decide_submit(
     emit = Emitter(command_id, job_id, 0 if state is None else state.sequence, now)
     refused = _not_permitted(command)
     if isinstance(state, Job) and refused is None:
-        emit(SubmissionReused, caller_identity=command.caller_identity)
+        if _same_job(state, command):
+            emit(SubmissionReused, caller_identity=command.caller_identity)
+        else:
+            detail = f"idempotency key {clip(key, 64)!r} names job {job_id}: a different request or options"
+            _reject(command, key, Rejection(RejectionReason.IDEMPOTENCY_KEY_REUSED, detail), emit)
         return emit.events
     checked = refused or _validate(command, now, policy)
     if isinstance(checked, Rejection):
@@ -87,6 +97,50 @@ def decide_submit(
     _audit_creation(command, emit, None)
     dispatch(start(accepted, state if isinstance(state, Unaccepted) else None), emit, policy)
     return emit.events
+
+
+def produces(command: SubmitJob, request_hash: str) -> str:
+    """The hash of everything that changes what a submission's job produces."""
+    rendered = renders(command.job_type, command.transport_policy)
+    return _produces(
+        request_hash,
+        command.job_type,
+        command.capture_mode,
+        command.render,
+        command.policy_class,
+        TransportPolicy.BROWSER if rendered else command.transport_policy,
+        command.retention_class,
+        command.cache_mode,
+        command.callback_url,
+    )
+
+
+def _produces(request_hash: str, *options: object) -> str:
+    values = [
+        option.model_dump(mode="json") if isinstance(option, RenderOptions) else option for option in options
+    ]
+    payload = json.dumps([request_hash, *values], sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def _same_job(job: Job, command: SubmitJob) -> bool:
+    """Whether a submission asks for what the job already is (its key may be the caller's own)."""
+    canonical = canonicalize(command.request)
+    if not isinstance(canonical, CanonicalRequest):
+        return False
+    accepted = job.accepted
+    earlier = _produces(
+        accepted.request_hash,
+        accepted.job_type,
+        accepted.capture_mode,
+        accepted.render,
+        accepted.policy_class,
+        accepted.transport_policy,
+        accepted.retention_class,
+        accepted.cache_mode,
+        accepted.callback_url,
+    )
+    return earlier == produces(command, canonical.request_hash)
 
 
 def _not_permitted(command: SubmitJob) -> Rejection | None:
@@ -236,7 +290,15 @@ def _reject(command: SubmitJob, key: str, rejection: Rejection, emit: Emitter) -
         url=clip(command.request.url, MAX_URL_BYTES),
         callback_url=callback_url if usable_callback else None,
         labels=command.labels if oversized_labels(command.labels) is None else {},
+        submitted_by=None if command.submitted_by is None else clip(command.submitted_by, MAX_CALLER_BYTES),
     )
+
+
+def rejection_owner(rejected: JobRejected) -> str:
+    """Who may read a rejected submission: its caller, or the submitter it was refused to."""
+    if rejected.reason is RejectionReason.NOT_PERMITTED and rejected.submitted_by is not None:
+        return rejected.submitted_by
+    return rejected.caller_identity
 
 
 def _accept(

@@ -3,7 +3,9 @@
 Each batch of commands is handled in four ordered steps, so a crash at any point loses nothing and
 a redelivered command adds nothing (its id is in the job's state once its events are):
 1. `decide` on the job's state, at the time of the command's record;
-2. publish what follows (due work, completion, callback) and wait for acks;
+2. publish what follows (due work, completion, callback) and wait for acks; the worker's own
+   cache table takes the batch's cache entries first, so no completion it publishes is ahead of
+   the entry its attempt made (another worker reads it within one fetch wait of its table);
 3. append the events of the partitions this worker still owns and wait for acks;
 4. fold the events into the local store with the events offset reached, atomically; when the
    log holds records of another writer in between, fold from the log instead (first one wins).
@@ -17,7 +19,7 @@ import asyncio
 import contextlib
 import logging
 from collections import defaultdict
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import cast, get_args
@@ -27,18 +29,20 @@ from aiokafka import ConsumerRecord, TopicPartition
 
 from projections.artifacts import reference_key
 from projections.jobstore import JobStore, decode_event
-from projections.lifecycle import Policy, State, decide, replay
 from projections.lifecycle.consequences import consequences_of
+from projections.lifecycle.decide import decide
 from projections.lifecycle.emit import command_id_of
+from projections.lifecycle.evolve import replay
 from projections.lifecycle.identity import host_of
 from projections.lifecycle.mutations import refusal_of
-from projections.lifecycle.state import accepted_job
+from projections.lifecycle.policy import Policy
+from projections.lifecycle.state import State, accepted_job
 from projections.lifecycle.submission import runner_of, submission_identity
 from schemas.codec import decode_as
 from schemas.commands import Command, RecordAudit, SubmitJob
 from schemas.enums import TransportPolicy
 from schemas.errors import CodecError
-from schemas.events import AuditRecorded, Event
+from schemas.events import AuditRecorded, Event, JobAccepted, JobRejected, SubmissionReused
 from streams.broker.compat import BrokerProfile, LogGapError, end_offsets, records_between
 from streams.consumer import PartitionControl, QuietStage, Record
 from streams.deadinput import DeadLetters
@@ -48,7 +52,10 @@ from streams.settings import Settings
 log = logging.getLogger(__name__)
 COMMAND_TYPES = get_args(Command)
 CATCH_UP_RETRY_S = 1.0
-Decided = AuditRecorded | RecordAudit  # a refusal is answered from the audit it sends elsewhere
+# What decided a command: a submission's first event, a mutation's audit record, or the refusal it
+# sent to its actor's audit stream.
+Decided = AuditRecorded | RecordAudit | JobAccepted | SubmissionReused | JobRejected
+DECIDING = (AuditRecorded, JobAccepted, SubmissionReused, JobRejected)
 
 
 def target_job(command: Command) -> UUID:
@@ -79,11 +86,13 @@ class Lifecycle(QuietStage):
         clock: Callable[[], datetime],
         observe: Callable[[Sequence[Event]], None] | None = None,
         restore: Callable[[int], Awaitable[bool]] | None = None,
+        cache_entries: Callable[[Iterable[tuple[bytes, bytes | None]]], None] | None = None,
     ) -> None:
         self._settings = settings
         self._profile = profile
         self._observe = observe
         self._restore = restore
+        self._cache_entries = cache_entries
         self._due_topics: dict[tuple[str, TransportPolicy], str] = {}  # job types are known profiles only
         self.events_from_log = 0  # events folded from the log rather than as they were decided
         self._decisions: dict[UUID, asyncio.Future[Decided]] = {}
@@ -108,8 +117,8 @@ class Lifecycle(QuietStage):
         return sorted(self._adopting)
 
     def decision(self, command_id: UUID, timeout_s: float) -> Awaitable[Decided | None]:
-        """The audit of a mutation this worker decides: its audit record once appended, or the refusal
-        sent to its actor's audit stream (None if not decided in time).
+        """What decided a command this worker decides (None if not in time): a submission's first
+        event, a mutation's audit record once appended, or the refusal sent to its actor's audit stream.
 
         Watches from the call on, so call it before publishing the command.
         """
@@ -129,7 +138,7 @@ class Lifecycle(QuietStage):
         if self._observe is not None:
             self._observe(events)
         for event in events:
-            if isinstance(event, AuditRecorded):
+            if isinstance(event, DECIDING):
                 self._answer(event.command_id, event)
 
     def _answer(self, command_id: UUID, decided: Decided) -> None:
@@ -179,6 +188,11 @@ class Lifecycle(QuietStage):
         if not decided and not published:
             return []
         # Step 2
+        if self._cache_entries is not None:  # this worker reads its own entries before any completion
+            cache = self._settings.topic("cache")
+            self._cache_entries(
+                (m.key, None if m.tombstone else m.value) for m in published if m.topic == cache
+            )
         await self._publisher.send_all(published)
         # Step 3
         appending = {p: events for p, events in decided.items() if events and self._may_write(p)}

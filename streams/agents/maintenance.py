@@ -29,6 +29,7 @@ from projections.jobstore import JobStore
 from projections.lifecycle.mutations import retention_expired
 from schemas.commands import DeleteJobHistory
 from schemas.enums import ActorRole, AuditOutcome
+from schemas.events import AuditRecorded
 from schemas.types import to_utc_millis
 from schemas.work import ArtifactPurged
 from streams.agents.lifecycle import Decided
@@ -169,7 +170,11 @@ class Maintenance:
                 waiting.cancel()
             raise
         audits = await asyncio.gather(*decided)
-        allowed = sum(1 for audit in audits if audit is not None and audit.outcome is AuditOutcome.ALLOWED)
+        allowed = sum(
+            1
+            for audit in audits
+            if isinstance(audit, AuditRecorded) and audit.outcome is AuditOutcome.ALLOWED
+        )
         return allowed, len(commands) - allowed
 
 

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from uuid import UUID, uuid5
 
 from projections.jobstore import JobStore
-from projections.lifecycle import Policy
+from projections.lifecycle.policy import Policy
 from schemas.commands import CheckTimers
 from streams.periodic import every
 from streams.publisher import Sink, outgoing

@@ -65,7 +65,12 @@ class S3ArtifactStore:
             await asyncio.to_thread(self._client.head_bucket, Bucket=self._bucket)
             return
         except ClientError as exc:
-            if not create or _code(exc) not in MISSING:
+            if not create and _code(exc) in MISSING:
+                raise ArtifactStoreError(
+                    f"S3 bucket {self._bucket!r} (SCRAPESTREAM_S3_BUCKET) does not exist: create it, or set "
+                    "SCRAPESTREAM_S3_CREATE_BUCKET=true to have the worker create it"
+                ) from exc
+            if _code(exc) not in MISSING:
                 raise ArtifactStoreError(f"S3 bucket {self._bucket!r} cannot be used: {exc}") from exc
         except BotoCoreError as exc:
             raise ArtifactStoreError(f"S3 bucket {self._bucket!r} cannot be reached: {exc}") from exc

@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from schemas.enums import ActorRole
-from schemas.errors import ScrapestreamError
 from streams.auth.principals import Principal
+from streams.errors import UsageError
 
 if TYPE_CHECKING:
     from streams.settings import Settings
@@ -31,7 +31,7 @@ TIME_HEADER = "scrapestream-peer-at"
 SIGNATURE_HEADER = "scrapestream-peer-signature"
 
 
-class PeerSecretError(ScrapestreamError):
+class PeerSecretError(UsageError):
     """The peer secret cannot be used; the message says which setting to change."""
 
 

@@ -20,12 +20,12 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from schemas.enums import ActorRole
-from schemas.errors import ScrapestreamError
+from streams.errors import UsageError
 
 ANONYMOUS = "anonymous"
 
 
-class PrincipalsError(ScrapestreamError):
+class PrincipalsError(UsageError):
     """The principals document cannot be used; the message says where and why."""
 
 

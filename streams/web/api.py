@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+from importlib.resources import files
 from typing import Any
 
 from fastapi import FastAPI
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import HTMLResponse
+from fastapi.staticfiles import StaticFiles
 
 from streams.web import artifacts, jobs, listings, operations
 from streams.web.context import ApiContext
 from streams.web.errors import install
 from streams.web.fastpath import FastJobReads
+from streams.web.requests import RequestMetrics
 
+DOCS_ASSETS = "/docs-assets"  # Swagger UI's scripts and styles, from the installed package
 DESCRIPTION = """Read models of every scrapestream job on any worker, audited mutations, health and metrics.
 
 Send `Authorization: Bearer <token>` (unless the worker runs with auth off). Errors are JSON
@@ -18,15 +24,28 @@ with a stable `code` and a `message`. Lists are newest first; pass `next_cursor`
 """
 
 
-def build_api(context: ApiContext) -> FastJobReads:
-    """The API as served: the documented FastAPI app behind the fast path of the common read."""
-    return FastJobReads(documented_api(context), context)
+def build_api(context: ApiContext) -> RequestMetrics:
+    """The API as served: the documented FastAPI app behind the fast path of the common read, every
+    request counted."""
+    return RequestMetrics(FastJobReads(documented_api(context), context), context.metrics)
 
 
 def documented_api(context: ApiContext) -> FastAPI:
-    app = FastAPI(
-        title="scrapestream", version="1", description=DESCRIPTION, docs_url="/docs", redoc_url=None
+    app = FastAPI(title="scrapestream", version="1", description=DESCRIPTION, docs_url=None, redoc_url=None)
+    app.mount(
+        DOCS_ASSETS, StaticFiles(directory=str(files("fastapi_offline") / "static")), name="docs-assets"
     )
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs() -> HTMLResponse:
+        return get_swagger_ui_html(
+            openapi_url="/openapi.json",
+            title="scrapestream API",
+            swagger_js_url=f"{DOCS_ASSETS}/swagger-ui-bundle.js",
+            swagger_css_url=f"{DOCS_ASSETS}/swagger-ui.css",
+            swagger_favicon_url=f"{DOCS_ASSETS}/favicon.png",
+        )
+
     app.state.context = context
     app.state.principals = context.principals
     app.state.peer_key = context.peer_key

@@ -12,13 +12,12 @@ from uuid import UUID, uuid4
 
 from fastapi import Request, Response
 
-from projections.jobstore import JobStore
+from projections.jobstore import JobStore, Listed
 from projections.lifecycle.audit import NOT_FOUND
 from projections.lifecycle.identity import audit_stream_id
 from projections.lifecycle.policy import Policy
-from projections.lifecycle.state import Job
 from projections.readindex import Page, merge_pages
-from projections.views import job_view
+from projections.views import listed_view
 from schemas.commands import RecordAudit
 from schemas.enums import AuditAction, AuditOutcome
 from schemas.types import uuid_text
@@ -52,11 +51,11 @@ class JobViews:
     def __init__(self) -> None:
         self._rendered: OrderedDict[UUID, tuple[int, bytes]] = OrderedDict()
 
-    def json(self, job: Job) -> bytes:
+    def json(self, job: Listed) -> bytes:
         cached = self._rendered.get(job.job_id)
         if cached is not None and cached[0] == job.sequence:
             return cached[1]
-        rendered = job_view(job).model_dump_json().encode()
+        rendered = listed_view(job).model_dump_json().encode()
         self._rendered[job.job_id] = (job.sequence, rendered)
         if len(self._rendered) > VIEW_CACHE_SIZE:
             self._rendered.popitem(last=False)

@@ -35,6 +35,7 @@ class FastJobReads:
         if body is None:
             await self._app(scope, receive, send)
             return
+        scope["scrapestream.route"] = "/jobs/{job_id}"
         headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body", "body": body})

@@ -3,25 +3,30 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 from typing import Any
 from uuid import UUID, uuid4
 
 from fastapi import APIRouter, Request, Response
 
 from projections.access import job_read_refusal
+from projections.jobstore import Listed, owner_of
 from projections.lifecycle.audit import CONFLICT, FORBIDDEN, INVALID, NOT_FOUND
-from projections.lifecycle.identity import job_target
-from projections.lifecycle.state import Job
+from projections.lifecycle.identity import job_target, public_command_id
+from projections.lifecycle.submission import submission_identity
 from projections.views import EventList, JobView, audit_view, event_view
-from schemas.commands import CancelJob, DeleteJobHistory, MutationCommand, RedriveJob
+from schemas.commands import CancelJob, DeleteJobHistory, MutationCommand, RecordAudit, RedriveJob, SubmitJob
 from schemas.enums import AuditAction, AuditOutcome
-from schemas.events import AuditRecorded
+from schemas.events import AuditRecorded, JobAccepted, JobRejected, SubmissionReused
+from schemas.records import Request as JobRequest
+from streams.agents.lifecycle import Decided
 from streams.auth.principals import Principal
+from streams.clock import utc_now
 from streams.publisher import outgoing
 from streams.web.auth import Caller
 from streams.web.context import ApiContext, context_of, request_id
 from streams.web.errors import ApiError, responses
-from streams.web.models import MutationBody, MutationResult, RedriveBody
+from streams.web.models import MutationBody, MutationResult, RedriveBody, SubmissionResult, SubmitBody
 
 JSON = "application/json"
 DECISION_TIMEOUT_S = 10.0
@@ -71,6 +76,62 @@ async def get_events(job_id: UUID, request: Request, principal: Caller) -> Respo
 
 
 @router.post(
+    "/jobs",
+    response_model=SubmissionResult,
+    status_code=201,
+    responses={
+        200: {"model": SubmissionResult, "description": "Reused: the job already exists"},
+        202: {"model": SubmissionResult, "description": "Not decided in time; it still will be"},
+        422: {"model": SubmissionResult, "description": "Rejected: `reason` and `detail` say why"},
+        **responses(400, 401, 429, 503),
+    },
+    summary="Submit a job (for services that do not speak Kafka): created, reused or rejected",
+)
+async def submit(body: SubmitBody, request: Request, principal: Caller) -> Response:
+    context = context_of(request)
+    command = submission(body, principal, context.principals is not None)
+    job_id = submission_identity(command)[0]
+    forwarded = await context.forwarded(request, job_id)
+    if forwarded is not None:
+        return forwarded
+    command_id = command.command_id or uuid4()
+    waiting = asyncio.ensure_future(context.lifecycle.decision(command_id, DECISION_TIMEOUT_S))
+    try:
+        await context.publisher.send_all([outgoing(context.settings.topic("commands"), job_id, command)])
+    except BaseException:
+        waiting.cancel()
+        raise
+    return _submitted(job_id, await waiting)
+
+
+def submission(body: SubmitBody, principal: Principal, verified: bool) -> SubmitJob:
+    """The command a body asks for, made by the authenticated principal (its id in their namespace)."""
+    fields = body.model_dump(exclude={"url", "method", "headers", "deadline_s"})
+    return SubmitJob(
+        command_id=public_command_id(principal.name, uuid4()),
+        request=JobRequest(url=body.url, method=body.method, headers=body.headers),
+        deadline_at=utc_now() + timedelta(seconds=body.deadline_s),
+        submitted_by=principal.name if verified else None,
+        submitter_role=principal.role if verified else None,
+        **fields,
+    )
+
+
+def _submitted(job_id: UUID, decided: Decided | None) -> Response:
+    if isinstance(decided, JobRejected):
+        result = SubmissionResult(
+            job_id=decided.job_id, submission="rejected", reason=decided.reason.value, detail=decided.detail
+        )
+        return Response(result.model_dump_json(), status_code=422, media_type=JSON)
+    if isinstance(decided, JobAccepted | SubmissionReused):
+        created = isinstance(decided, JobAccepted)
+        result = SubmissionResult(job_id=job_id, submission="created" if created else "reused")
+        return Response(result.model_dump_json(), status_code=201 if created else 200, media_type=JSON)
+    pending = SubmissionResult(job_id=job_id, submission="pending")
+    return Response(pending.model_dump_json(), status_code=202, media_type=JSON)
+
+
+@router.post(
     "/jobs/{job_id}/cancel",
     response_model=MutationResult,
     responses=MUTATION_RESPONSES,
@@ -89,7 +150,11 @@ async def cancel(job_id: UUID, body: MutationBody, request: Request, principal: 
 )
 async def redrive(job_id: UUID, body: RedriveBody, request: Request, principal: Caller) -> Response:
     command = RedriveJob(
-        job_id=job_id, reason=body.reason, deadline_at=body.deadline_at, **_actor(principal, request)
+        job_id=job_id,
+        reason=body.reason,
+        deadline_at=body.deadline_at,
+        cache_mode=body.cache_mode,
+        **_actor(principal, request),
     )
     return await _mutate(request, command)
 
@@ -115,19 +180,16 @@ def _actor(principal: Principal, request: Request) -> dict[str, Any]:
     }
 
 
-async def _readable(context: ApiContext, job_id: UUID, request: Request, principal: Principal) -> Job:
-    """The job, when the caller may read it; another service's job is answered as no job at all."""
+async def _readable(context: ApiContext, job_id: UUID, request: Request, principal: Principal) -> Listed:
+    """The job (or rejected submission), when the caller may read it; another service's is answered
+    as none at all."""
     context.refusals.check(principal)
-    job = context.store.load_job(job_id)
-    refusal = (
-        None
-        if job is None
-        else job_read_refusal(principal.name, principal.role, job.accepted.caller_identity)
-    )
+    job = context.store.load_listed(job_id)
+    refusal = None if job is None else job_read_refusal(principal.name, principal.role, owner_of(job))
     if refusal is not None:
-        context.refusals.refused(principal)
         await context.audit(principal, request, AuditAction.JOB_READ, refusal, job_target(job_id))
     if job is None or refusal is not None:
+        context.refusals.refused(principal)  # a missing job counts alike: no count tells them apart
         raise ApiError(404, "not_found", f"no job {job_id}")
     return job
 
@@ -150,6 +212,8 @@ async def _mutate(request: Request, command: MutationCommand) -> Response:
         waiting.cancel()
         raise
     audit = await waiting
+    if audit is not None and not isinstance(audit, AuditRecorded | RecordAudit):
+        raise ApiError(500, "error", f"command {command_id} was decided as a submission")
     if audit is None:
         pending = MutationResult(outcome="PENDING", command_id=command_id, audit=None)
         return Response(pending.model_dump_json(), status_code=202, media_type=JSON)

@@ -34,6 +34,13 @@ JobType = Annotated[str | None, Query(alias="type", description="A job type, e.g
 Target = Annotated[str | None, Query(description="What the record is about: `job:<id>` or `artifact:<id>`")]
 Actor = Annotated[str | None, Query(description="A principal's name")]
 After = Annotated[str | None, Query(pattern=r"^[0-9]{15}/[0-9a-f-]{36}$")]
+IdPrefix = Annotated[
+    str | None,
+    Query(
+        pattern=r"^[0-9a-f-]{1,36}$",
+        description="Only jobs whose id starts with this (as `list` prints them)",
+    ),
+]
 LIST_ERRORS = responses(400, 401, 403, 503)
 AuditFilter = Callable[[AuditRecorded], bool]
 router = APIRouter(tags=["listings"])
@@ -52,10 +59,11 @@ async def jobs(
     state: States = None,
     job_type: JobType = None,
     since: Since = None,
+    id_prefix: IdPrefix = None,
     limit: Limit = 50,
     cursor: Cursor = None,
 ) -> Response:
-    query = _job_query(principal, caller, state, job_type, since, dead_letters=False)
+    query = _job_query(principal, caller, state, job_type, since, dead_letters=False, id_prefix=id_prefix)
     return await _list_jobs(request, principal, query, cursor, limit)
 
 
@@ -81,11 +89,12 @@ async def jobs_shard(
     job_type: JobType = None,
     since: Since = None,
     dead_letters: bool = False,
+    id_prefix: IdPrefix = None,
     after: After = None,
     limit: Limit = 50,
 ) -> Response:
     context = context_of(request)
-    query = _job_query(principal, caller, state, job_type, since, dead_letters)
+    query = _job_query(principal, caller, state, job_type, since, dead_letters, id_prefix)
     owned = context.lifecycle.owned
     return Response(shard_json(owned, _local_jobs(context, query, after, limit)(owned)), media_type=JSON)
 
@@ -136,11 +145,13 @@ def _job_query(
     job_type: str | None,
     since: datetime | None,
     dead_letters: bool,
+    id_prefix: str | None = None,
 ) -> JobQuery:
     effective, refusal = listing_caller(principal.name, principal.role, caller)
     if refusal is not None:
         raise ApiError(403, "forbidden", refusal)
-    return JobQuery(effective, frozenset(state) if state else None, job_type, since, dead_letters)
+    statuses = frozenset(state) if state else None
+    return JobQuery(effective, statuses, job_type, since, dead_letters, id_prefix)
 
 
 async def _list_jobs(
@@ -161,7 +172,13 @@ def _local_jobs(
     context: ApiContext, query: JobQuery, after: str | None, limit: int
 ) -> Callable[[list[int]], Shard]:
     def page(owned: list[int]) -> Shard:
-        found = context.store.jobs_page(owned, query, after, limit)
+        if query.id_prefix is not None:
+            mine = set(owned)
+            found = context.store.jobs_with_id_prefix(
+                lambda job_id: context.partition_of(job_id) in mine, query, limit
+            )
+        else:
+            found = context.store.jobs_page(owned, query, after, limit)
         return Page([(at, context.views.json(job)) for at, job in found.items], found.resume_after)
 
     return page
@@ -194,4 +211,5 @@ def _job_params(query: JobQuery) -> dict[str, Any]:
         "type": query.job_type,
         "since": None if query.since is None else query.since.isoformat(),
         "dead_letters": "true" if query.dead_letters else None,
+        "id_prefix": query.id_prefix,
     }

@@ -10,6 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from projections.lifecycle.limits import MAX_REASON_BYTES
 from projections.views import AuditView
+from schemas.enums import CacheMode, CaptureMode, HttpMethod, PolicyClass, RetentionClass, TransportPolicy
+from schemas.records import RenderOptions
 
 
 class Health(BaseModel):
@@ -85,6 +87,9 @@ class RedriveBody(MutationBody):
     deadline_at: datetime | None = Field(
         default=None, description="A new deadline; needed when the job's own has passed"
     )
+    cache_mode: CacheMode | None = Field(
+        default=None, description="How the response cache may answer the redriven job; BYPASS unless given"
+    )
 
 
 class MutationResult(BaseModel):
@@ -114,3 +119,51 @@ class ArtifactReference(BaseModel):
 
 class ArtifactReferences(BaseModel):
     references: list[ArtifactReference]
+
+
+class SubmitBody(BaseModel):
+    """A job to submit: the fields of a `SubmitJob`. Who submits is the authenticated principal."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"caller_identity": "svc-a", "url": "https://example.com/", "deadline_s": 3600},
+                {
+                    "caller_identity": "svc-a",
+                    "url": "https://example.com/",
+                    "job_type": "browser.render",
+                    "capture_mode": "SCREENSHOT",
+                    "render": {"wait_selector": "main", "viewport_width": 1280, "viewport_height": 720},
+                    "callback_url": "https://hooks.example.com/scrapes",
+                },
+            ]
+        },
+    )
+    caller_identity: str = Field(description="Whose job it is; a SERVICE may submit only as itself")
+    url: str = Field(description="The page: an absolute http(s) URL")
+    method: HttpMethod = HttpMethod.GET
+    headers: dict[str, str] = Field(default_factory=dict, description="Allowed request headers")
+    idempotency_key: str | None = Field(
+        default=None, description="Default: a hash of the request and every option that changes its output"
+    )
+    job_type: str = "http.fetch"
+    policy_class: PolicyClass = PolicyClass.STANDARD
+    cache_mode: CacheMode = CacheMode.REUSE_VALID
+    capture_mode: CaptureMode = CaptureMode.RAW_BODY
+    retention_class: RetentionClass = RetentionClass.CACHE_7D
+    transport_policy: TransportPolicy = TransportPolicy.DIRECT_ONLY
+    deadline_s: float = Field(default=3600.0, gt=0, description="The job's deadline, in seconds from now")
+    attempt_limit: int | None = None
+    callback_url: str | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+    render: RenderOptions | None = None
+
+
+class SubmissionResult(BaseModel):
+    job_id: UUID = Field(description="The job the submission names (read it at /jobs/{job_id})")
+    submission: Literal["created", "reused", "rejected", "pending"] = Field(
+        description="What the submission did; pending when it was not decided in time (it still will be)"
+    )
+    reason: str | None = Field(default=None, description="For a rejected submission: the rejection reason")
+    detail: str | None = Field(default=None, description="For a rejected submission: why, in words")

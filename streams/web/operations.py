@@ -109,6 +109,8 @@ async def _readiness(context: ApiContext) -> Readiness:
     unowned = sorted(set(assigned) - set(context.lifecycle.owned) - set(catching_up))
     if unowned:
         reasons.append(f"partitions {unowned} are assigned but not yet taken over")
+    for topic, partitions in context.consumer.unowned().items():
+        reasons.append(f"partitions {partitions} of {topic} are held by no worker")
     reasons += context.watchdog.dead()
     return Readiness(
         ready=not reasons,

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 import uvicorn
 
+from streams.errors import UsageError
 from streams.web.fastpath import Asgi
 
 STOP_WITHIN_S = 5.0
@@ -39,9 +40,12 @@ class ApiServer:
         self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             self._socket.bind((host, port))
-        except OSError:
+        except OSError as exc:
             self._socket.close()
-            raise
+            raise UsageError(
+                f"the HTTP API cannot listen on {host}:{port} ({exc.strerror}): set SCRAPESTREAM_WEB_PORT "
+                "to a free port (0 picks one), or SCRAPESTREAM_WEB_HOST to an address of this machine"
+            ) from exc
         self._socket.listen(1024)
         self._socket.setblocking(False)
         self.port = int(self._socket.getsockname()[1])

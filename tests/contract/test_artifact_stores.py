@@ -78,7 +78,7 @@ async def test_s3_objects_carry_their_type_and_metadata(s3):  # type: ignore[no-
 
 async def test_a_missing_bucket_is_a_clear_error_unless_it_may_be_created(s3):  # type: ignore[no-untyped-def]
     store = connect(s3, f"absent-{uuid4().hex[:12]}")
-    with pytest.raises(ArtifactStoreError, match="cannot be used"):
+    with pytest.raises(ArtifactStoreError, match="SCRAPESTREAM_S3_CREATE_BUCKET=true"):
         await store.ensure_bucket(create=False)
     await store.close()
 

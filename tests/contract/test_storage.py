@@ -8,8 +8,8 @@ from uuid import uuid4
 import pytest
 
 from projections.jobstore import JobStore
-from projections.lifecycle import replay
 from projections.lifecycle.consequences import next_due_at
+from projections.lifecycle.evolve import replay
 from projections.storage.memory import MemoryStore
 from projections.storage.rocks import RocksStore
 from tests.lifecycle import POLICY, T0, Lifecycle, attempt_under, report, submit

@@ -106,6 +106,10 @@ class Origin:
     async def _notmodified(self, request: web.Request, count: int) -> web.Response:
         return web.Response(status=304)
 
+    async def _missing(self, request: web.Request, count: int) -> web.Response:
+        """404 until the test sets `mended`."""
+        return web.Response(text="found at last") if self.mended.is_set() else web.Response(status=404)
+
     async def _broken(self, request: web.Request, count: int) -> web.Response:
         """503 until the test sets `mended`."""
         return web.Response(text="mended") if self.mended.is_set() else web.Response(status=503)

@@ -6,6 +6,7 @@ import asyncio
 from datetime import timedelta
 from uuid import UUID
 
+import httpx
 import pytest
 import pytest_asyncio
 from aiohttp import web
@@ -250,3 +251,41 @@ async def test_a_cached_page_robots_txt_disallows_never_answers_a_job_that_obeys
     assert not strict.attempt.from_cache
     assert (await system.completion(strict_job)).status is JobStatus.DEAD_LETTER
     assert hits["/private/page"] == 1
+
+
+@pytest.mark.parametrize("path", ["/gone/right-after", "/page/right-after"])
+async def test_a_job_submitted_right_after_a_completion_is_answered_by_that_completions_entry(
+    system, origin, path
+):
+    url = origin.url(path)
+    for n in range(3):
+        job_id = await system.submit(url, idempotency_key=f"{path}-{n}")
+        await system.completion(job_id)  # and at once the next: no wait for the cache table
+    assert origin.hits[path] == 1
+
+
+async def test_an_answer_from_the_cache_says_so_and_a_redrive_asks_the_origin_again(system, origin):
+    url = origin.url("/missing/redriven")
+    first, _ = await job(system, url, "missing-1")
+    await entry_seen(system, first)
+    second, cached = await job(system, url, "missing-2")
+    assert cached.attempt.from_cache
+    assert cached.attempt.cache_entry_job_id == first
+    completion = await system.completion(second)
+    assert (completion.status, completion.from_cache) == (JobStatus.DEAD_LETTER, True)
+    assert completion.cached_at is not None
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{system.worker.web_port}") as http:
+        (shown,) = (await http.get(f"/jobs/{second}")).json()["attempts"]
+        assert shown["from_cache"] is True
+        assert shown["cache_age_ms"] >= 0
+        assert shown["cache_entry_job_id"] == str(first)
+        events = (await http.get(f"/jobs/{second}/events")).json()["items"]
+        recorded = next(event for event in events if event["type"] == "AttemptRecorded")
+        assert recorded["data"]["attempt"]["from_cache"] is True
+        origin.mended.set()
+        redriven = await http.post(f"/jobs/{second}/redrive", json={"reason": "the page is there now"})
+        assert redriven.status_code == 200, redriven.text
+    await system.events.wait_for(lambda _: "JobSucceeded" in system.event_kinds(second))
+    attempts = [e.attempt for e in system.events.of_job(second) if isinstance(e, AttemptRecorded)]
+    assert [a.from_cache for a in attempts] == [True, False]
+    assert origin.hits["/missing/redriven"] == 2

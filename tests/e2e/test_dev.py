@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
+import socket
 import sys
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -73,8 +76,9 @@ async def test_dev_serves_a_submission_end_to_end_and_stops_cleanly(origin, tmp_
         assert "SUCCEEDED" in output
         code, output = await run("submit", "ftp://example.com/file", "--wait", cwd=tmp_path)
         assert code == 1
-        assert "REJECTED UNSUPPORTED_SCHEME" in output
+        assert "rejected UNSUPPORTED_SCHEME" in output
         await the_cli_reads_and_acts_through_the_api(tmp_path, completion["job_id"])
+        await mistakes_get_clear_answers(tmp_path, origin)
     finally:
         if dev.returncode is None:
             dev.send_signal(signal.SIGINT)
@@ -110,9 +114,115 @@ async def the_cli_reads_and_acts_through_the_api(directory: Path, job_id: str) -
         watcher.terminate()
         await watcher.wait()
     code, output = await run("get", "not-a-job", cwd=directory)
-    assert code == 1
-    assert "400 invalid_request" in output
+    assert code == 2
+    assert "neither a job id nor the start of one" in output
     assert "Traceback" not in output
+    code, output = await run("get", job_id[:8], cwd=directory)  # the short id `list` prints
+    assert code == 0, output
+    assert job_id in output
+    code, output = await run("list", cwd=directory)
+    assert code == 0, output
+    assert job_id[:8] in output
+    assert max(len(line) for line in output.splitlines()) <= 80
+
+
+async def mistakes_get_clear_answers(directory: Path, origin: Any) -> None:
+    """What a new user meets first, answered with the reason and an exit code that says it."""
+    code, output = await run("submit", "ftp://example.com/other", cwd=directory)
+    assert code == 1
+    rejected_id = output.split()[1].rstrip(":")
+    assert "rejected UNSUPPORTED_SCHEME: scheme 'ftp' is not http or https" in output
+    code, output = await run("get", rejected_id, cwd=directory)
+    assert code == 0, output
+    assert "REJECTED" in output
+    assert "UNSUPPORTED_SCHEME" in output
+    code, output = await run("list", "--state", "REJECTED", "--json", cwd=directory)
+    assert rejected_id in {job["job_id"] for job in json.loads(output)["items"]}
+    code, output = await run(
+        "submit", origin.url("/slow/waited"), "--wait", "--timeout-s", "3", cwd=directory
+    )
+    assert code == 3, output
+    assert "did not complete within 3 s" in output
+    assert "attempt 1 running" in output or "leased: attempt 1" in output  # where it was meanwhile
+    code, output = await run("events", rejected_id, cwd=directory)
+    assert "UNSUPPORTED_SCHEME" in output
+    waiting = await start("submit", origin.url("/slow/interrupted"), "--wait", cwd=directory)
+    await asyncio.sleep(4)
+    waiting.send_signal(signal.SIGINT)
+    printed, _ = await asyncio.wait_for(waiting.communicate(), 30)
+    assert waiting.returncode == 130
+    assert b"Traceback" not in printed
+
+
+async def test_a_submit_help_shows_every_option_with_its_default(tmp_path):
+    code, output = await run("submit", "--help", cwd=tmp_path)
+    assert code == 0
+    for option in ("--type", "--capture", "--transport", "--policy-class", "--cache-mode", "--retention"):
+        assert option in output
+    assert "default: http.fetch" in output
+    assert "default: 3600.0" in output
+
+
+async def test_api_commands_with_nothing_running_say_how_to_start_dev(tmp_path):
+    from streams.broker.embedded import free_loopback_port
+
+    code, output = await run("list", "--url", f"http://127.0.0.1:{free_loopback_port()}", cwd=tmp_path)
+    assert code == 1
+    assert "scrapestream dev" in output
+    assert "--url" in output
+    assert "Traceback" not in output
+
+
+async def test_a_worker_on_the_embedded_broker_with_the_kafka_profile_says_which_setting_to_change(
+    broker, tmp_path
+):
+    code, output = await run(
+        "worker", cwd=tmp_path, kafka_bootstrap=broker.bootstrap, auth_enabled="false", web_port="0"
+    )
+    assert code == 1
+    assert "SCRAPESTREAM_BROKER_PROFILE=embedded" in output
+    assert "Traceback" not in output
+
+
+async def test_a_busy_web_port_and_a_missing_bucket_name_their_settings(broker, s3, tmp_path):
+    from streams.broker.embedded import free_loopback_port
+
+    common = {"kafka_bootstrap": broker.bootstrap, "broker_profile": "embedded", "auth_enabled": "false"}
+    port = free_loopback_port()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", port))
+        taken.listen()
+        code, output = await run("worker", cwd=tmp_path, web_port=str(port), **common)
+    assert code == 2
+    assert "SCRAPESTREAM_WEB_PORT" in output
+    settings = s3.settings("no-such-bucket") | {"s3_create_bucket": "false"}
+    code, output = await run(
+        "worker", cwd=tmp_path, web_port="0", **common, **{k: str(v) for k, v in settings.items()}
+    )
+    assert code == 1
+    assert "SCRAPESTREAM_S3_CREATE_BUCKET=true" in output
+
+
+async def test_submit_and_watch_use_the_topic_prefix(origin, tmp_path):
+    dev = await start("dev", "--allow-private", cwd=tmp_path, topic_prefix="custom")
+    try:
+        state = await wait_for_file(tmp_path / ".scrapestream" / "dev.json")
+        assert state["topic_prefix"] == "custom"
+        code, output = await run("submit", origin.url("/page/prefixed"), "--wait", cwd=tmp_path)
+        assert code == 0, output
+        prefixed = {"kafka_bootstrap": str(state["kafka_bootstrap"]), "broker_profile": "embedded"}
+        code, output = await run(
+            "submit",
+            origin.url("/page/prefixed-env"),
+            "--wait",
+            cwd=tmp_path,
+            topic_prefix="custom",
+            **prefixed,
+        )
+        assert code == 0, output
+    finally:
+        dev.send_signal(signal.SIGINT)
+        await asyncio.wait_for(dev.communicate(), 60)
 
 
 async def test_a_worker_with_auth_on_and_no_principals_refuses_to_start(tmp_path):
@@ -174,3 +284,35 @@ async def test_dev_stores_artifacts_in_s3_when_told_to_creating_its_bucket(origi
         if dev.returncode is None:
             dev.send_signal(signal.SIGINT)
         await asyncio.wait_for(dev.communicate(), 60)
+
+
+async def test_a_worker_whose_broker_goes_away_says_so_once_in_a_while_and_in_readyz(tmp_path):
+    from streams.broker.embedded import EmbeddedBroker, free_loopback_port
+
+    port = free_loopback_port()
+    broker = EmbeddedBroker()
+    await broker.start()
+    settings = {"kafka_bootstrap": broker.bootstrap, "broker_profile": "embedded", "auth_enabled": "false"}
+    worker = await start("worker", cwd=tmp_path, web_port=str(port), **settings)
+    try:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http:
+            for _ in range(300):
+                with contextlib.suppress(httpx.HTTPError):
+                    if (await http.get("/readyz")).status_code == 200:
+                        break
+                await asyncio.sleep(0.1)
+            broker.stop()
+            await asyncio.sleep(10)
+            ready = await http.get("/readyz")
+        assert ready.status_code == 503
+        assert any("no broker" in reason for reason in ready.json()["reasons"])
+    finally:
+        broker.stop()
+        worker.send_signal(signal.SIGTERM)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(worker.wait(), 60)
+        if worker.returncode is None:
+            worker.kill()
+        printed, _ = await worker.communicate()
+    lines = [line for line in printed.decode().splitlines() if " WARNING " in line or " ERROR " in line]
+    assert len(lines) < 40, "\n".join(lines[-40:])  # ten seconds without a broker: not a line per retry

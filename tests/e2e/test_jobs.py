@@ -250,3 +250,48 @@ async def test_the_http_api_serves_the_job_projection(system, origin):
     assert malformed.status_code == 400
     assert health["status"] == "ok"
     assert health["owned_partitions"] == [0, 1]
+
+
+async def test_the_docs_page_needs_nothing_from_outside_the_package(system):
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{system.worker.web_port}") as http:
+        page = (await http.get("/docs")).text
+        assert "cdn" not in page
+        for asset in ("swagger-ui-bundle.js", "swagger-ui.css"):
+            assert f"/docs-assets/{asset}" in page
+            served = await http.get(f"/docs-assets/{asset}")
+            assert served.status_code == 200
+            assert len(served.content) > 10_000
+
+
+async def test_metrics_have_the_process_python_and_http_request_families(system, origin):
+    job_id = await system.submit(origin.url("/page/metered"))
+    await system.completion(job_id)
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{system.worker.web_port}") as http:
+        await http.get(f"/jobs/{job_id}")
+        await http.get("/jobs", params={"limit": 1})
+        text = (await http.get("/metrics")).text
+    for family in ("process_cpu_seconds_total", "process_resident_memory_bytes", "python_info", "python_gc"):
+        assert family in text
+    assert (
+        'scrapestream_http_request_duration_seconds_count{method="GET",route="/jobs/{job_id}",status="200"}'
+        in text
+    )
+    assert 'route="/jobs",status="200"' in text
+
+
+async def test_a_partition_no_worker_holds_fails_readiness_until_the_group_rebalances(system):
+    worker = system.worker
+    routing = worker.consumer._routing  # the table the group's leader handed out
+    due = system.settings.topic("due")
+    # What the leader hands out when its metadata lacked a topic created just before the join.
+    routing.assigned = {topic: numbers for topic, numbers in routing.assigned.items() if topic != due}
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{worker.web_port}") as http:
+        answer = await http.get("/readyz")
+        assert answer.status_code == 503
+        assert any(f"of {due} are held by no worker" in reason for reason in answer.json()["reasons"])
+        for _ in range(600):  # the consumer notices within two checks and the group rebalances
+            if (await http.get("/readyz")).status_code == 200:
+                break
+            await asyncio.sleep(0.1)
+        assert (await http.get("/readyz")).status_code == 200
+    assert due in routing.assigned

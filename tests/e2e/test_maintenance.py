@@ -209,14 +209,15 @@ async def test_an_archived_artifact_stays_while_its_job_lasts_and_orphans_go_aft
         finally:
             await store.close()
         root = settings.data_dir / "artifacts"
-        await wait_until(lambda: worker.table.pointers(artifact.key, now) is Pointers.LIVE)
+        a_year_on = now + timedelta(days=365)
+        # The job's own reference, not only its cache entry (which its worker's table holds first).
+        await wait_until(lambda: worker.table.pointers(artifact.key, a_year_on) is Pointers.LIVE)
         assert worker.table.pointers(stray.key, now) is Pointers.NONE
 
         # Within the grace an unreferenced object stays: its reference may still be on the way.
         assert (await worker.maintenance.run_once(now + timedelta(hours=1))).artifacts == 0
         assert (root / stray.key).exists()
         # A year on, the archived page stays while its job's history does; the orphan goes.
-        a_year_on = now + timedelta(days=365)
         purged = Swept()
         for _ in range(50):
             swept = await worker.maintenance.run_once(a_year_on)

@@ -56,5 +56,7 @@ async def test_a_worker_refuses_to_start_on_a_missing_bucket_it_may_not_create(b
 
     overrides = s3.settings(f"absent-{uuid4().hex[:12]}") | {"s3_create_bucket": False}
     worker = Worker(worker_settings(broker.bootstrap, tmp_path, **overrides))
-    with pytest.raises(ArtifactStoreError, match="cannot be used"):
+    with pytest.raises(
+        ArtifactStoreError, match="does not exist: create it, or set SCRAPESTREAM_S3_CREATE_BUCKET"
+    ):
         await worker.start()

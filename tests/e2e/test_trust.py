@@ -334,3 +334,30 @@ async def test_a_submission_as_another_caller_never_touches_that_callers_job(
         isinstance(e, JobSucceeded) and e.job_id == completion.job_id
         for e in deployment.system.events.records
     )
+
+
+async def test_a_service_submits_over_http_as_itself_and_never_as_another(
+    deployment: Deployment, origin: Origin
+):
+    body = {"caller_identity": "svc-a", "url": origin.url("/page/over-http"), "idempotency_key": "http-1"}
+    async with deployment.api(1, "svc-a") as service:
+        created = await answered(service, "POST", "/jobs", json=body)
+        assert created.status_code == 201, created.text
+        job_id = UUID(created.json()["job_id"])
+        assert created.json()["submission"] == "created"
+        again = await answered(service, "POST", "/jobs", json=body)
+        assert (again.status_code, again.json()["submission"]) == (200, "reused")
+        other = await answered(service, "POST", "/jobs", json=body | {"url": origin.url("/page/other")})
+        assert other.status_code == 422
+        assert other.json()["reason"] == "IDEMPOTENCY_KEY_REUSED"
+        impostor = await answered(service, "POST", "/jobs", json=body | {"caller_identity": "svc-b"})
+        assert impostor.status_code == 422
+        assert impostor.json()["reason"] == "NOT_PERMITTED"
+        assert UUID(impostor.json()["job_id"]) != job_for("svc-b", "http-1")
+        malformed = await answered(service, "POST", "/jobs", json={"url": 3})
+        assert malformed.status_code == 400
+    assert (await deployment.system.completion(job_id)).status is JobStatus.SUCCEEDED
+
+
+def job_for(caller: str, key: str) -> UUID:
+    return job_id_for(caller, key)

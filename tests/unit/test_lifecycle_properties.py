@@ -8,7 +8,8 @@ from uuid import uuid4
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from projections.lifecycle import decide, replay
+from projections.lifecycle.decide import decide
+from projections.lifecycle.evolve import replay
 from projections.lifecycle.state import TERMINAL_STATUSES, Job, Lease, accepted_job
 from schemas.codec import decode, encode
 from schemas.commands import CancelJob, DeleteJobHistory, RedriveJob, ReportCallback

@@ -6,8 +6,8 @@ from uuid import uuid4
 
 import pytest
 
-from projections.lifecycle import decide
 from projections.lifecycle.completion import completion_of
+from projections.lifecycle.decide import decide
 from projections.lifecycle.state import Lease, Unaccepted
 from projections.lifecycle.submission import submission_identity
 from schemas.commands import CancelJob

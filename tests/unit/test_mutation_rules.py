@@ -5,11 +5,20 @@ from uuid import uuid4
 
 import pytest
 
+from projections.lifecycle.consequences import consequences_of
 from projections.lifecycle.state import Unaccepted
 from schemas.commands import DeleteJobHistory, RecordAudit, RedriveJob
-from schemas.enums import ActorRole, AttemptOutcome, AuditAction, AuditOutcome, JobStatus, RejectionReason
+from schemas.enums import (
+    ActorRole,
+    AttemptOutcome,
+    AuditAction,
+    AuditOutcome,
+    CacheMode,
+    JobStatus,
+    RejectionReason,
+)
 from schemas.events import AuditRecorded, JobAccepted, JobRejected
-from tests.lifecycle import T0, Lifecycle, attempt_under, failure, kinds, report, submit, tick
+from tests.lifecycle import POLICY, T0, Lifecycle, attempt_under, failure, kinds, report, submit, tick
 
 
 def dead_lettered(attempt_limit: int = 1, **overrides) -> Lifecycle:
@@ -179,3 +188,14 @@ def test_an_audited_read_is_recorded_as_given():
         "req-1",
     )
     assert lifecycle(command) == []
+
+
+def test_a_redrive_asks_the_origin_again_unless_told_to_use_the_cache():
+    lifecycle = dead_lettered()
+    events = lifecycle(redrive(lifecycle))
+    dispatched = consequences_of(lifecycle.state, events, POLICY).due
+    assert [work.cache_mode for work in dispatched] == [CacheMode.BYPASS]
+    assert lifecycle.job.accepted.cache_mode is CacheMode.REUSE_VALID  # its identity is unchanged
+    again = dead_lettered()
+    events = again(redrive(again, cache_mode=CacheMode.REUSE_VALID))
+    assert [w.cache_mode for w in consequences_of(again.state, events, POLICY).due] == [CacheMode.REUSE_VALID]

@@ -4,6 +4,8 @@ import ast
 import re
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).parent.parent.parent
 README = (ROOT / "README.md").read_text()
 
@@ -23,18 +25,27 @@ def test_the_readme_run_command_starts_dev():
     assert "scrapestream dev" in blocks("bash")[0]
 
 
-def test_the_python_example_imports_what_exists():
-    (example,) = blocks("python")
-    tree = ast.parse(example)
+def test_the_python_examples_compile_and_import_what_exists():
+    for example in blocks("python"):
+        tree = ast.parse(example)
+        for node in tree.body:
+            if isinstance(node, ast.ImportFrom) and node.module:
+                module = __import__(node.module, fromlist=[alias.name for alias in node.names])
+                assert all(hasattr(module, alias.name) for alias in node.names)
+
+
+def test_the_signer_example_takes_the_key_as_principal_new_prints_it():
+    from schemas.enums import ActorRole
+    from streams.auth.issue import issue
+
+    example = next(block for block in blocks("python") if "Signer(" in block)
     namespace: dict[str, object] = {}
-    for node in tree.body:
-        if isinstance(node, ast.ImportFrom):
-            module = __import__(node.module, fromlist=[alias.name for alias in node.names])
-            for alias in node.names:
-                namespace[alias.name] = getattr(module, alias.name)
-    assert {"Client", "SubmitJob", "Request", "KAFKA"} <= set(namespace)
-    exec(compile(example, "README.md", "exec"), namespace)  # noqa: S102 - defines fetch_one only
-    assert callable(namespace["fetch_one"])
+    key = issue("svc-a", ActorRole.SERVICE).signing_key
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SCRAPESTREAM_SIGNING_KEY", key)
+        exec(compile(example, "README.md", "exec"), namespace)  # noqa: S102 - builds a client, connects to nothing
+    signer = namespace["signer"]
+    assert signer.private_key is not None  # type: ignore[attr-defined]
 
 
 def test_every_setting_is_documented_in_the_readme():

@@ -46,5 +46,5 @@ def test_proxy_credentials_are_never_shown(monkeypatch):
     )
     with pytest.raises(SettingsError) as raised:
         load_settings()
-    assert "SCRAPESTREAM_ROUTES_POOL" in str(raised.value)
+    assert "SCRAPESTREAM_ROUTES at pool" in str(raised.value)
     assert "s3cret" not in str(raised.value)

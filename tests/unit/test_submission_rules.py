@@ -7,19 +7,29 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from projections.lifecycle import Policy
 from projections.lifecycle.consequences import consequences_of
 from projections.lifecycle.limits import MAX_LABELS, MAX_URL_BYTES
-from projections.lifecycle.policy import ExecutionProfile
+from projections.lifecycle.policy import ExecutionProfile, Policy
 from projections.lifecycle.submission import (
     MAX_VIEWPORT,
     MIN_VIEWPORT,
     WAIT_EVENTS,
     render_problem,
     runner_of,
+    submission_identity,
 )
 from schemas.commands import CancelJob
-from schemas.enums import ActorRole, AuditOutcome, CaptureMode, JobStatus, RejectionReason, TransportPolicy
+from schemas.enums import (
+    ActorRole,
+    AuditOutcome,
+    CacheMode,
+    CaptureMode,
+    JobStatus,
+    PolicyClass,
+    RejectionReason,
+    RetentionClass,
+    TransportPolicy,
+)
 from schemas.events import JobAccepted
 from schemas.records import RenderOptions, Request
 from tests.lifecycle import POLICY, T0, Lifecycle, kinds, submit
@@ -250,3 +260,43 @@ def test_the_request_hash_is_the_one_every_earlier_release_computed(request_):
     )
     assert canonical.request_hash == hashlib.sha256(legacy_payload.encode()).hexdigest()
     assert canonical.request == Request.model_validate(canonical.request.model_dump())
+
+
+@pytest.mark.parametrize(
+    "option",
+    [
+        {"job_type": "browser.render"},
+        {"capture_mode": CaptureMode.METADATA_ONLY},
+        {"policy_class": PolicyClass.STRICT},
+        {"transport_policy": TransportPolicy.PROXY_ALLOWED},
+        {"retention_class": RetentionClass.REFERENCED_ARCHIVE},
+        {"cache_mode": CacheMode.BYPASS},
+        {"callback_url": "https://hooks.example/done"},
+    ],
+)
+def test_what_changes_a_jobs_output_is_part_of_its_identity(option):
+    plain = submit()
+    other = submit(**option)
+    assert submission_identity(plain)[0] != submission_identity(other)[0]
+    lifecycle = Lifecycle()
+    lifecycle(plain)
+    assert kinds(lifecycle(other)) != ["SubmissionReused"]
+
+
+def test_render_options_are_part_of_a_rendered_jobs_identity():
+    shot = submit(job_type="browser.render", capture_mode=CaptureMode.SCREENSHOT)
+    wide = shot.model_copy(update={"render": RenderOptions(viewport_width=1920), "command_id": uuid4()})
+    assert submission_identity(shot)[0] != submission_identity(wide)[0]
+
+
+def test_an_idempotency_key_sent_again_with_another_request_is_rejected_and_ends_no_job():
+    lifecycle = Lifecycle()
+    lifecycle(submit(idempotency_key="k"))
+    job = lifecycle.job
+    events = lifecycle(submit(idempotency_key="k", capture_mode=CaptureMode.METADATA_ONLY))
+    assert kinds(events) == ["JobRejected"]
+    assert events[0].reason is RejectionReason.IDEMPOTENCY_KEY_REUSED
+    assert events[0].job_id == job.job_id
+    assert consequences_of(lifecycle.state, events, POLICY).completions == []
+    assert lifecycle.job.status is job.status
+    assert kinds(lifecycle(submit(idempotency_key="k"))) == ["SubmissionReused"]

@@ -5,7 +5,8 @@ from uuid import UUID, uuid4
 
 import pytest
 
-from projections.lifecycle import decide, evolve
+from projections.lifecycle.decide import decide
+from projections.lifecycle.evolve import evolve
 from projections.lifecycle.identity import audit_stream_id, job_id_for, name_based, public_command_id
 from projections.lifecycle.mutations import MAX_AUDIT_RECORDS, refusal_of
 from projections.lifecycle.state import COMMANDS_REMEMBERED_FOR, RECENT_COMMANDS_KEPT, Unaccepted

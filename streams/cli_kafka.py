@@ -1,0 +1,264 @@
+"""The CLI commands that speak Kafka: `submit` (and `--wait`), `watch`, `replay`.
+
+They find the broker through `SCRAPESTREAM_KAFKA_BOOTSTRAP`, else a `scrapestream dev` running in
+this directory, and use the topics of `SCRAPESTREAM_TOPIC_PREFIX` (or the running dev's).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import sys
+import tempfile
+from collections.abc import AsyncIterator, Coroutine
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, TypeVar
+from uuid import UUID
+
+from schemas.commands import SubmitJob
+from schemas.enums import JobStatus
+from schemas.errors import ScrapestreamError
+from schemas.events import Event, JobCompleted, JobRejected
+from schemas.records import RenderOptions, Request
+from streams.broker.compat import EMBEDDED_TANSU, KAFKA, BrokerProfile
+from streams.cli import EXIT_FAILED, EXIT_TIMED_OUT
+from streams.client import Client, Signer
+from streams.clock import utc_now
+from streams.devstate import read_dev_state
+from streams.errors import UsageError
+from streams.settings import Settings, load_settings
+from streams.tables import completion_line, progress_of
+
+T = TypeVar("T")
+ACCEPTANCE_TIMEOUT_S = 30.0
+
+
+def run_kafka_command(arguments: argparse.Namespace) -> int:
+    if arguments.command == "submit":
+        return run(_submit(arguments))
+    if arguments.command == "watch":
+        return run(_watch(arguments))
+    return run(_replay(arguments))
+
+
+def run(main: Coroutine[Any, Any, T]) -> T:
+    """Runs on uvloop where it is installed; Ctrl-C reaches the caller as KeyboardInterrupt."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(main)
+    return uvloop.run(main)
+
+
+def connected_settings() -> Settings:
+    """Settings from the environment; the bootstrap, profile and topics of a running `dev` when the
+    environment names no Kafka."""
+    settings = load_settings()
+    if "SCRAPESTREAM_KAFKA_BOOTSTRAP" in os.environ:
+        return settings
+    state = read_dev_state()
+    if state is None:
+        raise ScrapestreamError(
+            "no Kafka to talk to: start `scrapestream dev` in this directory (another terminal), "
+            "or set SCRAPESTREAM_KAFKA_BOOTSTRAP"
+        )
+    update: dict[str, Any] = {"kafka_bootstrap": str(state["kafka_bootstrap"]), "broker_profile": "embedded"}
+    if "SCRAPESTREAM_TOPIC_PREFIX" not in os.environ and "topic_prefix" in state:
+        update["topic_prefix"] = str(state["topic_prefix"])
+    return settings.model_copy(update=update)
+
+
+def profile_of(settings: Settings) -> BrokerProfile:
+    return EMBEDDED_TANSU if settings.broker_profile == "embedded" else KAFKA
+
+
+def client_of(settings: Settings, signer: Signer | None = None) -> Client:
+    return Client(settings.kafka_bootstrap, profile_of(settings), settings.topic_prefix, signer)
+
+
+def submission_of(arguments: argparse.Namespace) -> SubmitJob:
+    """The `submit` command's job; render options only when a rendering flag is given."""
+    width, height = arguments.viewport or (None, None)
+    given = {
+        "wait_until": arguments.wait_until,
+        "wait_selector": arguments.wait_selector,
+        "viewport_width": width,
+        "viewport_height": height,
+        "full_page": arguments.full_page or None,
+    }
+    rendering = _given(given)
+    chosen = {
+        "job_type": arguments.job_type,
+        "transport_policy": arguments.transport,
+        "capture_mode": arguments.capture,
+        "policy_class": arguments.policy_class,
+        "cache_mode": arguments.cache_mode,
+        "retention_class": arguments.retention,
+        "render": RenderOptions(**rendering) if rendering else None,
+    }
+    return SubmitJob(
+        caller_identity=arguments.caller,
+        idempotency_key=arguments.idempotency_key,
+        request=Request(url=arguments.url),
+        deadline_at=utc_now() + timedelta(seconds=arguments.deadline_s),
+        callback_url=arguments.callback_url,
+        **_given(chosen),
+    )
+
+
+def _given(fields: dict[str, Any]) -> dict[str, Any]:
+    return {name: value for name, value in fields.items() if value is not None}
+
+
+async def _submit(arguments: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    settings = connected_settings()
+    command = submission_of(arguments)
+    console = Console(stderr=True)
+    async with client_of(settings, signer_of(settings)) as client:
+        job_id = await client.submit(command)
+        with console.status(f"waiting for a worker to take job {job_id}"):
+            try:
+                decided = await asyncio.wait_for(client.decision(job_id), ACCEPTANCE_TIMEOUT_S)
+            except TimeoutError:
+                decided = None
+        if decided is None:
+            _say(arguments, job_id, "submitted, but no worker took it within 30 s: is a worker running?")
+            return EXIT_TIMED_OUT
+        said = client.submission_of(decided).value
+        if isinstance(decided, JobRejected):
+            _say(
+                arguments, job_id, f"rejected {decided.reason.value}: {decided.detail}", decided.reason.value
+            )
+            return EXIT_FAILED
+        if not arguments.wait:
+            _say(arguments, job_id, said)
+            return 0
+        if not arguments.json:
+            _say(arguments, job_id, said)
+        try:
+            async with asyncio.timeout(arguments.timeout_s):
+                completion = await _until_done(client, job_id, console, arguments.json)
+        except TimeoutError:
+            console.print(f"job {job_id} did not complete within {arguments.timeout_s:g} s (exit 3)")
+            return EXIT_TIMED_OUT
+    if arguments.json:
+        _print(json.loads(completion.model_dump_json()) | {"submission": said}, True)
+    else:
+        _print(_outcome_line(completion), False)
+    return 0 if completion.status is JobStatus.SUCCEEDED else EXIT_FAILED
+
+
+async def _until_done(client: Client, job_id: UUID, console: Any, quiet: bool) -> JobCompleted:
+    """The job's completion; meanwhile each change of where it is, on standard error."""
+
+    async def show(events: AsyncIterator[Event]) -> None:
+        async for event in events:
+            line = progress_of(event)
+            if line is not None and not quiet:
+                console.print(f"  {line}", highlight=False)
+
+    following = client.follow(job_id)
+    showing = asyncio.ensure_future(show(following))
+    try:
+        return await client.wait_for(job_id)
+    finally:
+        showing.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await showing
+        await following.aclose()
+
+
+def _say(arguments: argparse.Namespace, job_id: UUID, said: str, reason: str | None = None) -> None:
+    if arguments.json:
+        answer = {"job_id": str(job_id), "submission": said.split(" ", 1)[0]}
+        _print(answer | ({"reason": reason} if reason else {}), True)
+    else:
+        _print(f"job {job_id}: {said}", False)
+
+
+async def _watch(arguments: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    settings = connected_settings()
+    console = Console()
+    async with (
+        client_of(settings) as client,
+        contextlib.aclosing(client.completions(from_beginning=arguments.from_beginning)) as completions,
+    ):
+        async for completion in completions:
+            document = json.loads(completion.model_dump_json())
+            if arguments.json:
+                sys.stdout.write(json.dumps(document) + "\n")
+                sys.stdout.flush()
+            else:
+                console.print(completion_line(document))
+    return 0
+
+
+async def _replay(arguments: argparse.Namespace) -> int:
+    from streams.jobtypes import deployment_policy, discover
+    from streams.replay import rebuild, verify
+
+    settings = connected_settings()
+    profile = profile_of(settings)
+    policy = deployment_policy(settings, discover())
+    if arguments.into is not None:
+        into = Path(arguments.into)
+        if _holds_anything(into):
+            raise UsageError(f"{into} is not empty")
+        folded = await rebuild(settings, profile, policy, into)
+        _print(f"rebuilt {sum(folded.values())} events into {into}", False)
+        return 0
+    with tempfile.TemporaryDirectory(prefix="scrapestream-replay-") as scratch:
+        difference = await verify(settings, profile, policy, Path(scratch) / "lifecycle")
+    if difference is not None:
+        _print(f"replay differs from {settings.data_dir / 'lifecycle'}: {difference.describe()}", False)
+        return EXIT_FAILED
+    _print(f"replay of the events topic matches {settings.data_dir / 'lifecycle'}", False)
+    return 0
+
+
+def _holds_anything(directory: Path) -> bool:
+    return directory.exists() and any(directory.iterdir())
+
+
+def signer_of(settings: Settings) -> Signer | None:
+    """Who signs commands: SCRAPESTREAM_PRINCIPAL, with SCRAPESTREAM_SIGNING_KEY or its _FILE."""
+    name = os.environ.get("SCRAPESTREAM_PRINCIPAL")
+    text = os.environ.get("SCRAPESTREAM_SIGNING_KEY")
+    path = os.environ.get("SCRAPESTREAM_SIGNING_KEY_FILE")
+    if path and text is None:
+        try:
+            text = Path(path).read_text().strip()
+        except OSError as exc:
+            raise UsageError(f"cannot read SCRAPESTREAM_SIGNING_KEY_FILE {path}: {exc}") from exc
+    if not name and not text:
+        return None
+    if not name or not text:
+        raise UsageError("signing needs both SCRAPESTREAM_PRINCIPAL and SCRAPESTREAM_SIGNING_KEY(_FILE)")
+    signer = Signer(name, text, deployment=settings.deployment_id)
+    try:
+        signer.private_key  # noqa: B018 - checks the key now, with the variable's name in the message
+    except ValueError as exc:
+        raise UsageError(f"SCRAPESTREAM_SIGNING_KEY: {exc}") from exc
+    return signer
+
+
+def _outcome_line(completion: JobCompleted) -> str:
+    failure = completion.failure
+    if completion.status is JobStatus.REJECTED and failure is not None:
+        return f"job {completion.job_id} REJECTED {failure.code}: {failure.safe_message}"
+    detail = "" if failure is None else f" {failure.code}: {failure.safe_message}"
+    attempts = f"after {completion.attempt_count} attempt(s)"
+    cached = " (answered from the cache)" if completion.from_cache else ""
+    return f"job {completion.job_id} {completion.status.value} {attempts}{cached}{detail}"
+
+
+def _print(value: Any, as_json: bool) -> None:
+    sys.stdout.write((json.dumps(value, indent=2) if as_json else str(value)) + "\n")
