@@ -1,8 +1,12 @@
-"""End-to-end benchmark: N jobs through the embedded broker and a `scrapestream worker` process.
+"""End-to-end benchmark: N jobs through a broker and a `scrapestream worker` process.
 
     .venv/bin/python -m bench.e2e --jobs 3000
     .venv/bin/python -m bench.e2e --jobs 200 --sequential
     .venv/bin/python -m bench.e2e --jobs 6000 --runs 5     # each run, then the medians
+    .venv/bin/python -m bench.e2e --jobs 3000 --broker kafka   # Apache Kafka, one node
+
+The broker is the embedded tansu, or one Apache Kafka node started for the run (its jars fetched
+once through `tests/kafka/pom.xml`).
 
 The broker, the worker and a loopback origin (2 KiB page) each run in their own process; this
 process is the client: it publishes the submissions in batches and follows the completions.
@@ -23,6 +27,8 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import cast
@@ -32,13 +38,34 @@ from bench.processes import cpu_seconds, own_cpu_seconds, start_origin, start_wo
 from projections.lifecycle.submission import submission_identity
 from schemas.commands import SubmitJob
 from schemas.records import Request
-from streams.broker.compat import EMBEDDED_TANSU
+from streams.broker.compat import EMBEDDED_TANSU, KAFKA, BrokerProfile
 from streams.broker.embedded import EmbeddedBroker, free_loopback_port
+from streams.broker.kafka import KafkaCluster, fetch_kafka
 from streams.client import Client
 from streams.clock import utc_now
 from streams.publisher import Publisher, outgoing
 
 SUBMIT_BATCH = 500
+POM = Path(__file__).parent.parent / "tests" / "kafka" / "pom.xml"
+
+
+@dataclass(frozen=True)
+class Broker:
+    bootstrap: str
+    pid: int
+    profile: BrokerProfile
+    profile_name: str
+
+
+@contextlib.asynccontextmanager
+async def running_broker(kind: str, directory: Path) -> AsyncIterator[Broker]:
+    if kind == "kafka":
+        async with KafkaCluster(fetch_kafka(POM), directory / "kafka", nodes=1) as cluster:
+            process = cluster.members[0].process
+            yield Broker(cluster.bootstrap, process.pid if process else 0, KAFKA, "kafka")
+        return
+    async with EmbeddedBroker() as embedded:
+        yield Broker(embedded.bootstrap, embedded.pid or 0, EMBEDDED_TANSU, "embedded")
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -55,18 +82,24 @@ def latency(values: list[float]) -> dict[str, float]:
 
 
 async def main(
-    jobs: int, concurrency: int, partitions: int, sequential: bool, workers: int = 1
+    jobs: int,
+    concurrency: int,
+    partitions: int,
+    sequential: bool,
+    workers: int = 1,
+    broker_kind: str = "tansu",
 ) -> dict[str, object]:
     port = free_loopback_port()
     origin = await start_origin(port)
     data_dir = Path(tempfile.mkdtemp(prefix="scrapestream-bench-"))
     try:
-        async with EmbeddedBroker() as broker:
+        async with running_broker(broker_kind, data_dir) as broker:
             running = []
             for number in range(workers):
                 environment = worker_environment(
                     broker.bootstrap,
                     data_dir / str(number),
+                    broker_profile=broker.profile_name,
                     partitions=partitions,
                     executor_concurrency=concurrency,
                     host_concurrency=concurrency,  # the one origin stands for many hosts
@@ -74,17 +107,22 @@ async def main(
                 (data_dir / str(number)).mkdir()
                 running.append(await start_worker(environment, data_dir / f"worker-{number}.log"))
             try:
-                pids = {"broker": broker.pid or 0, "origin": origin.pid}
+                pids = {"broker": broker.pid, "origin": origin.pid}
                 pids |= {"worker" if n == 0 else f"worker{n}": w.pid for n, w in enumerate(running)}
                 await asyncio.sleep(8 if workers > 1 else 0)  # the group settles before the clock starts
                 run = drive_sequential if sequential else drive
-                result = await run(broker.bootstrap, port, jobs, pids)
+                result = await run(broker, port, jobs, pids)
             finally:
                 for worker in running:
                     await worker.stop()
     finally:
         await origin.stop()
-    return result | {"executor_concurrency": concurrency, "partitions": partitions, "workers": workers}
+    return result | {
+        "executor_concurrency": concurrency,
+        "partitions": partitions,
+        "workers": workers,
+        "broker": broker_kind,
+    }
 
 
 def cpu_snapshot(pids: dict[str, int]) -> dict[str, float]:
@@ -111,11 +149,11 @@ def commands(port: int, jobs: int, tag: str) -> list[SubmitJob]:
     ]
 
 
-async def drive(bootstrap: str, port: int, jobs: int, pids: dict[str, int]) -> dict[str, object]:
+async def drive(broker: Broker, port: int, jobs: int, pids: dict[str, int]) -> dict[str, object]:
     submitted: dict[UUID, float] = {}
     latencies_ms: list[float] = []
     done = asyncio.Event()
-    async with Client(bootstrap, EMBEDDED_TANSU) as client:
+    async with Client(broker.bootstrap, broker.profile) as client:
 
         async def follow() -> None:
             async with contextlib.aclosing(client.completions(from_beginning=True)) as completions:
@@ -129,7 +167,7 @@ async def drive(bootstrap: str, port: int, jobs: int, pids: dict[str, int]) -> d
 
         follower = asyncio.create_task(follow())
         await asyncio.sleep(1)
-        publisher = Publisher(bootstrap, EMBEDDED_TANSU)
+        publisher = Publisher(broker.bootstrap, broker.profile)
         await publisher.start()
         pending = commands(port, jobs, "p")
         before = cpu_snapshot(pids)
@@ -160,11 +198,11 @@ async def drive(bootstrap: str, port: int, jobs: int, pids: dict[str, int]) -> d
     )
 
 
-async def drive_sequential(bootstrap: str, port: int, jobs: int, pids: dict[str, int]) -> dict[str, object]:
+async def drive_sequential(broker: Broker, port: int, jobs: int, pids: dict[str, int]) -> dict[str, object]:
     """One job at a time on an otherwise idle system: the latency a lone job sees."""
     latencies_ms: list[float] = []
     async with (
-        Client(bootstrap, EMBEDDED_TANSU) as client,
+        Client(broker.bootstrap, broker.profile) as client,
         contextlib.aclosing(client.completions(from_beginning=False)) as completions,
     ):
         await asyncio.sleep(1)
@@ -197,6 +235,7 @@ if __name__ == "__main__":
     parser.add_argument("--sequential", action="store_true", help="one job at a time: lone-job latency")
     parser.add_argument("--workers", type=int, default=1, help="worker processes sharing the partitions")
     parser.add_argument("--runs", type=int, default=1, help="repeat; a last line gives the medians")
+    parser.add_argument("--broker", choices=["tansu", "kafka"], default="tansu")
     arguments = parser.parse_args()
     options = (
         arguments.jobs,
@@ -204,6 +243,7 @@ if __name__ == "__main__":
         arguments.partitions,
         arguments.sequential,
         arguments.workers,
+        arguments.broker,
     )
     results = []
     for _ in range(arguments.runs):

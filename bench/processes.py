@@ -93,6 +93,7 @@ def worker_environment(bootstrap: str, data_dir: Path, **settings: object) -> di
         "web_port": 0,
         "auth_enabled": "false",
         "allow_private_networks": 1,
+        "create_topics": "true",
     } | settings
     inherited = {k: v for k, v in os.environ.items() if not k.startswith("SCRAPESTREAM_")}
     return inherited | {f"SCRAPESTREAM_{name.upper()}": str(value) for name, value in values.items()}

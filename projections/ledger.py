@@ -10,6 +10,10 @@ estimate: the reservation is the most the call may take, so a period's spend nev
 budget. Amounts are decimals at the contract's scale throughout. A record no writer could have
 meant (a negative amount, a time outside `EARLIEST`..`LATEST`) is refused by `problem_of` before it
 is folded.
+
+A ledger's whole state can be written down (`checkpoint`) and taken up again (`restored`): a reader
+that starts from a checkpoint and folds the records after it holds exactly the state of one that
+folded every record, so the records before a checkpoint may leave the log.
 """
 
 from __future__ import annotations
@@ -22,13 +26,22 @@ from decimal import Decimal
 from uuid import UUID
 
 from schemas.types import to_cost_scale
-from schemas.work import RouteReconciled, RouteReserved
+from schemas.work import (
+    RouteCheckpoint,
+    RouteDecision,
+    RouteHold,
+    RoutePeriodSpend,
+    RouteReconciled,
+    RouteReserved,
+)
 
 ZERO = Decimal("0.000000")
 EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)
 LATEST = datetime(9000, 1, 1, tzinfo=UTC)
 PERIODS_KEPT = 48
 DECISIONS_KEPT = 100_000
+DECISIONS_CHECKPOINTED = 1_000  # a reservation is written again only within its lease
+HOLDS_CHECKPOINTED = 20_000  # keeps a checkpoint well under the broker's record limit
 BYTES_PER_GB = Decimal(1_000_000_000)
 
 
@@ -80,6 +93,21 @@ def problem_of(record: RouteReserved | RouteReconciled) -> str | None:
         return None
     if record.actual < 0 or record.bytes < 0 or record.browser_seconds < 0:
         return "a negative amount"
+    return None
+
+
+def checkpoint_problem(checkpoint: RouteCheckpoint, offset: int) -> str | None:
+    """Why a checkpoint read at `offset` cannot be taken up, or None."""
+    if not 0 <= checkpoint.through_offset <= offset:
+        return f"it claims to cover the records before {checkpoint.through_offset}, but stands at {offset}"
+    if checkpoint.period_s <= 0:
+        return f"a period of {checkpoint.period_s} s"
+    amounts = [checkpoint.spent_total, *(p.spent for p in checkpoint.periods)]
+    amounts += [hold.amount for hold in checkpoint.held]
+    if min(amounts) < 0 or min(checkpoint.granted, checkpoint.denied) < 0:
+        return "a negative amount"
+    if any(not EARLIEST <= at < LATEST for at in checkpoint.grant_times):
+        return f"a grant time outside {EARLIEST.year}..{LATEST.year}"
     return None
 
 
@@ -197,3 +225,58 @@ class RouteLedger:
         kept_from = reservation.requested_at - window - timedelta(seconds=1)  # `rate` reads the last second
         while len(self._grant_times) > 1 and self._grant_times[0] < kept_from:
             self._grant_times.popleft()
+
+    def checkpoint(self, route: str, through_offset: int, now: datetime) -> RouteCheckpoint | None:
+        """The ledger as it stands before `through_offset`; None when it holds too many unreconciled
+        reservations to write in one record (the records then stay the way to it)."""
+        if len(self._held) > HOLDS_CHECKPOINTED:
+            return None
+        decisions = list(self._decisions.items())[-DECISIONS_CHECKPOINTED:]
+        return RouteCheckpoint(
+            route=route,
+            through_offset=through_offset,
+            period_s=self.metering.period_s,
+            spent_total=self.spent_total,
+            granted=self.granted,
+            denied=self.denied,
+            periods=tuple(RoutePeriodSpend(period=p, spent=spent) for p, spent in self.periods.items()),
+            held=tuple(
+                RouteHold(reservation_id=key, period=held.period, amount=held.amount)
+                for key, held in self._held.items()
+            ),
+            grant_times=tuple(self._grant_times),
+            decisions=tuple(
+                RouteDecision(
+                    reservation_id=key, granted=decided.granted, code=decided.code, retry_at=decided.retry_at
+                )
+                for key, decided in decisions
+            ),
+            written_at=now,
+        )
+
+    @classmethod
+    def restored(cls, metering: Metering, checkpoint: RouteCheckpoint) -> RouteLedger:
+        """The ledger a checkpoint wrote down, its periods renumbered if the period's length changed since."""
+
+        def period(number: int) -> int:
+            return number * checkpoint.period_s // metering.period_s
+
+        periods: OrderedDict[int, Decimal] = OrderedDict()
+        for spend in checkpoint.periods:
+            periods[period(spend.period)] = periods.get(period(spend.period), ZERO) + spend.spent
+        ledger = cls(
+            metering,
+            spent_total=checkpoint.spent_total,
+            granted=checkpoint.granted,
+            denied=checkpoint.denied,
+            periods=OrderedDict(sorted(periods.items())),
+        )
+        ledger._held = {
+            hold.reservation_id: _Held(period(hold.period), hold.amount) for hold in checkpoint.held
+        }
+        ledger._decisions = OrderedDict(
+            (decided.reservation_id, Decision(decided.granted, decided.code, decided.retry_at))
+            for decided in checkpoint.decisions
+        )
+        ledger._grant_times = deque(checkpoint.grant_times)
+        return ledger

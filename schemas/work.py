@@ -108,3 +108,35 @@ class RouteReconciled(Record):
     bytes: int
     browser_seconds: Money
     reconciled_at: Instant
+
+
+class RoutePeriodSpend(Record):
+    period: int
+    spent: Money
+
+
+class RouteHold(Record):
+    reservation_id: UUID
+    period: int
+    amount: Money
+
+
+class RouteDecision(Record):
+    reservation_id: UUID
+    granted: bool
+    code: str | None = None
+    retry_at: Instant | None = None
+
+
+class RouteCheckpoint(Record):
+    route: str
+    through_offset: int
+    period_s: int
+    spent_total: Money
+    granted: int
+    denied: int
+    periods: tuple[RoutePeriodSpend, ...] = ()
+    held: tuple[RouteHold, ...] = ()
+    grant_times: tuple[Instant, ...] = ()
+    decisions: tuple[RouteDecision, ...] = ()
+    written_at: Instant

@@ -27,7 +27,7 @@ EXIT_USAGE = 2
 EXIT_TIMED_OUT = 3
 EXIT_INTERRUPTED = 130
 API_COMMANDS = frozenset({"get", "list", "events", "cancel", "redrive", "delete-history", "principal"})
-KAFKA_COMMANDS = frozenset({"submit", "watch", "replay"})
+KAFKA_COMMANDS = frozenset({"submit", "watch", "replay", "topics"})
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -45,6 +45,17 @@ def _parser() -> argparse.ArgumentParser:
     watch.add_argument("--from-beginning", action="store_true", help="start at the oldest completion")
     watch.add_argument("--json", action="store_true", help="print one JSON record per line")
     _api_parsers(commands)
+    topics = commands.add_parser(
+        "topics", help="create, check or describe the topics the settings say a deployment needs"
+    )
+    topics.add_argument("action", choices=["create", "check", "describe"])
+    topics.add_argument(
+        "--type",
+        dest="job_types",
+        action="append",
+        default=[],
+        help="also a job type's due topic (repeatable)",
+    )
     replay = commands.add_parser("replay", help="rebuild the lifecycle store from the events topic")
     target = replay.add_mutually_exclusive_group(required=True)
     target.add_argument(

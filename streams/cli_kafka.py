@@ -42,6 +42,8 @@ def run_kafka_command(arguments: argparse.Namespace) -> int:
         return run(_submit(arguments))
     if arguments.command == "watch":
         return run(_watch(arguments))
+    if arguments.command == "topics":
+        return run(_topics(arguments))
     return run(_replay(arguments))
 
 
@@ -199,6 +201,38 @@ async def _watch(arguments: argparse.Namespace) -> int:
             else:
                 console.print(completion_line(document))
     return 0
+
+
+async def _topics(arguments: argparse.Namespace) -> int:
+    """`create` makes what is missing, then checks; `check` names each fault (exit 1 for any);
+    `describe` shows each topic as the cluster has it."""
+    from streams.jobtypes import discover, runnable_here
+    from streams.topics import create_missing, inspect, problems, topic_specs
+
+    settings = connected_settings()
+    runners = {*settings.profiles, *runnable_here(settings, discover()), *arguments.job_types}
+    specs = topic_specs(settings, runners)
+    if arguments.action == "create":
+        for name in await create_missing(settings, specs):
+            _print(f"created {name}", False)
+    found = await inspect(settings, [spec.name for spec in specs])
+    if arguments.action == "describe":
+        for spec in specs:
+            have = found.get(spec.name)
+            if have is None:
+                _print(f"{spec.name}: missing", False)
+                continue
+            shown = ", ".join(f"{key}={have.configs.get(key, 'unset')}" for key in spec.configs)
+            _print(
+                f"{spec.name}: {have.partitions} partitions, replication {have.replication}, {shown}", False
+            )
+        return 0
+    faults = problems(specs, found)
+    for fault in faults:
+        _print(fault, False)
+    if not faults:
+        _print(f"all {len(specs)} topics are as the settings say", False)
+    return EXIT_FAILED if faults else 0
 
 
 async def _replay(arguments: argparse.Namespace) -> int:

@@ -28,7 +28,7 @@ def serve(arguments: argparse.Namespace) -> int:
     it took a fifth of a worker's CPU, mostly rescanning long-lived caches (docs/PERFORMANCE.md)."""
     overrides: dict[str, Any] = {}
     if arguments.command == "dev":
-        overrides = {"auth_enabled": False, "s3_create_bucket": True}
+        overrides = {"auth_enabled": False, "s3_create_bucket": True, "create_topics": True}
         if arguments.port is not None:
             overrides["web_port"] = arguments.port
         elif "SCRAPESTREAM_WEB_PORT" not in os.environ:

@@ -23,7 +23,7 @@ from schemas.errors import ScrapestreamError
 from schemas.events import Event, JobAccepted, JobCompleted, JobRejected, SubmissionReused
 from schemas.types import Record
 from streams.auth.signing import Binding, private_key_from_text, sign
-from streams.broker.compat import BrokerProfile, FetchPacer, start_whole
+from streams.broker.compat import BrokerProfile, FetchPacer, refresh_metadata, start_whole
 from streams.clock import utc_now
 from streams.publisher import Publisher, outgoing, partition_of
 
@@ -211,7 +211,7 @@ class Client:
         consumer = self._consumer()
         try:
             await start_whole(consumer.start, consumer.stop)
-            await consumer.topics()
+            await refresh_metadata(consumer)
             partition = self._partition_of(consumer, f"{self._prefix}.events", key)
             consumer.assign([partition])
             consumer.seek(partition, 0)
@@ -264,7 +264,7 @@ class Client:
         consumer = self._consumer()
         try:
             await start_whole(consumer.start, consumer.stop)
-            await consumer.topics()
+            await refresh_metadata(consumer)
             partitions = list(
                 {
                     self._partition_of(consumer, f"{self._prefix}.{name}", key)

@@ -28,7 +28,7 @@ from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 from aiokafka.errors import KafkaError
 
-from streams.broker.compat import BrokerProfile, FetchPacer, start_whole
+from streams.broker.compat import BrokerProfile, FetchPacer, partitions_known, refresh_metadata, start_whole
 from streams.deadinput import DeadLetters
 from streams.errors import BrokerError
 from streams.failures import waiting_for
@@ -37,7 +37,6 @@ from streams.routing import Routing
 log = logging.getLogger(__name__)
 COMMIT_EVERY_S = 0.2
 RETRY_BACKOFF_S = (0.2, 0.5, 1.0, 2.0, 5.0)
-TOPICS_VISIBLE_WITHIN_S = 30.0
 OWNERSHIP_CHECK_S = 5.0
 SETTLE_BELOW_RECORDS = 32
 Record = Any  # aiokafka's ConsumerRecord
@@ -163,7 +162,7 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
         except KafkaError as exc:
             await self._consumer.stop()
             raise BrokerError(f"cannot join the consumer group: {exc}") from exc
-        await self._topics_visible()
+        await partitions_known(self._consumer, self._by_topic)
         self._consumer.subscribe(topics=sorted(self._by_topic), listener=self)
         self._tasks = [asyncio.create_task(self._fetch(), name="consumer.fetch")]
         self._tasks += [asyncio.create_task(self._serve(lane), name=lane.stage.name) for lane in self._lanes]
@@ -171,20 +170,6 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
         self._tasks.append(asyncio.create_task(self._commit_periodically(), name="consumer.commit"))
         for task in self._tasks:
             task.add_done_callback(self._report_crash)
-
-    async def _topics_visible(self) -> None:
-        """Until the cluster's metadata shows every topic to read, for a bounded time."""
-        loop = asyncio.get_running_loop()
-        give_up_at = loop.time() + TOPICS_VISIBLE_WITHIN_S
-        while True:
-            with contextlib.suppress(KafkaError):
-                await self._consumer.topics()  # a fresh look at every topic's partitions
-            unseen = [topic for topic in self._by_topic if not self._consumer.partitions_for_topic(topic)]
-            if not unseen or loop.time() > give_up_at:
-                if unseen:
-                    log.warning("topics %s are not in the cluster's metadata yet; subscribing anyway", unseen)
-                return
-            await asyncio.sleep(0.2)
 
     def unowned(self) -> dict[str, list[int]]:
         """Partitions of the topics this worker reads that no member of its group holds."""
@@ -203,7 +188,7 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
             if unowned and noticed:
                 log.warning("partitions %s are held by no worker: rebalancing the group", unowned)
                 with contextlib.suppress(KafkaError):
-                    await self._consumer.topics()
+                    await refresh_metadata(self._consumer)
                 self._consumer._coordinator.request_rejoin()  # aiokafka has no public call for it
             noticed = bool(unowned) and not noticed
 

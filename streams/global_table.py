@@ -28,7 +28,7 @@ from projections.storage.base import KeyValueStore, StoreError, prefix_end
 from schemas.codec import decode_as
 from schemas.errors import CodecError
 from schemas.work import ArtifactPurged, ArtifactReference, CacheEntry
-from streams.broker.compat import BrokerProfile, end_offsets, start_whole
+from streams.broker.compat import BrokerProfile, end_offsets, partitions_known, start_whole
 
 log = logging.getLogger(__name__)
 ENTRY = b"e/"
@@ -69,12 +69,7 @@ class GlobalTable:
 
     async def start(self) -> None:
         await start_whole(self._consumer.start, self._consumer.stop)
-        await self._consumer.topics()
-        partitions = [
-            TopicPartition(topic, partition)
-            for topic in (self._cache_topic, self._references_topic)
-            for partition in sorted(self._consumer.partitions_for_topic(topic) or ())
-        ]
+        partitions = await partitions_known(self._consumer, [self._cache_topic, self._references_topic])
         self._consumer.assign(partitions)
         await self._rewind(partitions)
         self._ends = await end_offsets(self._bootstrap, partitions, self._profile)

@@ -1,39 +1,93 @@
 """Every worker's reading of `scrapestream.routes`: each metered route's ledger, folded in log order.
 
-An executor that wants to spend on a route writes a `RouteReserved` (keyed by the route, so one
-partition orders all of that route's records) and waits until this reader has folded the
+An executor that wants to spend on a route writes a `RouteReserved` (in the route's partition, so
+one partition orders all of that route's records) and waits until this reader has folded the
 partition past it: the decision is the one every other reader makes for that record too
-(`projections.ledger`). The read API shows the same ledgers. The whole topic is read at start.
-A record that cannot be folded (undecodable, out of range, or one the fold raises on) is skipped
-and counted (`skipped`), the same way on every worker; the reader never dies on a record.
+(`projections.ledger`). The read API shows the same ledgers. A record that cannot be folded
+(undecodable, out of range, or one the fold raises on) is skipped and counted (`skipped`), the same
+way on every worker; the reader never dies on a record.
+
+The topic is compacted and time-retained. Reservations and reconciliations have keys of their own
+(`<route>/<reservation id>`, `…/actual`), so compaction never merges them; every so often a reader
+writes a `RouteCheckpoint` of each route it folded (key `checkpoint/<route>`, compacted to the
+latest): the ledger as it stood before an offset. A reader starting up finds each route's latest
+checkpoint, takes its state up and folds only the records after it, so it holds exactly what a
+reader of every record holds, and what retention removes before a checkpoint is never needed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import random
 from collections.abc import Mapping
+from datetime import datetime
+from uuid import UUID
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from projections.ledger import Decision, Metering, RouteLedger, problem_of
+from projections.ledger import Decision, Metering, RouteLedger, checkpoint_problem, problem_of
 from schemas.codec import decode_as
 from schemas.errors import CodecError
-from schemas.work import RouteReconciled, RouteReserved
-from streams.broker.compat import BrokerProfile, FetchPacer, start_whole
+from schemas.types import uuid_text
+from schemas.work import RouteCheckpoint, RouteReconciled, RouteReserved
+from streams.broker.compat import (
+    BrokerProfile,
+    FetchPacer,
+    end_offsets,
+    partitions_known,
+    records_between,
+    start_whole,
+)
+from streams.clock import utc_now
 from streams.global_table import poll_or_wait
-from streams.publisher import Written
+from streams.publisher import Sink, Written, outgoing, partition_of
 
 log = logging.getLogger(__name__)
 MAX_RECORDS = 5_000
+CHECKPOINT = "checkpoint/"
+# Each reader writes a route's checkpoint after a jittered count or age, so readers seldom all write one.
+CHECKPOINT_AFTER_RECORDS = 5_000
+CHECKPOINT_AFTER_S = 600.0
+REWRITE_AFTER_S = 86_400.0  # an unchanged route's checkpoint, written again well inside retention
+
+
+def reservation_key(route: str, reservation_id: UUID) -> str:
+    return f"{route}/{uuid_text(reservation_id)}"
+
+
+def reconciliation_key(route: str, reservation_id: UUID) -> str:
+    return f"{reservation_key(route, reservation_id)}/actual"
+
+
+class _Progress:
+    """What a route's reader knows of its checkpoints: where the latest leaves off, what came since."""
+
+    def __init__(self) -> None:
+        self.through = 0  # records before this offset are in the state taken up
+        self.since = 0  # records folded since the latest checkpoint in the log
+        self.written_at: datetime | None = None
+        self.jitter = 1 + random.random()  # noqa: S311 - spreads writers, nothing secret
 
 
 class LedgerReader:
     def __init__(
-        self, bootstrap: str, topic: str, profile: BrokerProfile, meterings: Mapping[str, Metering]
+        self,
+        bootstrap: str,
+        topic: str,
+        profile: BrokerProfile,
+        meterings: Mapping[str, Metering],
+        publisher: Sink | None = None,
     ) -> None:
+        self._bootstrap = bootstrap
         self._topic = topic
+        self._profile = profile
+        self._publisher = publisher
+        self._meterings = meterings
         self.ledgers = {name: RouteLedger(metering) for name, metering in meterings.items()}
+        self._progress_of = {name: _Progress() for name in meterings}
+        self._partitions = 1
+        self._started_at = utc_now()
         self._consumer = AIOKafkaConsumer(
             bootstrap_servers=bootstrap, enable_auto_commit=False, **profile.consumer_options()
         )
@@ -42,17 +96,64 @@ class LedgerReader:
         self._progress = asyncio.Condition()
         self._task: asyncio.Task[None] | None = None
         self.skipped = 0
+        self.folded = 0  # reservations and reconciliations folded (not those a checkpoint covered)
 
     async def start(self) -> None:
         await start_whole(self._consumer.start, self._consumer.stop)
-        await self._consumer.topics()
-        partitions = [
-            TopicPartition(self._topic, partition)
-            for partition in sorted(self._consumer.partitions_for_topic(self._topic) or ())
-        ]
+        partitions = await partitions_known(self._consumer, [self._topic])
+        self._partitions = max(len(partitions), 1)
         self._consumer.assign(partitions)
         await self._consumer.seek_to_beginning(*partitions)
+        await self._take_up_checkpoints(partitions)
         self._task = asyncio.create_task(self._follow(), name="route-ledger")
+
+    def partition_for(self, route: str) -> int:
+        """The partition of every record of `route`."""
+        return partition_of(route.encode(), self._partitions)
+
+    async def _take_up_checkpoints(self, partitions: list[TopicPartition]) -> None:
+        """Each route's ledger from its latest checkpoint; each partition read on from the earliest
+        offset one of its routes still needs."""
+        found: dict[str, list[tuple[int, bytes]]] = {}
+        ends = await end_offsets(self._bootstrap, partitions, self._profile)
+        for tp in partitions:
+            if ends.get(tp, 0) <= 0:
+                continue
+            async for records in records_between(self._bootstrap, tp, None, ends[tp]):
+                for record in records:
+                    key = record.key or b""
+                    if key.startswith(CHECKPOINT.encode()) and record.value is not None:
+                        route = key[len(CHECKPOINT) :].decode(errors="replace")
+                        found.setdefault(route, []).append((record.offset, record.value))
+        for route, candidates in found.items():
+            if route in self.ledgers:
+                self._take_up_latest(route, candidates)
+        for tp in partitions:
+            needed = [
+                progress.through
+                for route, progress in self._progress_of.items()
+                if self.partition_for(route) == tp.partition
+            ]
+            if needed and min(needed) > 0:
+                self._consumer.seek(tp, min(needed))
+
+    def _take_up_latest(self, route: str, candidates: list[tuple[int, bytes]]) -> None:
+        """The latest checkpoint of `route` that can be taken up; none: its records from the start."""
+        for offset, value in reversed(candidates):
+            try:
+                checkpoint = decode_as(value, RouteCheckpoint)
+                problem = checkpoint_problem(checkpoint, offset)
+                if checkpoint.route != route:
+                    problem = f"it is route {checkpoint.route[:80]!r}'s"
+            except CodecError as exc:
+                problem = f"it does not decode ({exc})"
+            if problem is None:
+                self.ledgers[route] = RouteLedger.restored(self._meterings[route], checkpoint)
+                progress = self._progress_of[route]
+                progress.through, progress.written_at = checkpoint.through_offset, checkpoint.written_at
+                return
+            self.skipped += 1
+            log.warning("route %s's checkpoint at offset %d is passed over: %s", route, offset, problem)
 
     async def decision(self, reservation: RouteReserved, written: Written) -> Decision:
         """The decision on a reservation this worker wrote, once the fold has reached it."""
@@ -76,10 +177,38 @@ class LedgerReader:
                 self._read[tp.partition] = records[-1].offset + 1
             async with self._progress:
                 self._progress.notify_all()
+            await self._checkpoint_due()
+
+    async def _checkpoint_due(self) -> None:
+        """Writes the checkpoint of each route whose records since the last one are many or old."""
+        if self._publisher is None:
+            return
+        now = utc_now()
+        due = []
+        for route, progress in self._progress_of.items():
+            partition = self.partition_for(route)
+            if partition not in self._read:
+                continue  # not read up to anywhere yet
+            age = (now - (progress.written_at or self._started_at)).total_seconds()
+            many = progress.since >= CHECKPOINT_AFTER_RECORDS * progress.jitter
+            old = age >= (CHECKPOINT_AFTER_S if progress.since else REWRITE_AFTER_S) * progress.jitter
+            if not (many or old) or (progress.written_at is None and not progress.since):
+                continue
+            checkpoint = self.ledgers[route].checkpoint(route, self._read[partition], now)
+            if checkpoint is None:
+                log.warning("route %s holds too many unreconciled reservations to checkpoint", route)
+                continue
+            due.append(outgoing(self._topic, CHECKPOINT + route, checkpoint, partition=partition, at=now))
+            progress.since, progress.written_at = 0, now
+        if due:
+            try:
+                await self._publisher.send_all(due)
+            except Exception as exc:  # the records stay the way to the state; tried again later
+                log.warning("route checkpoints could not be written: %s", exc)
 
     def _fold(self, value: bytes, partition: int, offset: int) -> None:
         try:
-            problem = self._folded(value)
+            problem = self._folded(value, offset)
         except CodecError as exc:
             problem = f"it does not decode ({exc})"
         except Exception as exc:  # whatever a record makes the fold raise is that record's, not the reader's
@@ -88,13 +217,21 @@ class LedgerReader:
             self.skipped += 1
             log.warning("route ledger record %d/%d is skipped: %s", partition, offset, problem)
 
-    def _folded(self, value: bytes) -> str | None:
-        record = decode_as(value, RouteReserved, RouteReconciled)
-        if not isinstance(record, RouteReserved | RouteReconciled):
+    def _folded(self, value: bytes, offset: int) -> str | None:
+        record = decode_as(value, RouteReserved, RouteReconciled, RouteCheckpoint)
+        if not isinstance(record, RouteReserved | RouteReconciled | RouteCheckpoint):
             return f"a {type(record).__name__} is not a ledger record"
         ledger = self.ledgers.get(record.route)
-        if ledger is None:
+        progress = self._progress_of.get(record.route)
+        if ledger is None or progress is None:
             return None  # a route this deployment no longer meters
+        if isinstance(record, RouteCheckpoint):
+            progress.since, progress.written_at = 0, record.written_at  # another reader's, or this one's
+            return None
+        if offset < progress.through:
+            return None  # in the checkpoint this reader started from
+        progress.since += 1
+        self.folded += 1
         problem = problem_of(record)
         if problem is not None:
             return problem

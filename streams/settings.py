@@ -144,6 +144,10 @@ class Settings(BaseSettings):
     web_port: int = Field(default=8080, ge=0, le=65535)
     partitions: int = Field(default=4, ge=1, le=1024)
     replication_factor: int = Field(default=1, ge=1, le=16)
+    min_insync_replicas: int | None = Field(default=None, ge=1, le=16)
+    create_topics: bool = False
+    compacted_segment_ms: int = Field(default=3_600_000, ge=1_000)
+    compacted_dirty_ratio: float = Field(default=0.5, gt=0, le=1)
     group_id: str = "scrapestream"
     topic_prefix: str = "scrapestream"
 
@@ -206,6 +210,7 @@ class Settings(BaseSettings):
     orphan_grace_hours: float = Field(default=24.0, gt=0)
     snapshot_interval_s: float = Field(default=5.0, gt=0)
     events_retention_hours: float = Field(default=168.0, ge=0)
+    accept_log_gap: tuple[int, ...] = ()
 
     callback_secret: SecretStr | None = None
     callback_max_elapsed_s: float = Field(default=86_400.0, gt=0)
@@ -259,6 +264,15 @@ class Settings(BaseSettings):
         return value
 
     @model_validator(mode="after")
+    def _enough_replicas(self) -> Settings:
+        if self.min_insync_replicas is not None and self.min_insync_replicas > self.replication_factor:
+            raise ValueError(
+                "SCRAPESTREAM_MIN_INSYNC_REPLICAS is larger than SCRAPESTREAM_REPLICATION_FACTOR: "
+                "no write could succeed"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _one_peer_secret(self) -> Settings:
         if self.peer_secret is not None and self.peer_secret_file is not None:
             raise ValueError("set SCRAPESTREAM_PEER_SECRET or SCRAPESTREAM_PEER_SECRET_FILE, not both")
@@ -269,6 +283,14 @@ class Settings(BaseSettings):
         if self.artifact_store == "s3" and not self.s3_bucket:
             raise ValueError("SCRAPESTREAM_ARTIFACT_STORE=s3 needs SCRAPESTREAM_S3_BUCKET")
         return self
+
+    @property
+    def resolved_min_insync_replicas(self) -> int:
+        """`min.insync.replicas` of every topic: as set, else one less than the replication factor
+        (two of three), at least one."""
+        if self.min_insync_replicas is not None:
+            return self.min_insync_replicas
+        return max(1, min(2, self.replication_factor - 1))
 
     def topic(self, name: str) -> str:
         return f"{self.topic_prefix}.{name}"

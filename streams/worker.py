@@ -112,7 +112,7 @@ class Worker:
         await publisher.start()
         stack.push_async_callback(publisher.stop)
         dead = DeadLetters(settings, publisher, self.counters)
-        ledger = self.ledger = await self._ledger()
+        ledger = self.ledger = await self._ledger(publisher)
         snapshots = self.snapshots = Snapshots(
             settings, self.profile, store, publisher, lambda: lifecycle.owned, self.counters
         )
@@ -215,13 +215,13 @@ class Worker:
             )
         return None if secret is None else PeerKey(secret)
 
-    async def _ledger(self) -> LedgerReader | None:
+    async def _ledger(self, publisher: Publisher) -> LedgerReader | None:
         """The route ledger, read when some route is metered."""
         measured = meterings(self.settings)
         if not any(metering.metered for metering in measured.values()):
             return None
         ledger = LedgerReader(
-            self.settings.kafka_bootstrap, self.settings.topic("routes"), self.profile, measured
+            self.settings.kafka_bootstrap, self.settings.topic("routes"), self.profile, measured, publisher
         )
         self._stack.push_async_callback(ledger.stop)
         await ledger.start()

@@ -12,6 +12,27 @@ import pytest
 from moto.server import ThreadedMotoServer
 
 from streams.broker.embedded import EmbeddedBroker, free_loopback_port
+from streams.broker.kafka import KAFKA_VERSION, KafkaCluster, fetch_kafka
+from tests.brokers import POM, TestBroker, kafka_or_skip, register
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--broker",
+        choices=["tansu", "kafka", "both"],
+        default="both",
+        help="which broker the broker tests run on: the embedded tansu, Apache Kafka, or each in turn",
+    )
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "broker" in metafunc.fixturenames:
+        chosen = metafunc.config.getoption("--broker")
+        kinds = ["tansu", "kafka"] if chosen == "both" else [chosen]
+        # Under xdist (`-n 2 --dist loadgroup`) every test of one broker runs in one process, so each
+        # process starts only its own broker, once.
+        params = [pytest.param(kind, marks=pytest.mark.xdist_group(kind)) for kind in kinds]
+        metafunc.parametrize("broker", params, indirect=True, scope="session")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -19,15 +40,64 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: 0 if item.get_closest_marker("static") else 1)
 
 
+STARTED: list[str] = []  # the brokers this process started, for the summary
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if hasattr(session.config, "workeroutput"):  # an xdist worker: its controller prints them
+        session.config.workeroutput["brokers"] = list(STARTED)
+
+
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: without xdist it is never called
+def pytest_testnodedown(node: Any, error: object) -> None:
+    STARTED.extend(getattr(node, "workeroutput", {}).get("brokers", []))
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    for line in STARTED:
+        terminalreporter.write_line(line)
+
+
 @pytest.fixture(scope="session")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedBroker]:
+def broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestBroker]:
+    """One broker for the whole session: tansu, or a one-node Apache Kafka (fetched once by Maven)."""
+    if request.param == "kafka":
+        kafka_or_skip()
+        jars = fetch_kafka(POM)
+        cluster = KafkaCluster(jars, tmp_path_factory.mktemp("kafka"), nodes=1)
+        asyncio.run(cluster.start())
+        STARTED.append(f"brokers: Apache Kafka {KAFKA_VERSION}, one node at {cluster.bootstrap}")
+        try:
+            yield register(TestBroker("kafka", cluster.bootstrap))
+        finally:
+            cluster.stop()
+        return
     log_path = tmp_path_factory.mktemp("broker") / "tansu.log"
     embedded = EmbeddedBroker(log_path=log_path)
     asyncio.run(embedded.start())
+    STARTED.append(f"brokers: tansu (embedded) at {embedded.bootstrap}")
     try:
-        yield embedded
+        yield register(TestBroker("tansu", embedded.bootstrap))
     finally:
         embedded.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[KafkaCluster]:
+    """Three Apache Kafka brokers (separate JVMs, so one can be killed), for the Kafka-only tests."""
+    if request.config.getoption("--broker") == "tansu":
+        pytest.skip("Apache Kafka only: run with --broker kafka or both")
+    kafka_or_skip()
+    cluster = KafkaCluster(fetch_kafka(POM), tmp_path_factory.mktemp("cluster"), nodes=3)
+    asyncio.run(cluster.start())
+    STARTED.append(f"brokers: Apache Kafka {KAFKA_VERSION}, three brokers at {cluster.bootstrap}")
+    register(TestBroker("kafka", cluster.bootstrap))
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -52,6 +52,8 @@ from streams.settings import Settings
 log = logging.getLogger(__name__)
 COMMAND_TYPES = get_args(Command)
 CATCH_UP_RETRY_S = 1.0
+WRITTEN_WAIT_S = 5.0  # how long a read waits for a batch in flight before it answers what is stored
+LOG_GAP_RETRY_S = 30.0  # a gap waits for an operator: a restored topic, or a gap accepted
 # What decided a command: a submission's first event, a mutation's audit record, or the refusal it
 # sent to its actor's audit stream.
 Decided = AuditRecorded | RecordAudit | JobAccepted | SubmissionReused | JobRejected
@@ -104,8 +106,11 @@ class Lifecycle(QuietStage):
         self.topics = frozenset({settings.topic("commands")})
         self._owned: set[int] = set()
         self._adopting: dict[int, asyncio.Task[None]] = {}
+        self.blocked: dict[int, str] = {}  # partition -> why it cannot be caught up
         self._closed = False
         self._control: PartitionControl | None = None
+        self._unfolded: Counter[UUID] = Counter()  # jobs whose batch published but has not folded yet
+        self._batch_folded = asyncio.Event()
 
     @property
     def owned(self) -> list[int]:
@@ -133,6 +138,23 @@ class Lifecycle(QuietStage):
                 self._decisions.pop(command_id, None)
 
         return decided()
+
+    def unfolded(self, job_id: UUID) -> bool:
+        """Whether a batch has published consequences of `job_id` (its completion, say) but its
+        events are not in the store yet."""
+        return job_id in self._unfolded
+
+    async def written(self, job_id: UUID | None = None) -> None:
+        """Returns once the store holds every event of `job_id` (of any job, if None) whose
+        consequences this worker has published: a reader who saw a completion finds its job done."""
+        loop = asyncio.get_running_loop()
+        give_up_at = loop.time() + WRITTEN_WAIT_S
+        while self._pending(job_id) and loop.time() < give_up_at:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._batch_folded.wait(), give_up_at - loop.time())
+
+    def _pending(self, job_id: UUID | None) -> bool:
+        return job_id in self._unfolded if job_id is not None else bool(self._unfolded)
 
     def _decided(self, events: Sequence[Event]) -> None:
         if self._observe is not None:
@@ -187,6 +209,19 @@ class Lifecycle(QuietStage):
             published += consequences
         if not decided and not published:
             return []
+        jobs = Counter({event.job_id for events in decided.values() for event in events})
+        self._unfolded.update(jobs)
+        try:
+            return await self._publish_append_fold(decided, published, states)
+        finally:
+            self._unfolded.subtract(jobs)
+            self._unfolded = +self._unfolded
+            self._batch_folded.set()
+            self._batch_folded = asyncio.Event()
+
+    async def _publish_append_fold(
+        self, decided: dict[int, list[Event]], published: list[Outgoing], states: dict[UUID, State]
+    ) -> list[Event]:
         # Step 2
         if self._cache_entries is not None:  # this worker reads its own entries before any completion
             cache = self._settings.topic("cache")
@@ -318,11 +353,19 @@ class Lifecycle(QuietStage):
             try:
                 await self.adopt(tp.partition)
                 break
+            except LogGapError as exc:
+                if self._closed:
+                    return
+                if self.blocked.get(tp.partition) != str(exc):
+                    log.error("partition %d is not served: %s", tp.partition, exc)
+                self.blocked[tp.partition] = str(exc)
+                await asyncio.sleep(LOG_GAP_RETRY_S)
             except Exception as exc:
                 if self._closed:
                     return
                 log.warning("catching up partition %d failed (%s); retrying", tp.partition, exc)
                 await asyncio.sleep(CATCH_UP_RETRY_S)
+        self.blocked.pop(tp.partition, None)
         self._adopting.pop(tp.partition, None)
         if self._control is not None:
             self._control.release([tp], "catch-up")
@@ -335,6 +378,7 @@ class Lifecycle(QuietStage):
     async def revoked(self, partitions: set[TopicPartition]) -> None:
         for tp in partitions:
             self._owned.discard(tp.partition)
+            self.blocked.pop(tp.partition, None)
             task = self._adopting.pop(tp.partition, None)
             if task is not None:
                 task.cancel()
@@ -348,6 +392,7 @@ class Lifecycle(QuietStage):
     async def catch_up(self, partition: int) -> int:
         """Fold the events of `partition` this store has not seen (written before a crash or elsewhere)."""
         events_partition = TopicPartition(self._settings.topic("events"), partition)
+        folded_before = self._store.has_offset(partition)
         if self._restore is not None:
             await self._restore(partition)
         start = self._store.events_offset(partition)
@@ -356,31 +401,49 @@ class Lifecycle(QuietStage):
         ]
         if start >= end:
             return 0
-        folded = await fold_log(self._settings, events_partition, start, end, self._store)
+        try:
+            folded = await fold_log(self._settings, events_partition, start, end, self._store)
+        except LogGapError as exc:
+            if partition not in self._settings.accept_log_gap or folded_before:
+                raise LogGapError(f"{exc}. {_gap_advice(partition, folded_before)}") from exc
+            log.warning(
+                "%s; accepted by SCRAPESTREAM_ACCEPT_LOG_GAP: the jobs of those events are forgotten", exc
+            )
+            folded = await fold_log(self._settings, events_partition, None, end, self._store)
         self.events_from_log += folded
         log.info("partition %d: folded %d events from the log", partition, folded)
         return folded
 
 
+def _gap_advice(partition: int, folded_before: bool) -> str:
+    """What an operator can do about a gap: a store that folded the partition before can start afresh
+    from the snapshots; one that had nothing but the snapshots lacks those events for good."""
+    if folded_before:
+        return (
+            "This store missed them: start the worker on an empty SCRAPESTREAM_DATA_DIR, it recovers"
+            " from the snapshot topic"
+        )
+    return (
+        "No snapshot covers them: the jobs whose events these were cannot be rebuilt. Restore the"
+        " events and snapshots topics from a backup, or accept the loss with"
+        f" SCRAPESTREAM_ACCEPT_LOG_GAP=[{partition}] (those jobs are forgotten, the rest is served)"
+    )
+
+
 async def fold_log(
-    settings: Settings, events_partition: TopicPartition, start: int, end: int, store: JobStore
+    settings: Settings, events_partition: TopicPartition, start: int | None, end: int, store: JobStore
 ) -> int:
-    """Fold the events of one partition from offset `start` to `end` into `store`, in log order."""
+    """Fold the events of one partition from offset `start` (None: its first retained one) to `end`
+    into `store`, in log order."""
     folded = 0
     reading = records_between(settings.kafka_bootstrap, events_partition, start, end)
-    try:
-        async with contextlib.aclosing(reading):  # a failed commit stops the reader now, not at GC
-            async for records in reading:
-                events, values = _decoded(records)
-                store.commit(
-                    events_partition.partition, events, next_offset=records[-1].offset + 1, encoded=values
-                )
-                folded += len(records)
-    except LogGapError as exc:
-        raise LogGapError(
-            f"{exc}. This store missed them: start the worker on an empty SCRAPESTREAM_DATA_DIR,"
-            " it recovers from the snapshot topic."
-        ) from exc
+    async with contextlib.aclosing(reading):  # a failed commit stops the reader now, not at GC
+        async for records in reading:
+            events, values = _decoded(records)
+            store.commit(
+                events_partition.partition, events, next_offset=records[-1].offset + 1, encoded=values
+            )
+            folded += len(records)
     return folded
 
 

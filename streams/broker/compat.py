@@ -16,14 +16,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
+from aiokafka.errors import KafkaError
 
 from schemas.errors import ScrapestreamError
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -74,6 +78,8 @@ EMBEDDED_TANSU = BrokerProfile(
 )
 
 IDLE_AFTER_S = 2.0
+FINISH_CANCELLED_START_S = 5.0
+TOPICS_VISIBLE_WITHIN_S = 30.0
 
 
 class FetchPacer:
@@ -107,15 +113,44 @@ class FetchPacer:
 
 async def start_whole(start: Callable[[], Awaitable[None]], stop: Callable[[], Awaitable[Any]]) -> None:
     """Runs an aiokafka client's `start` to its end even when cancelled, then `stop`s it and lets the
-    cancellation through: aiokafka leaks the bootstrap connection of a start cancelled halfway."""
+    cancellation through: aiokafka leaks the bootstrap connection of a start cancelled halfway. A start
+    that has not ended `FINISH_CANCELLED_START_S` after its cancellation (a consumer waiting for a
+    topic that does not exist) is past its bootstrap: it is cancelled then."""
     starting = asyncio.ensure_future(start())
     try:
         await asyncio.shield(starting)
     except asyncio.CancelledError:
-        with contextlib.suppress(Exception):
-            await starting
+        with contextlib.suppress(Exception, asyncio.CancelledError):
+            await asyncio.wait_for(starting, FINISH_CANCELLED_START_S)
         await stop()
         raise
+
+
+async def refresh_metadata(consumer: AIOKafkaConsumer) -> None:
+    """A fresh look at the cluster's topics for `partitions_for_topic`: aiokafka's `topics()` does not
+    refresh what that reads, and no public call does."""
+    await consumer._client.force_metadata_update()
+
+
+async def partitions_known(consumer: AIOKafkaConsumer, topics: Iterable[str]) -> list[TopicPartition]:
+    """Every partition of `topics`, once the cluster's metadata shows each of them (a topic created a
+    moment ago may not be in every broker's metadata yet); those it shows after a bounded wait."""
+    topics = list(topics)
+    loop = asyncio.get_running_loop()
+    give_up_at = loop.time() + TOPICS_VISIBLE_WITHIN_S
+    while True:
+        with contextlib.suppress(KafkaError):
+            await refresh_metadata(consumer)
+        unseen = [topic for topic in topics if not consumer.partitions_for_topic(topic)]
+        if not unseen or loop.time() > give_up_at:
+            if unseen:
+                log.warning("topics %s are not in the cluster's metadata yet", unseen)
+            return [
+                TopicPartition(topic, partition)
+                for topic in topics
+                for partition in sorted(consumer.partitions_for_topic(topic) or ())
+            ]
+        await asyncio.sleep(0.2)
 
 
 async def end_offsets(

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -24,6 +25,7 @@ from pathlib import Path
 from types import TracebackType
 
 from aiokafka import AIOKafkaClient
+from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
 from streams.broker.embedded import _die_with_parent, free_loopback_port
@@ -47,6 +49,17 @@ LOG4J = """<?xml version="1.0" encoding="UTF-8"?>
   <Loggers><Root level="warn"><AppenderRef ref="file"/></Root></Loggers>
 </Configuration>
 """
+
+
+async def _listening(port: int) -> bool:
+    try:
+        _, writer = await asyncio.open_connection("127.0.0.1", port)
+    except OSError:
+        return False
+    writer.close()
+    with contextlib.suppress(OSError):
+        await writer.wait_closed()
+    return True
 
 
 def kafka_jars(version: str = KAFKA_VERSION) -> Path:
@@ -230,6 +243,8 @@ class KafkaCluster:
         for node in running:
             if node.process is not None and node.process.poll() is not None:
                 raise BrokerError(f"Kafka node {node.node_id} exited; see {node.directory / 'stdout.log'}")
+        if not all([await _listening(node.port) for node in running]):
+            return False  # a client would only log its failed connections
         client = AIOKafkaClient(bootstrap_servers=",".join(node.address for node in running))
         try:
             await client.bootstrap()
@@ -240,6 +255,30 @@ class KafkaCluster:
         finally:
             with contextlib.suppress(Exception):
                 await client.close()
+
+    def active_controller(self) -> int:
+        """The node id of the quorum's leader, as the running nodes last recorded it."""
+        states = []
+        for node in self.members:
+            if node.process is None or node.process.poll() is not None:
+                continue
+            path = node.directory / "data" / "__cluster_metadata-0" / "quorum-state"
+            with contextlib.suppress(OSError, ValueError):
+                states.append(json.loads(path.read_text()))
+        leading = [state for state in states if state.get("leaderId", -1) >= 0]
+        if not leading:
+            raise BrokerError("no running Kafka node knows the quorum's leader")
+        return int(max(leading, key=lambda state: state["leaderEpoch"])["leaderId"])
+
+    async def leaders(self, topic: str) -> dict[int, int]:
+        """Each partition of `topic` with the node id of its leader (-1: none)."""
+        admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap)
+        await admin.start()
+        try:
+            (described,) = await admin.describe_topics([topic])
+        finally:
+            await admin.close()
+        return {partition["partition"]: partition["leader"] for partition in described["partitions"]}
 
     def node(self, node_id: int) -> Node:
         return next(node for node in self.members if node.node_id == node_id)

@@ -27,8 +27,8 @@ from schemas.types import to_cost_scale
 from schemas.work import DueWork, RouteReconciled, RouteReserved
 from streams.fetch.browser import most_held_s
 from streams.fetch.http import call_deadline_s
-from streams.ledger import LedgerReader
-from streams.publisher import Sink, outgoing
+from streams.ledger import LedgerReader, reconciliation_key, reservation_key
+from streams.publisher import Outgoing, Sink, outgoing
 from streams.settings import ResponseLimits, RouteSettings, Settings
 
 log = logging.getLogger(__name__)
@@ -141,7 +141,8 @@ class Routes:
                 reconciled_at=now,
             )
             try:
-                await self._publisher.send_all([outgoing(self._topic, name, record, at=now)])
+                key = reconciliation_key(name, passage.reservation_id)
+                await self._publisher.send_all([self._outgoing(name, key, record, now)])
             except Exception as exc:  # the reservation then keeps counting at its estimate
                 log.warning("the reconciliation on route %s could not be written: %s", name, exc)
         return reconciled
@@ -160,7 +161,8 @@ class Routes:
             requested_at=now,
         )
         try:
-            (written,) = await self._publisher.send_all([outgoing(self._topic, name, reservation, at=now)])
+            key = reservation_key(name, reservation_id)
+            (written,) = await self._publisher.send_all([self._outgoing(name, key, reservation, now)])
         except Exception as exc:  # the ledger cannot be reached now: try again later, uncharged
             log.warning("reserving on route %s failed: %r", name, exc)
             return Decision(False, "ROUTE_UNAVAILABLE")
@@ -172,6 +174,13 @@ class Routes:
             release = Passage(route_name=name, reservation_id=reservation_id)
             await self.reconcile(release, 0, ZERO, now)  # should it be granted later, it holds nothing
             return Decision(False, "ROUTE_UNAVAILABLE")
+
+    def _outgoing(
+        self, route: str, key: str, record: RouteReserved | RouteReconciled, now: datetime
+    ) -> Outgoing:
+        """A ledger record, in its route's partition: one partition orders all of a route's records."""
+        partition = None if self._ledger is None else self._ledger.partition_for(route)
+        return outgoing(self._topic, key, record, partition=partition, at=now)
 
 
 def _pick(proxy_urls: tuple[SecretStr, ...], work: DueWork) -> str | None:

@@ -62,7 +62,7 @@ async def download(artifact_id: UUID, request: Request, principal: Caller) -> Re
 
 @router.get("/_shard/artifacts/{artifact_id}", include_in_schema=False)
 async def references_shard(artifact_id: UUID, request: Request, principal: PeerCaller) -> Response:
-    references = ArtifactReferences(references=_local_refs(context_of(request), artifact_id))
+    references = ArtifactReferences(references=await _local_refs(context_of(request), artifact_id))
     return Response(references.model_dump_json(), media_type=JSON)
 
 
@@ -84,10 +84,14 @@ async def _references(
     remote = await asyncio.gather(
         *(context.peers.shard(peer, path, {}, principal, ArtifactReferences) for peer in peers)
     )
-    return _local_refs(context, artifact_id) + [ref for answer in remote for ref in answer.references]
+    return await _local_refs(context, artifact_id) + [ref for answer in remote for ref in answer.references]
 
 
-def _local_refs(context: ApiContext, artifact_id: UUID) -> list[ArtifactReference]:
+async def _local_refs(context: ApiContext, artifact_id: UUID) -> list[ArtifactReference]:
+    found = context.store.artifact_refs(context.lifecycle.owned, artifact_id)
+    if not found:  # perhaps stored by a job whose completion is out and whose events are folding
+        await context.lifecycle.written()
+        found = context.store.artifact_refs(context.lifecycle.owned, artifact_id)
     return [
         ArtifactReference(
             job_id=job.job_id,
@@ -95,7 +99,7 @@ def _local_refs(context: ApiContext, artifact_id: UUID) -> list[ArtifactReferenc
             key=artifact.key,
             content_type=artifact.content_type,
         )
-        for job, artifact in context.store.artifact_refs(context.lifecycle.owned, artifact_id)
+        for job, artifact in found
     ]
 
 

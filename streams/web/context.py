@@ -92,7 +92,11 @@ class ApiContext:
         """The owner's answer when another worker keeps `job_id`; None when this worker answers."""
         partition = self.partition_of(job_id)
         if partition in self.lifecycle.owned:
+            await self.lifecycle.written(job_id)
             return None
+        blocked = self.lifecycle.blocked.get(partition)
+        if blocked is not None:
+            raise ApiError(503, "unavailable", f"partition {partition} is not served: {blocked}")
         owner = self.routing.owner_of(partition)
         if owner is None or owner == self.routing.own_url or self.peers.is_forwarded(request):
             raise ApiError(
@@ -150,6 +154,9 @@ class ApiContext:
             covered.update(shard.partitions)
             pages.append(Page([(at, _json(item)) for at, item in shard.items], shard.resume_after))
         missing = sorted(set(range(self.partitions)) - covered)
+        blocked = sorted(set(missing) & set(self.lifecycle.blocked))
+        if blocked:
+            raise ApiError(503, "unavailable", f"partitions {blocked} are not served; see /readyz")
         if missing:
             raise ApiError(
                 503,

@@ -49,8 +49,8 @@ class FastJobReads:
         except ValueError:
             return None
         context = self._context
-        if context.partition_of(job_id) not in context.lifecycle.owned:
-            return None
+        if context.partition_of(job_id) not in context.lifecycle.owned or context.lifecycle.unfolded(job_id):
+            return None  # the documented route answers (and waits for a batch in flight)
         principal = self._principal(scope)
         job = None if principal is None else context.store.load_job(job_id)
         if principal is None or job is None:

@@ -43,6 +43,7 @@ async def healthz(request: Request) -> Health:
         "fold.duplicates_ignored": context.store.duplicates_ignored,
         "fold.events_from_log": context.lifecycle.events_from_log,
         "route_ledger.skipped": 0 if context.ledger is None else context.ledger.skipped,
+        "route_ledger.folded": 0 if context.ledger is None else context.ledger.folded,
         "global_table.skipped": 0 if context.table is None else context.table.skipped,
     }
     return Health(status="ok", owned_partitions=context.lifecycle.owned, counters=counters)
@@ -104,9 +105,13 @@ async def _readiness(context: ApiContext) -> Readiness:
         reasons.append(f"no broker at {context.settings.kafka_bootstrap} answered within {BROKER_CHECK_S} s")
     if not context.consumer.joined.is_set():
         reasons.append("not yet a member of the consumer group")
+    blocked = context.lifecycle.blocked
+    for partition, why in sorted(blocked.items()):
+        reasons.append(f"partition {partition} is not served: {why}")
+    catching_up = [partition for partition in catching_up if partition not in blocked]
     if catching_up:
         reasons.append(f"partitions {catching_up} are still folding the events log")
-    unowned = sorted(set(assigned) - set(context.lifecycle.owned) - set(catching_up))
+    unowned = sorted(set(assigned) - set(context.lifecycle.owned) - set(catching_up) - set(blocked))
     if unowned:
         reasons.append(f"partitions {unowned} are assigned but not yet taken over")
     for topic, partitions in context.consumer.unowned().items():

@@ -21,11 +21,12 @@ from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from schemas.codec import decode
 from schemas.commands import SubmitJob
 from schemas.records import Request
-from streams.broker.compat import EMBEDDED_TANSU, end_offsets, records_between, start_whole
+from streams.broker.compat import end_offsets, records_between, start_whole
 from streams.client import Client
 from streams.clock import utc_now
 from streams.settings import Settings, load_settings
 from streams.worker import Worker
+from tests.brokers import profile, profile_name
 from tests.servers import loopback
 
 CALLBACK_SECRET = "whsec_" + "c2NyYXBlc3RyZWFtLXRlc3Qtc2VjcmV0LWtleQ=="
@@ -175,7 +176,7 @@ def worker_settings(bootstrap: str, data_dir: Path, **overrides: Any) -> Setting
     prefix = f"t{uuid4().hex[:8]}"
     values: dict[str, Any] = {
         "kafka_bootstrap": bootstrap,
-        "broker_profile": "embedded",
+        "broker_profile": profile_name(bootstrap),
         "data_dir": data_dir,
         "web_port": 0,
         "auth_enabled": False,
@@ -188,6 +189,7 @@ def worker_settings(bootstrap: str, data_dir: Path, **overrides: Any) -> Setting
         "callback_secret": CALLBACK_SECRET,
         "callback_max_elapsed_s": 3.0,
         "callback_retry_base_s": 0.2,
+        "create_topics": True,
     }
     return load_settings(**(values | overrides))
 
@@ -264,7 +266,7 @@ async def observed_system(settings: Settings, worker: Worker | None = None) -> A
         await Observer(settings.kafka_bootstrap, settings.topic(name)).start()
         for name in ("events", "completions", "dead-input")
     ]
-    client = Client(settings.kafka_bootstrap, EMBEDDED_TANSU, settings.topic_prefix)
+    client = Client(settings.kafka_bootstrap, profile(settings.kafka_bootstrap), settings.topic_prefix)
     await client.__aenter__()
     try:
         yield System(settings, worker, client, *observers)
@@ -306,7 +308,7 @@ async def settled_ownership(*workers: Worker, partitions: int = 4) -> list[list[
 async def read_topic(bootstrap: str, topic: str, partitions: int) -> list[ConsumerRecord[bytes, bytes]]:
     """Every record of `topic` from its start to its current end (a tombstone's value is None)."""
     wanted = [TopicPartition(topic, partition) for partition in range(partitions)]
-    ends = await end_offsets(bootstrap, wanted, EMBEDDED_TANSU)
+    ends = await end_offsets(bootstrap, wanted, profile(bootstrap))
     found: list[ConsumerRecord[bytes, bytes]] = []
     for partition in wanted:
         async for records in records_between(bootstrap, partition, None, ends[partition]):

@@ -14,7 +14,8 @@ from aiokafka import TopicPartition
 
 from schemas.enums import AttemptOutcome, CacheMode, JobStatus, PolicyClass, RetentionClass
 from schemas.events import AttemptRecorded, JobAccepted
-from streams.broker.compat import EMBEDDED_TANSU, end_offsets
+from streams.broker.compat import end_offsets
+from tests.brokers import profile
 from tests.e2e.conftest import System, running_system, worker_settings
 from tests.servers import loopback
 
@@ -52,7 +53,9 @@ async def table_read_to_the_end(system: System) -> None:
     """Until the worker's cache table has read every entry written so far."""
     topic = system.settings.topic("cache")
     partitions = [TopicPartition(topic, partition) for partition in range(system.settings.partitions)]
-    ends = await end_offsets(system.settings.kafka_bootstrap, partitions, EMBEDDED_TANSU)
+    ends = await end_offsets(
+        system.settings.kafka_bootstrap, partitions, profile(system.settings.kafka_bootstrap)
+    )
     for _ in range(500):
         read = system.worker.table.offsets()
         if all(read.get((tp.topic, tp.partition), 0) >= end for tp, end in ends.items()):

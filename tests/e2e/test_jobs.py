@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from datetime import timedelta
+from typing import Any
 from uuid import uuid4
 
 import httpx
@@ -19,6 +20,7 @@ from schemas.enums import ActorRole, AuditAction, AuditOutcome, JobStatus
 from schemas.events import AuditRecorded, JobCompleted, JobDispatched, RetryScheduled
 from schemas.records import Request
 from streams.clock import utc_now
+from streams.publisher import Publisher
 from tests.e2e.conftest import CALLBACK_SECRET, running_system, worker_settings
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -295,3 +297,27 @@ async def test_a_partition_no_worker_holds_fails_readiness_until_the_group_rebal
             await asyncio.sleep(0.1)
         assert (await http.get("/readyz")).status_code == 200
     assert due in routing.assigned
+
+
+async def test_a_reader_who_saw_the_completion_finds_the_job_finished_and_its_artifact(
+    system, origin, monkeypatch
+):
+    """Completions are published before the events that record them (docs/LIFECYCLE.md): with the
+    events' append held back, a read right after the completion still answers the finished job."""
+    events_topic = system.settings.topic("events")
+    send_all = Publisher.send_all
+
+    async def slow_events(publisher: Publisher, messages: Any) -> Any:
+        if any(message.topic == events_topic for message in messages):
+            await asyncio.sleep(0.5)
+        return await send_all(publisher, messages)
+
+    monkeypatch.setattr(Publisher, "send_all", slow_events)
+    job_id = await system.submit(origin.url("/page/read-after-completion"))
+    (artifact,) = (await system.completion(job_id)).artifacts
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{system.worker.web_port}") as http:
+        job, stored = await asyncio.gather(
+            http.get(f"/jobs/{job_id}"), http.get(f"/artifacts/{artifact.artifact_id}")
+        )
+    assert job.json()["state"] == "SUCCEEDED"
+    assert (stored.status_code, stored.content) == (200, b"page /page/read-after-completion")

@@ -21,7 +21,6 @@ from schemas.types import to_utc_millis
 from schemas.work import ArtifactPurged, CacheEntry
 from streams.agents.maintenance import ACTOR, Swept
 from streams.artifacts.configured import open_artifact_store
-from streams.broker.compat import EMBEDDED_TANSU
 from streams.clock import utc_now
 from streams.global_table import GlobalTable
 from streams.publisher import outgoing
@@ -261,7 +260,7 @@ async def test_no_artifact_is_swept_before_the_global_table_has_read_its_topics(
             settings.kafka_bootstrap,
             settings.topic("cache"),
             settings.topic("references"),
-            EMBEDDED_TANSU,
+            broker.profile,
             RocksStore(tmp_path / "late-table"),
         )
         await table.start()

@@ -26,12 +26,12 @@ from schemas.enums import ActorRole
 from schemas.records import Request
 from streams.auth.issue import IssuedPrincipal, issue
 from streams.auth.signing import Binding, private_key_from_text, sign
-from streams.broker.compat import EMBEDDED_TANSU
 from streams.client import Client, Signer
 from streams.clock import utc_now
 from streams.publisher import partition_of
 from streams.settings import Settings
 from streams.worker import Worker
+from tests.brokers import profile
 from tests.e2e.conftest import Origin, System, observed_system, settled_ownership, worker_settings
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -77,7 +77,7 @@ class Cluster:
 
 def signed_client(settings: Settings, name: str) -> Client:
     signer = Signer(name, private_key_from_text(ISSUED[name].signing_key))
-    return Client(settings.kafka_bootstrap, EMBEDDED_TANSU, settings.topic_prefix, signer)
+    return Client(settings.kafka_bootstrap, profile(settings.kafka_bootstrap), settings.topic_prefix, signer)
 
 
 async def answered(http: httpx.AsyncClient, method: str, path: str, **options: Any) -> httpx.Response:

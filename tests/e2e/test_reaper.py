@@ -11,9 +11,9 @@ from schemas.enums import ArtifactTrust, AttemptOutcome, ExpiryReason, JobStatus
 from schemas.events import LeaseExpired, StaleReportIgnored
 from schemas.records import Attempt
 from schemas.work import DueWork
-from streams.broker.compat import EMBEDDED_TANSU
 from streams.clock import utc_now
 from streams.publisher import Publisher, outgoing
+from tests.brokers import profile
 from tests.e2e.conftest import Observer, running_system, worker_settings
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -57,7 +57,7 @@ def start_of(work: DueWork) -> StartAttempt:
 
 async def test_a_lease_whose_executor_died_is_expired_retried_and_a_late_report_is_stale(system, origin):
     due = await Observer(system.settings.kafka_bootstrap, system.settings.topic("due")).start()
-    publisher = Publisher(system.settings.kafka_bootstrap, EMBEDDED_TANSU)
+    publisher = Publisher(system.settings.kafka_bootstrap, profile(system.settings.kafka_bootstrap))
     await publisher.start()
     try:
         job_id = await system.submit(origin.url("/page/reaped"))

@@ -22,7 +22,7 @@ SCRAPESTREAM = str(Path(sys.executable).with_name("scrapestream"))
 async def replay(settings, *arguments: str) -> tuple[int, str]:
     environment = {k: v for k, v in os.environ.items() if not k.startswith("SCRAPESTREAM_")} | {
         "SCRAPESTREAM_KAFKA_BOOTSTRAP": settings.kafka_bootstrap,
-        "SCRAPESTREAM_BROKER_PROFILE": "embedded",
+        "SCRAPESTREAM_BROKER_PROFILE": settings.broker_profile,
         "SCRAPESTREAM_DATA_DIR": str(settings.data_dir),
         "SCRAPESTREAM_PARTITIONS": str(settings.partitions),
         "SCRAPESTREAM_TOPIC_PREFIX": settings.topic_prefix,

@@ -24,7 +24,6 @@ from schemas.enums import (
 )
 from schemas.events import AttemptRecorded, JobSucceeded
 from schemas.work import RouteReconciled, RouteReserved
-from streams.broker.compat import EMBEDDED_TANSU
 from streams.clock import utc_now
 from streams.publisher import Outgoing, Publisher, outgoing
 from streams.topics import ensure_topics
@@ -269,7 +268,7 @@ async def test_route_ledger_records_no_writer_could_mean_are_skipped_and_the_led
             reconciled_at=utc_now(),
         ),
     ]
-    publisher = Publisher(broker.bootstrap, EMBEDDED_TANSU)
+    publisher = Publisher(broker.bootstrap, broker.profile)
     await publisher.start()
     try:
         topic = settings.topic("routes")

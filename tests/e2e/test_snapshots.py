@@ -15,7 +15,6 @@ from schemas.codec import decode
 from schemas.enums import CacheMode
 from schemas.work import SnapshotMark
 from streams import snapshots
-from streams.broker.compat import EMBEDDED_TANSU
 from streams.publisher import Outgoing, Publisher, partition_of
 from streams.settings import Settings
 from streams.worker import Worker
@@ -112,7 +111,7 @@ async def test_a_snapshot_that_cannot_be_used_makes_the_worker_fold_that_whole_p
     run = await live_run(broker, origin, tmp_path / "live")
     marks = await marks_of(run, broker.bootstrap)
     events = await read_topic(broker.bootstrap, run.settings.topic("events"), PARTITIONS)
-    publisher = Publisher(broker.bootstrap, EMBEDDED_TANSU)
+    publisher = Publisher(broker.bootstrap, broker.profile)
     await publisher.start()
     try:
         garbage = Outgoing(

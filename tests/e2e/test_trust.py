@@ -30,7 +30,6 @@ from streams.auth.issue import IssuedPrincipal, issue
 from streams.auth.peering import PeerKey
 from streams.auth.principals import Principal
 from streams.auth.signing import Binding, private_key_from_text, sign
-from streams.broker.compat import EMBEDDED_TANSU
 from streams.client import Client, Signer
 from streams.clock import utc_now
 from streams.publisher import Outgoing, Publisher, outgoing
@@ -127,9 +126,9 @@ async def deployment(broker, origin: Origin, tmp_path_factory) -> AsyncIterator[
         for name in ROLES:
             signer = Signer(name, ISSUED[name].signing_key, deployment=settings.deployment_id)
             clients[name] = await stack.enter_async_context(
-                Client(settings.kafka_bootstrap, EMBEDDED_TANSU, settings.topic_prefix, signer)
+                Client(settings.kafka_bootstrap, broker.profile, settings.topic_prefix, signer)
             )
-        publisher = Publisher(settings.kafka_bootstrap, EMBEDDED_TANSU)
+        publisher = Publisher(settings.kafka_bootstrap, broker.profile)
         await publisher.start()
         stack.push_async_callback(publisher.stop)
         owned = await settled_ownership(first, second)

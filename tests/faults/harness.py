@@ -30,9 +30,9 @@ import httpx
 
 from schemas.enums import JobStatus
 from schemas.events import JobAccepted, JobCancelled, JobCompleted, JobDeadLettered, JobSucceeded
-from streams.broker.compat import EMBEDDED_TANSU
 from streams.replay import verify
 from streams.settings import Settings, load_settings
+from tests.brokers import profile, profile_name
 
 SCRAPESTREAM = str(Path(sys.executable).with_name("scrapestream"))
 TERMINAL = (JobSucceeded, JobDeadLettered, JobCancelled)
@@ -42,7 +42,8 @@ READY_TIMEOUT_S = 60.0
 def worker_environment(bootstrap: str, prefix: str, data_dir: Path, **settings: Any) -> dict[str, str]:
     values: dict[str, Any] = {
         "kafka_bootstrap": bootstrap,
-        "broker_profile": "embedded",
+        "broker_profile": profile_name(bootstrap),
+        "create_topics": "true",
         "data_dir": data_dir,
         "web_port": 0,
         "auth_enabled": "false",
@@ -180,12 +181,16 @@ def check_log(
         if isinstance(completion, JobCompleted) and completion.status is not JobStatus.REJECTED:
             finished[completion.job_id].add(completion.status)
     raw_completions = Counter(c.job_id for c in completions if isinstance(c, JobCompleted))
+    terminal_events: dict[UUID, set[UUID]] = defaultdict(set)
+    for event in events:
+        if isinstance(event, TERMINAL):
+            terminal_events[event.job_id].add(event.event_id)
     for job_id in jobs:
         sequences = by_job[job_id]
         conflicting = {seq: ids for seq, ids in sequences.items() if len(ids) > 1}
         assert not conflicting, f"job {job_id} has conflicting events at sequences {sorted(conflicting)}"
         assert sorted(sequences) == list(range(1, len(sequences) + 1)), f"job {job_id} has a gap"
-        terminal = {e.event_id for e in events if e.job_id == job_id and isinstance(e, TERMINAL)}
+        terminal = terminal_events[job_id]
         assert len(terminal) <= 1, f"job {job_id} has {len(terminal)} terminal events"
         if job_id in accepted:
             assert len(finished[job_id]) == 1, f"job {job_id} ended {finished[job_id] or 'never'}"
@@ -205,7 +210,9 @@ async def assert_stores_match_the_log(environments: Iterable[dict[str, str]], ob
     for environment in environments:
         settings = settings_of(environment)
         with tempfile.TemporaryDirectory() as scratch:
-            difference = await verify(settings, EMBEDDED_TANSU, settings.policy(), Path(scratch) / "rebuilt")
+            difference = await verify(
+                settings, profile(settings.kafka_bootstrap), settings.policy(), Path(scratch) / "rebuilt"
+            )
         if difference is not None and observed is not None:
             job = difference.key.decode(errors="replace").rsplit("/", 1)[-1]
             log = [

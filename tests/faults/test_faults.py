@@ -6,11 +6,9 @@ Each scenario asserts the invariants of `harness.check_log` and reports its coun
 
 from __future__ import annotations
 
-import asyncio
 import json
 from datetime import timedelta
 from itertools import cycle
-from uuid import uuid4
 
 import pytest
 from aiokafka import AIOKafkaProducer
@@ -20,10 +18,7 @@ from schemas.commands import SubmitJob
 from schemas.enums import JobStatus, PolicyClass
 from schemas.records import Request
 from streams.clock import utc_now
-from streams.publisher import partition_of
-from tests.e2e.conftest import observed_system
 from tests.faults.harness import (
-    TERMINAL,
     Stopwatch,
     WorkerProcess,
     assert_stores_match_the_log,
@@ -34,56 +29,17 @@ from tests.faults.harness import (
     workers,
 )
 from tests.faults.origins import hostile_origin
+from tests.faults.scenarios import (
+    all_terminal,
+    distinct_completions,
+    observe,
+    prefix,
+    two_workers_one_killed,
+    until,
+)
 from tests.poison import poison_records
 
 pytestmark = [pytest.mark.asyncio(loop_scope="function"), pytest.mark.timeout(300)]
-
-
-def prefix() -> str:
-    return f"f{uuid4().hex[:8]}"
-
-
-async def until(condition, timeout_s: float = 60) -> None:  # type: ignore[no-untyped-def]
-    """Polls `condition` (state of another process or of observers) until it holds."""
-
-    async def poll() -> None:
-        while not condition():  # noqa: ASYNC110 - the state lives in other processes and tasks
-            await asyncio.sleep(0.02)
-
-    await asyncio.wait_for(poll(), timeout_s)
-
-
-OBSERVING: list = []
-
-
-async def observe(settings):  # type: ignore[no-untyped-def]
-    """Observers of the scenario's topics, started after its workers created them."""
-    context = observed_system(settings)
-    system = await context.__aenter__()
-    OBSERVING.append(context)
-    return system
-
-
-@pytest.fixture(autouse=True)
-async def stop_observers():  # type: ignore[no-untyped-def]
-    yield
-    while OBSERVING:
-        await OBSERVING.pop().__aexit__(None, None, None)
-
-
-def distinct_completions(system) -> int:  # type: ignore[no-untyped-def]
-    return len({c.job_id for c in system.completions.records})
-
-
-async def all_terminal(system, job_ids) -> None:  # type: ignore[no-untyped-def]
-    for job_id in job_ids:
-        await system.completion(job_id, timeout_s=120)
-    wanted = set(job_ids)
-    await system.events.wait_for(
-        lambda events: (
-            len({e.job_id for e in events if isinstance(e, TERMINAL) and e.job_id in wanted}) == len(wanted)
-        )
-    )
 
 
 async def test_a_worker_killed_three_times_mid_fetch_loses_nothing_and_forks_nothing(broker, tmp_path):
@@ -126,53 +82,7 @@ async def test_a_worker_killed_three_times_mid_fetch_loses_nothing_and_forks_not
 
 
 async def test_two_workers_one_killed_the_survivor_finishes_every_partition(broker, tmp_path):
-    name = prefix()
-    environments = [
-        worker_environment(broker.bootstrap, name, tmp_path / side, partitions=4) for side in ("a", "b")
-    ]
-    survivor, victim = WorkerProcess(environments[0], "a"), WorkerProcess(environments[1], "b")
-    settings = settings_of(environments[0])
-    async with hostile_origin() as origin, workers(survivor, victim):
-        await survivor.start()
-        await victim.start()
-        system = await observe(settings)
-        jobs = {f"pair-{n}": await system.submit(origin.url("sleep", f"pair-{n}")) for n in range(40)}
-        await until(lambda: distinct_completions(system) >= 8)
-        await until(lambda: origin.in_flight > 0)
-        orphaned = {
-            job for job in jobs.values() if partition_of(str(job).encode(), 4) in await victim.owned()
-        }
-        victim.kill()
-        await victim.wait_dead()
-        killed_at = Stopwatch()
-        waiting = orphaned - {c.job_id for c in system.completions.records}
-        # Recovered once the survivor completes a job of a partition the killed worker owned.
-        await until(lambda: not waiting or waiting & {c.job_id for c in system.completions.records}, 120)
-        recovery = killed_at.lap()
-        await all_terminal(system, jobs.values())
-        # The killed worker may have finished its own jobs first; its partitions move once its session lapses.
-        owned = await survivor.owned()
-        for _ in range(600):
-            if owned == [0, 1, 2, 3]:
-                break
-            await asyncio.sleep(0.2)
-            owned = await survivor.owned()
-        await survivor.stop()
-        requests = {jobs[key]: count for key, count in origin.requests.items() if key in jobs}
-        counts = check_log(
-            "two-workers-one-killed",
-            jobs.values(),
-            system.events.records,
-            system.completions.records,
-            requests,
-            5,
-            crash_window=1,
-        )
-    assert owned == [0, 1, 2, 3]
-    await assert_stores_match_the_log(environments, system.events)
-    counts.recovery_s = [recovery]
-    counts.notes = {"workers": 2, "survivor_owns": owned, "jobs_of_the_killed_worker": len(orphaned)}
-    report(counts)
+    report(await two_workers_one_killed(broker.bootstrap, tmp_path, "two-workers-one-killed"))
 
 
 async def test_ten_percent_poison_of_every_kind_interleaved_with_valid_submissions(broker, tmp_path):

@@ -10,6 +10,8 @@ import warnings
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import TopicAlreadyExistsError
 
 from streams.broker.compat import start_whole
 
@@ -46,6 +48,11 @@ async def test_a_cancelled_start_runs_to_its_end_then_stops_the_client():
 
 def test_clients_cancelled_at_any_point_of_their_start_leave_no_connection_open(broker):
     async def cancel_starts() -> None:
+        admin = AIOKafkaAdminClient(bootstrap_servers=broker.bootstrap)
+        await admin.start()
+        with contextlib.suppress(TopicAlreadyExistsError):
+            await admin.create_topics([NewTopic("starts", 1, 1)])
+        await admin.close()
         pause = random.Random(7)
         for index in range(100):
             client = (

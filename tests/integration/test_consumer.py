@@ -12,7 +12,6 @@ import pytest
 from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaConnectionError
 
-from streams.broker.compat import EMBEDDED_TANSU
 from streams.consumer import QuietStage, StageConsumer
 from streams.deadinput import DeadLetters
 from streams.publisher import Publisher
@@ -55,7 +54,8 @@ async def run(broker, stage_for, values: list[bytes], later: Sequence[bytes] = (
     prefix = f"t{uuid4().hex[:8]}"
     settings = load_settings(
         kafka_bootstrap=broker.bootstrap,
-        broker_profile="embedded",
+        broker_profile=broker.profile_name,
+        create_topics=True,
         topic_prefix=prefix,
         group_id=prefix,
         partitions=1,
@@ -63,13 +63,13 @@ async def run(broker, stage_for, values: list[bytes], later: Sequence[bytes] = (
     await ensure_topics(settings)
     topic = settings.topic("submit")
     await produce(broker, topic, values)
-    publisher = Publisher(broker.bootstrap, EMBEDDED_TANSU)
+    publisher = Publisher(broker.bootstrap, broker.profile)
     await publisher.start()
     dead = await Observer(broker.bootstrap, settings.topic("dead-input")).start()
     stage = stage_for(topic)
     stage.expected = len([v for v in values if v != b"bug"])
     consumer = StageConsumer(
-        broker.bootstrap, prefix, EMBEDDED_TANSU, [stage], DeadLetters(settings, publisher, Counter())
+        broker.bootstrap, prefix, broker.profile, [stage], DeadLetters(settings, publisher, Counter())
     )
     await consumer.start()
     try:

@@ -19,12 +19,13 @@ from schemas.codec import decode, encode
 from schemas.enums import ArtifactTrust, AttemptOutcome, JobStatus, TransportRoute
 from schemas.records import Attempt
 from streams.agents.lifecycle import Incoming, Lifecycle
-from streams.broker.compat import EMBEDDED_TANSU, end_offsets
+from streams.broker.compat import end_offsets
 from streams.clock import utc_now
 from streams.deadinput import DeadLetters
 from streams.publisher import Outgoing, Publisher
 from streams.settings import load_settings
 from streams.topics import ensure_topics
+from tests.brokers import profile
 from tests.lifecycle import report, submit
 
 PARTITION = 0
@@ -38,7 +39,7 @@ class CrashingPublisher(Publisher):
     """The real publisher, except that its Nth batch never leaves: the process dies there."""
 
     def __init__(self, bootstrap: str, crash_on_batch: int) -> None:
-        super().__init__(bootstrap, EMBEDDED_TANSU)
+        super().__init__(bootstrap, profile(bootstrap))
         self._batches = 0
         self._crash_on_batch = crash_on_batch
 
@@ -90,7 +91,8 @@ class Revoked:
 async def settings(broker, tmp_path):
     values = load_settings(
         kafka_bootstrap=broker.bootstrap,
-        broker_profile="embedded",
+        broker_profile=broker.profile_name,
+        create_topics=True,
         data_dir=tmp_path,
         partitions=1,
         topic_prefix=f"t{uuid4().hex[:8]}",
@@ -101,7 +103,7 @@ async def settings(broker, tmp_path):
 
 async def read_all(settings, name: str) -> list[Any]:
     topic = TopicPartition(settings.topic(name), PARTITION)
-    end = (await end_offsets(settings.kafka_bootstrap, [topic], EMBEDDED_TANSU))[topic]
+    end = (await end_offsets(settings.kafka_bootstrap, [topic], profile(settings.kafka_bootstrap)))[topic]
     if end == 0:
         return []
     consumer = AIOKafkaConsumer(bootstrap_servers=settings.kafka_bootstrap, fetch_max_wait_ms=10)
@@ -120,7 +122,9 @@ async def read_all(settings, name: str) -> list[Any]:
 
 async def lifecycle(settings, store: JobStore, publisher: Publisher, clock=utc_now) -> Lifecycle:
     dead = DeadLetters(settings, publisher, Counter())
-    running = Lifecycle(settings, EMBEDDED_TANSU, store, publisher, settings.policy(), dead, clock)
+    running = Lifecycle(
+        settings, profile(settings.kafka_bootstrap), store, publisher, settings.policy(), dead, clock
+    )
     await running.adopt(PARTITION)
     return running
 
@@ -144,7 +148,7 @@ async def test_crash_after_publishing_consequences_appends_the_events_once_on_re
             await handle(await lifecycle(settings, store, crashing), command, at)
     finally:
         await crashing.stop()
-    publisher = Publisher(settings.kafka_bootstrap, EMBEDDED_TANSU)
+    publisher = Publisher(settings.kafka_bootstrap, profile(settings.kafka_bootstrap))
     await publisher.start()
     try:
         restarted = await lifecycle(settings, store, publisher)
@@ -162,7 +166,7 @@ async def test_crash_after_publishing_consequences_appends_the_events_once_on_re
 async def test_crash_after_appending_events_is_healed_from_the_log_and_the_redelivery_adds_nothing(settings):
     command = submit(deadline_at=utc_now() + timedelta(hours=1))
     memory = CrashingStore()
-    publisher = Publisher(settings.kafka_bootstrap, EMBEDDED_TANSU)
+    publisher = Publisher(settings.kafka_bootstrap, profile(settings.kafka_bootstrap))
     await publisher.start()
     try:
         with pytest.raises(SimulatedCrashError):
@@ -183,7 +187,7 @@ async def test_a_batch_retried_after_a_store_failure_appends_no_second_copy_even
     command = submit(deadline_at=utc_now() + timedelta(hours=1))
     memory = CrashingStore()
     later = [utc_now()]
-    publisher = Publisher(settings.kafka_bootstrap, EMBEDDED_TANSU)
+    publisher = Publisher(settings.kafka_bootstrap, profile(settings.kafka_bootstrap))
     await publisher.start()
     try:
         running = await lifecycle(settings, store_of(memory), publisher, clock=lambda: later[0])
@@ -210,7 +214,7 @@ async def test_a_batch_retried_after_a_store_failure_appends_no_second_copy_even
 
 
 async def test_a_worker_whose_partition_was_revoked_appends_nothing(settings):
-    publisher = Publisher(settings.kafka_bootstrap, EMBEDDED_TANSU)
+    publisher = Publisher(settings.kafka_bootstrap, profile(settings.kafka_bootstrap))
     await publisher.start()
     try:
         running = await lifecycle(settings, store_of(), publisher)
@@ -222,7 +226,7 @@ async def test_a_worker_whose_partition_was_revoked_appends_nothing(settings):
 
 
 async def test_a_worker_with_an_empty_store_rebuilds_jobs_from_the_log(settings):
-    publisher = Publisher(settings.kafka_bootstrap, EMBEDDED_TANSU)
+    publisher = Publisher(settings.kafka_bootstrap, profile(settings.kafka_bootstrap))
     await publisher.start()
     try:
         first_store = store_of()
@@ -246,7 +250,7 @@ async def test_a_worker_with_an_empty_store_rebuilds_jobs_from_the_log(settings)
 
 
 async def test_events_another_writer_appended_in_between_are_folded_from_the_log_first_one_winning(settings):
-    publisher = Publisher(settings.kafka_bootstrap, EMBEDDED_TANSU)
+    publisher = Publisher(settings.kafka_bootstrap, profile(settings.kafka_bootstrap))
     await publisher.start()
     command = submit(deadline_at=utc_now() + timedelta(hours=1))
     try:

@@ -48,8 +48,10 @@ def test_the_signer_example_takes_the_key_as_principal_new_prints_it():
     assert signer.private_key is not None  # type: ignore[attr-defined]
 
 
-def test_every_setting_is_documented_in_the_readme():
-    from streams.settings import Settings
+def test_the_settings_reference_is_generated_from_the_settings_model():
+    from streams.settings_reference import reference
 
-    missing = [name for name in Settings.model_fields if f"SCRAPESTREAM_{name.upper()}" not in README]
-    assert not missing, missing
+    operations = (ROOT / "docs" / "OPERATIONS.md").read_text()
+    begin, end = "<!-- settings:begin -->\n", "<!-- settings:end -->"
+    written = operations[operations.index(begin) + len(begin) : operations.index(end)]
+    assert written == reference(), "run `python -m streams.settings_reference` into docs/OPERATIONS.md"

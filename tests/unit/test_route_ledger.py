@@ -11,8 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from projections.ledger import Metering, RouteLedger
+from schemas.codec import decode_as, encode
 from schemas.types import to_cost_scale
-from schemas.work import RouteReconciled, RouteReserved
+from schemas.work import RouteCheckpoint, RouteReconciled, RouteReserved
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 AMOUNTS = st.decimals(min_value=Decimal("0.000001"), max_value=Decimal("5"), places=6)
@@ -134,3 +135,63 @@ def test_cost_is_priced_per_gigabyte_and_browser_second_at_the_contract_scale():
     metering = Metering(price_per_gb=Decimal("2.5"), price_per_browser_second=Decimal("0.01"))
     assert metering.cost(1_000_000, Decimal("1.5")) == Decimal("0.017500")
     assert metering.cost(1, Decimal(0)).as_tuple().exponent == -6
+
+
+def state_of(ledger: RouteLedger) -> tuple[object, ...]:
+    return (
+        ledger.spent_total,
+        ledger.granted,
+        ledger.denied,
+        dict(ledger.periods),
+        ledger.checkpoint("proxy", 0, T0),
+    )
+
+
+@given(
+    steps=STEPS,
+    cut=st.integers(0, 60),
+    budget=AMOUNTS,
+    rate=st.sampled_from([0.0, 0.5, 3.0]),
+    repeats=st.lists(st.integers(0, 59), max_size=5),
+)
+def test_a_ledger_taken_up_from_its_checkpoint_folds_the_rest_as_the_one_that_read_everything(
+    steps, cut, budget, rate, repeats
+):
+    records: list[RouteReserved | RouteReconciled] = []
+    for offset, amount, used, reconciled in steps:
+        reserved = reservation(T0 + timedelta(milliseconds=offset * 10), amount)
+        records.append(reserved)
+        if reconciled:
+            records.append(reconciliation(reserved, to_cost_scale(amount * Decimal(str(used)))))
+    records += [records[index] for index in repeats if index < len(records)]  # records read again
+    metering = Metering(budget=budget, period_s=60, requests_per_s=rate)
+    whole, prefix = RouteLedger(metering), RouteLedger(metering)
+    cut = min(cut, len(records))
+    for record in records[:cut]:
+        fold(prefix, record)
+    checkpoint = prefix.checkpoint("proxy", cut, T0)
+    assert checkpoint is not None
+    taken_up = RouteLedger.restored(metering, decode_as(encode(checkpoint), RouteCheckpoint))
+    decisions = []
+    for index, record in enumerate(records):
+        decided = fold(whole, record)
+        if index >= cut:
+            decisions.append((decided, fold(taken_up, record)))
+    assert all(left == right for left, right in decisions)
+    assert state_of(taken_up) == state_of(whole)
+
+
+def test_a_checkpoint_of_an_older_period_length_counts_its_spend_in_the_new_periods():
+    hourly = RouteLedger(Metering(budget=Decimal("5"), period_s=3600))
+    hourly.reserve(reservation(T0, Decimal("2.000000")))
+    checkpoint = hourly.checkpoint("proxy", 1, T0)
+    assert checkpoint is not None
+    daily = RouteLedger.restored(Metering(budget=Decimal("5"), period_s=86_400), checkpoint)
+    assert daily.remaining(T0) == Decimal("3.000000")
+
+
+def fold(ledger: RouteLedger, record: RouteReserved | RouteReconciled) -> object:
+    if isinstance(record, RouteReserved):
+        return ledger.reserve(record)
+    ledger.reconcile(record)
+    return None
