@@ -29,6 +29,9 @@ CO_PARTITIONED = ("commands", "events", "snapshots")
 # Keyed by request identity, job id, object or route checkpoint; only the latest record of a key matters.
 COMPACTED = frozenset({"cache", "snapshots", "references", "routes"})
 ROUTES_RETENTION_MS = 7 * 86_400_000
+# The cleaner merges cleaned segments up to this size; a merged segment goes only once its newest
+# record is past retention, so smaller ones let retention remove old reservations sooner.
+ROUTES_SEGMENT_BYTES = str(64 * 1024 * 1024)
 MAX_MESSAGE_BYTES = "1048588"  # what the publisher's batches are sized under (Kafka's default)
 
 
@@ -81,6 +84,7 @@ def _spec(settings: Settings, name: str, kind: str) -> TopicSpec:
         # A checkpoint is written again well within this, and a budget period stays whole.
         longest_s = max([route.period_s for route in settings.routes.values()], default=0)
         configs["retention.ms"] = str(max(ROUTES_RETENTION_MS, 2 * longest_s * 1000))
+        configs["segment.bytes"] = ROUTES_SEGMENT_BYTES
     return TopicSpec(name, kind, settings.partitions, settings.replication_factor, configs)
 
 

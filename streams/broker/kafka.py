@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import fcntl
 import json
 import os
 import shutil
@@ -71,6 +72,15 @@ def fetch_kafka(pom: Path, version: str = KAFKA_VERSION) -> Path:
     target = kafka_jars(version)
     if (target / f"kafka_2.13-{version}.jar").exists():
         return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with (target.parent / f"{target.name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be fetching the same release
+        if not (target / f"kafka_2.13-{version}.jar").exists():
+            _fetch(pom, version, target)
+    return target
+
+
+def _fetch(pom: Path, version: str, target: Path) -> None:
     mvn = shutil.which("mvn")
     if mvn is None:
         raise BrokerError(
@@ -91,7 +101,6 @@ def fetch_kafka(pom: Path, version: str = KAFKA_VERSION) -> Path:
     if finished.returncode != 0:
         raise BrokerError(f"fetching Apache Kafka {version} with Maven failed:\n{finished.stdout[-2000:]}")
     partial.rename(target)
-    return target
 
 
 @dataclass

@@ -42,6 +42,7 @@ async def test_create_makes_every_topic_as_the_settings_say_and_check_then_passe
     found = await inspect(settings, [spec.name for spec in topic_specs(settings)])
     assert found[settings.topic("cache")].configs["cleanup.policy"] == "compact"
     assert found[settings.topic("routes")].configs["cleanup.policy"] == "compact,delete"
+    assert found[settings.topic("routes")].configs["segment.bytes"] == str(64 * 1024 * 1024)
     assert found[settings.topic("events")].configs["retention.ms"] == str(168 * 3_600_000)
     code, output = await run("topics", "describe", cwd=tmp_path, **environment)
     assert code == 0
