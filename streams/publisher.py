@@ -26,6 +26,7 @@ from schemas.types import Record, uuid_text
 from streams.broker.compat import BrokerProfile, start_whole
 from streams.errors import BrokerError
 
+MISSING_TOPIC_WAIT_S = 5.0  # a topic created a moment ago reaches every broker's metadata within it
 MAX_BATCH_BYTES = 1_000_000  # under the broker's default message.max.bytes (1,048,588)
 _PARTITIONER = DefaultPartitioner()
 
@@ -128,15 +129,23 @@ class Publisher:
         return True
 
     async def partitions(self, topic: str) -> int:
-        """How many partitions `topic` has (from the producer's metadata)."""
-        return len(await self._producer.partitions_for(topic))
+        """How many partitions `topic` has (from the producer's metadata); a topic that does not
+        exist is a `BrokerError` naming it, within a few seconds (no client creates topics)."""
+        known = self._producer.client.cluster.partitions_for_topic(topic)
+        if known:
+            return len(known)
+        try:
+            return len(await asyncio.wait_for(self._producer.partitions_for(topic), MISSING_TOPIC_WAIT_S))
+        except TimeoutError as exc:
+            raise BrokerError(
+                f"topic {topic} does not exist at {self._bootstrap}: create the topics with "
+                "`scrapestream topics create`, or check SCRAPESTREAM_TOPIC_PREFIX"
+            ) from exc
 
     async def send_all(self, messages: Sequence[Outgoing]) -> list[Written]:
         """Send in order per partition; returns where each message landed, once all are acknowledged."""
         groups: dict[tuple[str, int], list[int]] = defaultdict(list)
-        counts = {
-            topic: len(await self._producer.partitions_for(topic)) for topic in {m.topic for m in messages}
-        }
+        counts = {topic: await self.partitions(topic) for topic in {m.topic for m in messages}}
         for index, message in enumerate(messages):
             partition = message.partition
             if partition is None:

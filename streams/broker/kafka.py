@@ -173,7 +173,6 @@ class KafkaCluster:
             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
             "inter.broker.listener.name": "PLAINTEXT",
             "log.dirs": str(node.directory / "data"),
-            "auto.create.topics.enable": "false",
             "group.initial.rebalance.delay.ms": "0",
             "offsets.topic.replication.factor": replicas,
             "offsets.topic.num.partitions": "4",

@@ -212,6 +212,14 @@ async def test_submit_and_watch_use_the_topic_prefix(origin, tmp_path):
             **prefixed,
         )
         assert code == 0, output
+        # A prefix nobody provisioned is named, and no topic is created for it.
+        code, output = await run(
+            "submit", origin.url("/page/unprovisioned"), cwd=tmp_path, topic_prefix="typo", **prefixed
+        )
+        assert code != 0
+        assert "topic typo.submit does not exist" in output
+        assert "scrapestream topics create" in output
+        assert "Traceback" not in output
     finally:
         dev.send_signal(signal.SIGINT)
         await asyncio.wait_for(dev.communicate(), 60)

@@ -21,6 +21,7 @@ from schemas.records import Request
 from streams.broker.compat import KAFKA, end_offsets
 from streams.broker.embedded import EmbeddedBroker
 from streams.errors import BrokerError
+from streams.publisher import Outgoing, Publisher
 from tests.brokers import profile
 
 pytestmark = pytest.mark.broker
@@ -108,6 +109,25 @@ async def test_an_idempotent_producer_starts_only_on_kafka(broker):
                 await asyncio.wait_for(producer.start(), 20)
     finally:
         await producer.stop()
+
+
+async def test_asking_for_a_topic_nobody_created_never_creates_it(broker):
+    """Both brokers auto-create a topic a metadata request names (Kafka's default
+    `auto.create.topics.enable`): scrapestream's clients never ask them to, and say what is missing."""
+    missing = f"test-missing-{uuid4().hex[:8]}"
+    publisher = Publisher(broker.bootstrap, profile(broker.bootstrap))
+    await publisher.start()
+    try:
+        with pytest.raises(BrokerError, match=f"topic {missing} does not exist.*scrapestream topics create"):
+            await publisher.send_all([Outgoing(missing, b"key", b"nobody provisioned this")])
+    finally:
+        await publisher.stop()
+    admin = AIOKafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    await admin.start()
+    try:
+        assert missing not in await admin.list_topics()
+    finally:
+        await admin.close()
 
 
 async def zombie_write(producer: AIOKafkaProducer, topic: str) -> None:
