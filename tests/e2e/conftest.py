@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gzip
+import time
 from collections import Counter, defaultdict
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -38,6 +39,7 @@ class Origin:
 
     port: int = 0
     hits: Counter[str] = field(default_factory=Counter)
+    arrivals: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))  # monotonic
     callbacks: dict[str, list[tuple[dict[str, str], bytes]]] = field(
         default_factory=lambda: defaultdict(list)
     )
@@ -52,6 +54,7 @@ class Origin:
     async def handle(self, request: web.Request) -> web.StreamResponse:
         """`/<kind>/...`: the first path segment names the behaviour."""
         self.hits[request.path] += 1
+        self.arrivals[request.path].append(time.monotonic())
         behaviour = getattr(self, f"_{request.path.split('/')[1]}", None)
         if behaviour is None:
             return web.Response(status=404, text="missing")
