@@ -32,7 +32,7 @@ from tests.e2e.conftest import Origin, System, read_topic, running_system, settl
 
 pytestmark = [
     pytest.mark.asyncio(loop_scope="module"),
-    pytest.mark.timeout(300),
+    pytest.mark.timeout(600),
     pytest.mark.xdist_group("kafka"),  # with the Kafka pass: one process starts every Kafka JVM
 ]
 PARTITIONS = 2
@@ -88,12 +88,15 @@ async def per_key(settings: Settings, name: str) -> Counter[bytes]:
     return Counter(record.key for record in records)
 
 
-async def until_true(check: Callable[[], Any], timeout_s: float, between: Callable[[], Any]) -> None:
-    """Until the async `check` holds; `between` runs between tries (traffic that rolls segments)."""
+async def until_true(
+    check: Callable[[], Any], timeout_s: float, between: Callable[[], Any], left: Callable[[], Any] = str
+) -> None:
+    """Until the async `check` holds; `between` runs between tries (traffic that rolls segments);
+    `left` says what was still missing when it gives up."""
     loop = asyncio.get_running_loop()
     give_up_at = loop.time() + timeout_s
     while not await check():
-        assert loop.time() < give_up_at, "timed out"
+        assert loop.time() < give_up_at, f"timed out: {left()}"
         await between()
 
 
@@ -135,18 +138,23 @@ async def test_compaction_removes_older_values_and_a_fresh_worker_rebuilds_the_s
             assert max(written[name].values()) > 1, f"{name}: no key was written twice"
         rolls = iter(range(1_000))
 
+        uncompacted = list(COMPACTED)
+
         async def compacted() -> bool:
             now = {name: await per_key(settings, name) for name in COMPACTED}
-            return all(
-                any(now[name][key] < count for key, count in written[name].items() if count > 1)
+            uncompacted[:] = [
+                name
                 for name in COMPACTED
-            )
+                if not any(now[name][key] < count for key, count in written[name].items() if count > 1)
+            ]
+            return not uncompacted
 
         async def traffic() -> None:
             await asyncio.sleep(1.2)  # past segment.ms: the next record of each partition rolls it
             await wave(system, origin, f"roll-{next(rolls)}", 4)
 
-        await until_true(compacted, 120, traffic)
+        # The log cleaner runs every half second, but on two busy cores it can take minutes.
+        await until_true(compacted, 240, traffic, lambda: f"not compacted yet: {uncompacted}")
         # Retention on the route ledger too: its oldest reservations go, its checkpoints stand for them.
         await retain_briefly(settings, "routes")
 
