@@ -145,13 +145,16 @@ class Lifecycle(QuietStage):
         return job_id in self._unfolded
 
     async def written(self, job_id: UUID | None = None) -> None:
-        """Returns once the store holds every event of `job_id` (of any job, if None) whose
-        consequences this worker has published: a reader who saw a completion finds its job done."""
+        """Returns once the store holds every event of `job_id` whose consequences this worker has
+        published (with None: once the batch in flight, if any, has folded): a reader who saw a
+        completion finds its job done."""
         loop = asyncio.get_running_loop()
         give_up_at = loop.time() + WRITTEN_WAIT_S
         while self._pending(job_id) and loop.time() < give_up_at:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._batch_folded.wait(), give_up_at - loop.time())
+            if job_id is None:
+                return  # batches run one at a time: the one in flight when asked has ended
 
     def _pending(self, job_id: UUID | None) -> bool:
         return job_id in self._unfolded if job_id is not None else bool(self._unfolded)
