@@ -134,8 +134,11 @@ class Publisher:
         known = self._producer.client.cluster.partitions_for_topic(topic)
         if known:
             return len(known)
+        # Shielded: cancelling aiokafka's metadata wait can leave its connection unclosed.
+        waiting = asyncio.ensure_future(self._producer.partitions_for(topic))
+        waiting.add_done_callback(lambda done: done.cancelled() or done.exception())
         try:
-            return len(await asyncio.wait_for(self._producer.partitions_for(topic), MISSING_TOPIC_WAIT_S))
+            return len(await asyncio.wait_for(asyncio.shield(waiting), MISSING_TOPIC_WAIT_S))
         except TimeoutError as exc:
             raise BrokerError(
                 f"topic {topic} does not exist at {self._bootstrap}: create the topics with "

@@ -169,7 +169,6 @@ async def test_compaction_removes_older_values_and_a_fresh_worker_rebuilds_the_s
         table, budgets = table_state(live), ledger_state(live)
         await live.stop()
         system.worker = None
-    ledger_records = len(await read_topic(settings.kafka_bootstrap, settings.topic("routes"), PARTITIONS))
 
     async with reader(settings, tmp_path / "fresh") as fresh:
         await settled_ownership(fresh, partitions=PARTITIONS)
@@ -180,9 +179,9 @@ async def test_compaction_removes_older_values_and_a_fresh_worker_rebuilds_the_s
             await asyncio.sleep(0.1)
         assert await finished(fresh, jobs) == views
         assert table_state(fresh) == table
+        # Retention removed this period's oldest reservations: only the checkpoint standing for
+        # them gives the same budgets.
         assert ledger_state(fresh) == budgets
-        assert fresh.ledger is not None
-        assert 0 < fresh.ledger.folded < ledger_records  # it took up a checkpoint and folded the rest
 
 
 async def retain_briefly(settings: Settings, topic: str, restore: bool = False) -> None:
