@@ -10,8 +10,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from projections.lifecycle.limits import MAX_REASON_BYTES
 from projections.views import AuditView
+from schemas.commands import SubmitJob
 from schemas.enums import CacheMode, CaptureMode, HttpMethod, PolicyClass, RetentionClass, TransportPolicy
 from schemas.records import RenderOptions
+
+_SUBMIT = SubmitJob.model_fields
 
 
 class Health(BaseModel):
@@ -147,12 +150,13 @@ class SubmitBody(BaseModel):
     idempotency_key: str | None = Field(
         default=None, description="Default: a hash of the request and every option that changes its output"
     )
-    job_type: str = "http.fetch"
-    policy_class: PolicyClass = PolicyClass.STANDARD
-    cache_mode: CacheMode = CacheMode.REUSE_VALID
-    capture_mode: CaptureMode = CaptureMode.RAW_BODY
-    retention_class: RetentionClass = RetentionClass.CACHE_7D
-    transport_policy: TransportPolicy = TransportPolicy.DIRECT_ONLY
+    # The options' defaults are the submission record's own: one place for each.
+    job_type: str = _SUBMIT["job_type"].default
+    policy_class: PolicyClass = _SUBMIT["policy_class"].default
+    cache_mode: CacheMode = _SUBMIT["cache_mode"].default
+    capture_mode: CaptureMode = _SUBMIT["capture_mode"].default
+    retention_class: RetentionClass = _SUBMIT["retention_class"].default
+    transport_policy: TransportPolicy = _SUBMIT["transport_policy"].default
     deadline_s: float = Field(default=3600.0, gt=0, description="The job's deadline, in seconds from now")
     attempt_limit: int | None = None
     callback_url: str | None = None
