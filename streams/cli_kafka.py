@@ -24,7 +24,7 @@ from schemas.enums import JobStatus
 from schemas.errors import ScrapestreamError
 from schemas.events import Event, JobCompleted, JobRejected
 from schemas.records import RenderOptions, Request
-from streams.broker.compat import EMBEDDED_TANSU, KAFKA, BrokerProfile
+from streams.broker.compat import BrokerProfile
 from streams.cli import EXIT_FAILED, EXIT_TIMED_OUT
 from streams.client import Client, Signer
 from streams.clock import utc_now
@@ -75,7 +75,7 @@ def connected_settings() -> Settings:
 
 
 def profile_of(settings: Settings) -> BrokerProfile:
-    return EMBEDDED_TANSU if settings.broker_profile == "embedded" else KAFKA
+    return settings.client_profile
 
 
 def client_of(settings: Settings, signer: Signer | None = None) -> Client:

@@ -166,6 +166,7 @@ class Client:
             bootstrap_servers=self._bootstrap,
             enable_auto_commit=False,
             fetch_max_wait_ms=self._profile.fetch_max_wait_ms,
+            isolation_level=self._profile.isolation_level,  # never a completion an aborted transaction wrote
             **options,
         )
 

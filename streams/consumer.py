@@ -33,6 +33,7 @@ from streams.deadinput import DeadLetters
 from streams.errors import BrokerError
 from streams.failures import waiting_for
 from streams.routing import Routing
+from streams.transactions import FencedError, PartitionTransactions
 
 log = logging.getLogger(__name__)
 COMMIT_EVERY_S = 0.2
@@ -127,8 +128,10 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
         dead_letters: DeadLetters,
         assignor: Any = None,
         routing: Routing | None = None,
+        transactions: PartitionTransactions | None = None,
     ) -> None:
         self._routing = routing
+        self._transactions = transactions
         self._lanes = [_Lane(stage) for stage in stages]
         self._by_topic = {topic: lane for lane in self._lanes for topic in lane.stage.topics}
         self._dead = dead_letters
@@ -208,6 +211,8 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
         with contextlib.suppress(KafkaError):
             await self._commit()
         await self._consumer.stop()
+        if self._transactions is not None:
+            await self._transactions.close()
 
     # The consumer side ---------------------------------------------------------------------------
 
@@ -292,12 +297,30 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
             async with lane.lock:
                 size = min(stage.max_batch, max(stage.capacity(), 1), len(lane.queue))
                 batch = [lane.queue.popleft() for _ in range(size)]
-                done = await self._run(stage, batch)
+                done = []
+                for part in self._parts(batch):
+                    done += await self._run(stage, part)
                 self._mark_processed(done)
                 if stage.commit_each_batch and done:
                     await self._commit_quietly({TopicPartition(r.topic, r.partition) for r in done})
             if len(lane.queue) < stage.max_batch:
                 self.release(self._lane_partitions(lane), "backpressure")
+
+    def _parts(self, batch: list[Record]) -> list[list[Record]]:
+        """The batch as one part, or per input partition when each commits in its own transaction."""
+        if self._transactions is None:
+            return [batch]
+        parts: dict[tuple[str, int], list[Record]] = defaultdict(list)
+        for record in batch:
+            parts[(record.topic, record.partition)].append(record)
+        return list(parts.values())
+
+    async def _handle(self, stage: Stage, batch: list[Record]) -> None:
+        if self._transactions is None:
+            await stage.handle(batch)
+            return
+        async with self._transaction_of(batch[-1]):
+            await stage.handle(batch)
 
     async def _run(self, stage: Stage, batch: list[Record]) -> list[Record]:
         """Handle `batch`; returns the records done (handled or sent to dead input)."""
@@ -307,8 +330,12 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
             if not batch:
                 return []  # the partitions moved to another worker meanwhile: it reads them again
             try:
-                await stage.handle(batch)
+                await self._handle(stage, batch)
                 return batch
+            except FencedError as exc:
+                log.warning("%s: %s; leaving it to its new holder and rejoining the group", stage.name, exc)
+                self._consumer._coordinator.request_rejoin()  # aiokafka has no public call for it
+                return []
             except Exception as exc:
                 what = waiting_for(exc)
                 if what is None:
@@ -334,9 +361,10 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
             (record,) = batch
             reason = f"{stage.name} cannot handle it: {type(exc).__name__}: {exc}"
             log.error("%s/%d@%d: %s", record.topic, record.partition, record.offset, reason, exc_info=exc)
-            await self._dead.send(
-                record.topic, record.partition, record.offset, record.key, record.value, reason
-            )
+            async with self._transaction_of(record):
+                await self._dead.send(
+                    record.topic, record.partition, record.offset, record.key, record.value, reason
+                )
             return batch
         log.warning(
             "%s: a batch of %d failed (%s); handling its records one by one", stage.name, len(batch), exc
@@ -346,6 +374,13 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
         for record in batch:
             done += await self._run(stage, [record])
         return done
+
+    def _transaction_of(self, record: Record) -> contextlib.AbstractAsyncContextManager[object]:
+        if self._transactions is None:
+            return contextlib.nullcontext()
+        """The transaction that commits the input through `record` (none when at least once)."""
+        tp = TopicPartition(record.topic, record.partition)
+        return self._transactions.transaction(tp, record.offset + 1)
 
     # Offsets and rebalancing ---------------------------------------------------------------------
 
@@ -358,6 +393,8 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
             self._processed[tp] = max(self._processed.get(tp, 0), offset)
 
     async def _commit(self, only: set[TopicPartition] | None = None) -> None:
+        if self._transactions is not None:
+            return  # each batch's offsets committed with its transaction
         assignment = self._consumer.assignment()
         due = {
             tp: offset
@@ -395,6 +432,8 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
             await self._commit(only=revoked)
         except KafkaError as exc:
             log.warning("committing revoked partitions failed (%s); their new owner may redo work", exc)
+        if self._transactions is not None:
+            await self._transactions.release(set(revoked))
         for tp in revoked:
             self._processed.pop(tp, None)
             self._committed.pop(tp, None)
@@ -402,11 +441,24 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
         self._revoking = set()
 
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        if self._transactions is not None:
+            await self._hold_transactionally(self._transactions, assigned)
         for lane in self._lanes:
             mine = {tp for tp in assigned if tp.topic in lane.stage.topics}
             if mine:
                 await lane.stage.assigned(mine, self)
         self.joined.set()
+
+    async def _hold_transactionally(
+        self, transactions: PartitionTransactions, assigned: set[TopicPartition]
+    ) -> None:
+        """Fence the previous holders first (their open transactions end), then read the committed
+        offsets again: one fetched before a previous holder's last commit completed is stale."""
+        await transactions.hold(assigned)
+        for tp in assigned:
+            committed = await self._consumer.committed(tp)
+            if committed is not None:
+                self._consumer.seek(tp, committed)
 
     def assignment(self) -> set[TopicPartition]:
         return set(self._consumer.assignment())

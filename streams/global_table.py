@@ -63,6 +63,7 @@ class GlobalTable:
             auto_offset_reset="earliest",  # compaction may have removed what a stored offset points at
             # The table need not be read within milliseconds: a long wait keeps its polls off the broker.
             fetch_max_wait_ms=max(profile.idle_fetch_max_wait_ms, profile.fetch_max_wait_ms),
+            isolation_level=profile.isolation_level,
         )
         self._task: asyncio.Task[None] | None = None
         self.skipped = 0

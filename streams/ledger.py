@@ -119,7 +119,10 @@ class LedgerReader:
         for tp in partitions:
             if ends.get(tp, 0) <= 0:
                 continue
-            async for records in records_between(self._bootstrap, tp, None, ends[tp]):
+            reading = records_between(
+                self._bootstrap, tp, None, ends[tp], isolation_level=self._profile.isolation_level
+            )
+            async for records in reading:
                 for record in records:
                     key = record.key or b""
                     if key.startswith(CHECKPOINT.encode()) and record.value is not None:

@@ -25,6 +25,7 @@ from schemas.codec import encode
 from schemas.types import Record, uuid_text
 from streams.broker.compat import BrokerProfile, start_whole
 from streams.errors import BrokerError
+from streams.transactions import open_transaction
 
 MISSING_TOPIC_WAIT_S = 5.0  # a topic created a moment ago reaches every broker's metadata within it
 MAX_BATCH_BYTES = 1_000_000  # under the broker's default message.max.bytes (1,048,588)
@@ -155,9 +156,11 @@ class Publisher:
                 partition = partition_of(message.key, counts[message.topic])
             groups[(message.topic, partition)].append(index)
         pending: list[tuple[asyncio.Future[Any], str, int, list[int]]] = []
+        transaction = open_transaction()
+        producer = self._producer if transaction is None else transaction.producer
         for (topic, partition), indexes in groups.items():
             for members in self._fitting_runs(messages, indexes):
-                batch = self._producer.create_batch()
+                batch = producer.create_batch()
                 for index in members:
                     message = messages[index]
                     if message.headers:
@@ -169,7 +172,7 @@ class Publisher:
                         )
                     else:
                         batch.append(key=message.key, value=message.payload, timestamp=message.timestamp_ms)
-                future = await self._producer.send_batch(batch, topic, partition=partition)
+                future = await producer.send_batch(batch, topic, partition=partition)
                 pending.append((future, topic, partition, members))
         written: list[Written | None] = [None] * len(messages)
         for future, topic, partition, members in pending:

@@ -6,6 +6,7 @@ import base64
 import hashlib
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from decimal import Decimal
 from ipaddress import IPv4Network, IPv6Network
 from pathlib import Path
@@ -26,6 +27,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from projections.lifecycle.policy import CallbackPolicy, ExecutionProfile, Policy
 from schemas.enums import ArtifactTrust, PolicyClass
 from schemas.types import to_cost_scale
+from streams.broker.compat import EMBEDDED_TANSU, KAFKA, BrokerProfile
 from streams.errors import UsageError
 
 TOPIC_NAMES = (
@@ -145,6 +147,8 @@ class Settings(BaseSettings):
     partitions: int = Field(default=4, ge=1, le=1024)
     replication_factor: int = Field(default=1, ge=1, le=16)
     min_insync_replicas: int | None = Field(default=None, ge=1, le=16)
+    processing_guarantee: Literal["exactly_once", "at_least_once"] | None = None
+    session_timeout_ms: int | None = Field(default=None, ge=1_000, le=3_600_000)
     create_topics: bool = False
     compacted_segment_ms: int = Field(default=3_600_000, ge=1_000)
     compacted_dirty_ratio: float = Field(default=0.5, gt=0, le=1)
@@ -291,6 +295,28 @@ class Settings(BaseSettings):
         if self.min_insync_replicas is not None:
             return self.min_insync_replicas
         return max(1, min(2, self.replication_factor - 1))
+
+    @property
+    def client_profile(self) -> BrokerProfile:
+        """How clients talk to the broker: the broker profile's tuning, with the session timeout
+        as set (a shorter one moves a dead worker's partitions sooner, and evicts a paused one)."""
+        base = EMBEDDED_TANSU if self.broker_profile == "embedded" else KAFKA
+        if self.session_timeout_ms is None:
+            return base
+        heartbeat = min(base.heartbeat_interval_ms, self.session_timeout_ms // 3)
+        return replace(base, session_timeout_ms=self.session_timeout_ms, heartbeat_interval_ms=heartbeat)
+
+    @property
+    def resolved_processing_guarantee(self) -> Literal["exactly_once", "at_least_once"]:
+        """As set, else exactly once on Kafka (`kafka` profile) and at least once on the embedded
+        broker, which cannot start a transactional producer."""
+        if self.processing_guarantee is not None:
+            return self.processing_guarantee
+        return "exactly_once" if self.broker_profile == "kafka" else "at_least_once"
+
+    @property
+    def exactly_once(self) -> bool:
+        return self.resolved_processing_guarantee == "exactly_once"
 
     def topic(self, name: str) -> str:
         return f"{self.topic_prefix}.{name}"

@@ -180,7 +180,9 @@ class Snapshots:
         latest: dict[UUID, JobSnapshot] = {}
         parts: dict[bytes, tuple[bytes, ...]] = {}
         mark: SnapshotMark | None = None
-        reading = records_between(self._settings.kafka_bootstrap, source, None, end)
+        reading = records_between(
+            self._settings.kafka_bootstrap, source, None, end, isolation_level=self._profile.isolation_level
+        )
         async with contextlib.aclosing(reading):  # a refused record stops the reader now, not at GC
             async for records in reading:
                 for record in records:

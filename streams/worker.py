@@ -24,11 +24,11 @@ from streams.artifacts.configured import open_artifact_store
 from streams.artifacts.port import ArtifactStore
 from streams.auth.peering import PeerKey, PeerSecretError, peer_secret
 from streams.auth.principals import Principals, load_principals
-from streams.broker.compat import EMBEDDED_TANSU, KAFKA
 from streams.callbacks.sender import CallbackSender
 from streams.clock import utc_now
 from streams.consumer import Stage, StageConsumer
 from streams.deadinput import DeadLetters
+from streams.errors import BrokerError
 from streams.fetch.browser import renderer_of
 from streams.fetch.http import FetchLimits, HttpFetcher
 from streams.fetch.routes import Routes, meterings
@@ -41,6 +41,7 @@ from streams.routing import Routing, RoutingAssignor
 from streams.settings import Settings
 from streams.snapshots import Snapshots
 from streams.topics import ensure_topics
+from streams.transactions import PartitionTransactions
 from streams.watchdog import Watchdog
 from streams.web.api import build_api
 from streams.web.context import ApiContext
@@ -57,7 +58,7 @@ class Worker:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.profile = EMBEDDED_TANSU if settings.broker_profile == "embedded" else KAFKA
+        self.profile = settings.client_profile
         self.job_types = discover()
         self.policy = deployment_policy(settings, self.job_types)
         self.counters: Counter[str] = Counter()
@@ -137,8 +138,16 @@ class Worker:
             stages.append(self.executor)
         stages.append(Outbox(settings, self._callback_sender(), publisher, dead, utc_now, self.metrics))
         assignor = RoutingAssignor(routing, settings.topic("commands"))
+        transactions = await self._transactions() if settings.exactly_once else None
         consumer = self.consumer = StageConsumer(
-            settings.kafka_bootstrap, settings.group_id, self.profile, stages, dead, assignor, routing
+            settings.kafka_bootstrap,
+            settings.group_id,
+            self.profile,
+            stages,
+            dead,
+            assignor,
+            routing,
+            transactions,
         )
         await consumer.start()
         stack.push_async_callback(consumer.stop)
@@ -214,6 +223,21 @@ class Worker:
                 "SCRAPESTREAM_PEER_SECRET (or SCRAPESTREAM_PEER_SECRET_FILE), at least 32 random bytes"
             )
         return None if secret is None else PeerKey(secret)
+
+    async def _transactions(self) -> PartitionTransactions:
+        """The per-partition transactional producers of `exactly_once`, once the broker is seen to
+        start one (the embedded broker cannot)."""
+        settings = self.settings
+        transactions = PartitionTransactions(settings.kafka_bootstrap, self.profile, settings.group_id)
+        try:
+            await transactions.probe()
+        except BrokerError as exc:
+            raise BrokerError(
+                f"SCRAPESTREAM_PROCESSING_GUARANTEE=exactly_once needs Kafka transactions, and the broker "
+                f"at {settings.kafka_bootstrap} cannot start a transactional producer ({exc}); on the "
+                "embedded broker set SCRAPESTREAM_PROCESSING_GUARANTEE=at_least_once"
+            ) from exc
+        return transactions
 
     async def _ledger(self, publisher: Publisher) -> LedgerReader | None:
         """The route ledger, read when some route is metered."""

@@ -48,6 +48,7 @@ from streams.consumer import PartitionControl, QuietStage, Record
 from streams.deadinput import DeadLetters
 from streams.publisher import Outgoing, Sink, outgoing, tombstone
 from streams.settings import Settings
+from streams.transactions import after_commit, open_transaction, when_ended
 
 log = logging.getLogger(__name__)
 COMMAND_TYPES = get_args(Command)
@@ -214,13 +215,17 @@ class Lifecycle(QuietStage):
             return []
         jobs = Counter({event.job_id for events in decided.values() for event in events})
         self._unfolded.update(jobs)
-        try:
-            return await self._publish_append_fold(decided, published, states)
-        finally:
+
+        def ended() -> None:
             self._unfolded.subtract(jobs)
             self._unfolded = +self._unfolded
             self._batch_folded.set()
             self._batch_folded = asyncio.Event()
+
+        try:
+            return await self._publish_append_fold(decided, published, states)
+        finally:
+            when_ended(ended)  # with a transaction: once it committed and folded, or aborted
 
     async def _publish_append_fold(
         self, decided: dict[int, list[Event]], published: list[Outgoing], states: dict[UUID, State]
@@ -247,10 +252,15 @@ class Lifecycle(QuietStage):
         for (partition, message), meta in zip(appended, written, strict=True):
             offsets[partition].append(meta.offset)
             values[partition].append(message.value)
-        for partition, events in appending.items():
-            await self._fold(partition, events, offsets[partition], values[partition], states)
         folded = [event for events in appending.values() for event in events]
-        self._decided(folded)
+        marker = 0 if open_transaction() is None else 1  # the commit's marker follows the events
+
+        async def fold() -> None:  # after the commit: the store never holds an aborted batch
+            for partition, events in appending.items():
+                await self._fold(partition, events, offsets[partition], values[partition], states, marker)
+            self._decided(folded)
+
+        await after_commit(fold)
         return folded
 
     def _decide(self, item: Incoming, states: dict[UUID, State]) -> tuple[list[Event], list[Outgoing]]:
@@ -285,10 +295,13 @@ class Lifecycle(QuietStage):
         offsets: list[int],
         values: list[bytes],
         states: dict[UUID, State],
+        marker: int = 0,
     ) -> None:
         start = self._store.events_offset(partition)
         if offsets == list(range(start, start + len(offsets))):
-            self._store.commit(partition, events, offsets[-1] + 1, encoded=values, folded_by_caller=states)
+            self._store.commit(
+                partition, events, offsets[-1] + 1 + marker, encoded=values, folded_by_caller=states
+            )
             return
         log.warning("events partition %d holds another writer's records: folding it from the log", partition)
         await self.catch_up(partition)
@@ -439,7 +452,10 @@ async def fold_log(
     """Fold the events of one partition from offset `start` (None: its first retained one) to `end`
     into `store`, in log order."""
     folded = 0
-    reading = records_between(settings.kafka_bootstrap, events_partition, start, end)
+    isolation = "read_committed" if settings.exactly_once else "read_uncommitted"
+    reading = records_between(
+        settings.kafka_bootstrap, events_partition, start, end, isolation_level=isolation
+    )
     async with contextlib.aclosing(reading):  # a failed commit stops the reader now, not at GC
         async for records in reading:
             events, values = _decoded(records)
@@ -447,6 +463,8 @@ async def fold_log(
                 events_partition.partition, events, next_offset=records[-1].offset + 1, encoded=values
             )
             folded += len(records)
+    if store.events_offset(events_partition.partition) < end:  # past the last transaction's marker
+        store.commit(events_partition.partition, [], next_offset=end)
     return folded
 
 

@@ -43,6 +43,7 @@ class BrokerProfile:
     end_offsets_from_fetch: bool
     idle_fetch_max_wait_ms: int = 0
     settle_before_fetch_ms: int = 0
+    isolation_level: str = "read_committed"  # no reader sees what an aborted transaction wrote
 
     def producer_options(self) -> dict[str, Any]:
         return {"enable_idempotence": self.enable_idempotence, "acks": "all"}
@@ -52,6 +53,7 @@ class BrokerProfile:
             "session_timeout_ms": self.session_timeout_ms,
             "heartbeat_interval_ms": self.heartbeat_interval_ms,
             "fetch_max_wait_ms": self.fetch_max_wait_ms,
+            "isolation_level": self.isolation_level,
         }
 
 
@@ -75,6 +77,7 @@ EMBEDDED_TANSU = BrokerProfile(
     end_offsets_from_fetch=True,
     idle_fetch_max_wait_ms=250,
     settle_before_fetch_ms=10,
+    isolation_level="read_uncommitted",  # no transactions there
 )
 
 IDLE_AFTER_S = 2.0
@@ -163,6 +166,7 @@ async def end_offsets(
         enable_auto_commit=False,
         fetch_max_wait_ms=10,
         max_partition_fetch_bytes=1024,
+        isolation_level=profile.isolation_level,  # the last stable offset when reading committed
     )
     try:
         await start_whole(consumer.start, consumer.stop)
@@ -199,7 +203,12 @@ class LogGapError(ScrapestreamError):
 
 
 async def records_between(
-    bootstrap: str, partition: TopicPartition, start: int | None, end: int, batch: int = 2_000
+    bootstrap: str,
+    partition: TopicPartition,
+    start: int | None,
+    end: int,
+    batch: int = 2_000,
+    isolation_level: str = "read_uncommitted",
 ) -> AsyncGenerator[list[ConsumerRecord[bytes, bytes]], None]:
     """The records of `partition` from offset `start` (None: its first retained one) up to `end`, in
     batches; `LogGapError` when the partition no longer starts at or before `start`."""
@@ -209,6 +218,7 @@ async def records_between(
         fetch_max_wait_ms=50,
         auto_offset_reset="earliest",
         max_partition_fetch_bytes=8 * 1024 * 1024,
+        isolation_level=isolation_level,
     )
     try:
         await start_whole(consumer.start, consumer.stop)

@@ -205,7 +205,11 @@ class Observer:
         self.raw: list[Any] = []
         self._changed = asyncio.Condition()
         self._consumer = AIOKafkaConsumer(
-            topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest", fetch_max_wait_ms=10
+            topic,
+            bootstrap_servers=bootstrap,
+            auto_offset_reset="earliest",
+            fetch_max_wait_ms=10,
+            isolation_level=profile(bootstrap).isolation_level,  # as an outside reader is told to
         )
         self._task: asyncio.Task[None] | None = None
 

@@ -1,0 +1,159 @@
+"""Exactly-once processing on Kafka: what a stage produced for a batch of one input partition, and
+that batch's input offset, commit together in one transaction, or neither does.
+
+Each input partition a worker holds has its own transactional producer, its id derived from the
+group, the topic and the partition: whoever holds the partition next starts a producer with the
+same id, which fences the previous holder's (a stalled worker's later commit fails with
+`ProducerFenced`) and ends its open transaction. aiokafka commits transactional offsets without
+the group's generation (no KIP-447), so this per-partition id is the fencing, not the group.
+
+Stages need not know: `Publisher.send_all` sends through the transaction open in the calling task
+(`open_transaction`), and `after_commit` defers what must follow the commit (the lifecycle's fold
+into its store), so local state never holds what an aborted transaction wrote. Work a batch starts
+in tasks of its own sends outside the transaction once it has ended.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import logging
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+
+from aiokafka import AIOKafkaProducer, TopicPartition
+from aiokafka.errors import KafkaError, ProducerFenced
+
+from streams.broker.compat import BrokerProfile, start_whole
+from streams.errors import BrokerError
+
+log = logging.getLogger(__name__)
+TRANSACTION_TIMEOUT_MS = 60_000  # an open transaction of a worker that died is aborted after this
+
+
+class FencedError(BrokerError):
+    """Another worker holds the partition now: this one's transaction for it was refused."""
+
+
+@dataclass
+class OpenTransaction:
+    producer: AIOKafkaProducer
+    partition: TopicPartition
+    after: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    ended: list[Callable[[], None]] = field(default_factory=list)
+    active: bool = True
+
+
+_OPEN: contextvars.ContextVar[OpenTransaction | None] = contextvars.ContextVar("transaction", default=None)
+
+
+def open_transaction() -> OpenTransaction | None:
+    """The transaction the calling task sends in, if one is open."""
+    current = _OPEN.get()
+    return current if current is not None and current.active else None
+
+
+async def after_commit(action: Callable[[], Awaitable[None]]) -> None:
+    """Runs `action` once the open transaction has committed (not at all if it aborts), or now
+    when no transaction is open."""
+    current = open_transaction()
+    if current is None:
+        await action()
+    else:
+        current.after.append(action)
+
+
+def when_ended(action: Callable[[], None]) -> None:
+    """Runs `action` once the open transaction has ended, committed or aborted (its deferred
+    actions done), or now when no transaction is open."""
+    current = open_transaction()
+    if current is None:
+        action()
+    else:
+        current.ended.append(action)
+
+
+def transactional_id(group_id: str, partition: TopicPartition) -> str:
+    return f"{group_id}.{partition.topic}.{partition.partition}"
+
+
+class PartitionTransactions:
+    """One transactional producer per input partition this worker holds."""
+
+    def __init__(self, bootstrap: str, profile: BrokerProfile, group_id: str) -> None:
+        self._bootstrap = bootstrap
+        self._group_id = group_id
+        self._options = profile.producer_options()
+        self._producers: dict[TopicPartition, AIOKafkaProducer] = {}
+
+    async def hold(self, partitions: set[TopicPartition]) -> None:
+        """Start the producers of newly held partitions: each fences its previous holder's."""
+        for tp in sorted(partitions - set(self._producers)):
+            producer = AIOKafkaProducer(
+                bootstrap_servers=self._bootstrap,
+                transactional_id=transactional_id(self._group_id, tp),
+                transaction_timeout_ms=TRANSACTION_TIMEOUT_MS,
+                **self._options,
+            )
+            try:
+                await start_whole(producer.start, producer.stop)
+            except KafkaError as exc:
+                await producer.stop()
+                raise BrokerError(f"cannot start the transactional producer of {tp}: {exc}") from exc
+            self._producers[tp] = producer
+
+    async def probe(self) -> None:
+        """Start and stop one transactional producer: `BrokerError` when the broker cannot."""
+        tp = TopicPartition("probe", os.getpid())
+        await self.hold({tp})
+        await self.release({tp})
+
+    async def release(self, partitions: set[TopicPartition]) -> None:
+        for tp in partitions:
+            producer = self._producers.pop(tp, None)
+            if producer is not None:
+                with contextlib.suppress(KafkaError):
+                    await producer.stop()
+
+    async def close(self) -> None:
+        await self.release(set(self._producers))
+
+    @contextlib.asynccontextmanager
+    async def transaction(self, tp: TopicPartition, next_offset: int) -> AsyncIterator[OpenTransaction]:
+        """Everything sent inside commits with the input offset `next_offset` of `tp`, then the
+        deferred actions run; an exception aborts (and re-raises; `FencedError` when another holds `tp`)."""
+        producer = self._producers.get(tp)
+        if producer is None:
+            raise FencedError(f"{tp} is not held by this worker")
+        try:
+            await producer.begin_transaction()
+        except ProducerFenced as exc:
+            raise FencedError(f"{tp} moved to another worker") from exc
+        current = OpenTransaction(producer, tp)
+        token = _OPEN.set(current)
+        try:
+            try:
+                yield current
+                await producer.send_offsets_to_transaction({tp: next_offset}, self._group_id)
+                current.active = False
+                await producer.commit_transaction()
+            except BaseException as exc:
+                current.active = False
+                with contextlib.suppress(KafkaError):
+                    await producer.abort_transaction()
+                if isinstance(exc, ProducerFenced):
+                    raise FencedError(f"{tp} moved to another worker") from exc
+                raise
+            finally:
+                _OPEN.reset(token)
+            for action in current.after:
+                await action()
+        finally:
+            _end(current)
+
+
+def _end(transaction: OpenTransaction) -> None:
+    for action in transaction.ended:
+        action()
+    transaction.ended.clear()
