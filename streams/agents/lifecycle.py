@@ -303,7 +303,12 @@ class Lifecycle(QuietStage):
                 partition, events, offsets[-1] + 1 + marker, encoded=values, folded_by_caller=states
             )
             return
-        log.warning("events partition %d holds another writer's records: folding it from the log", partition)
+        log.warning(
+            "events partition %d holds another writer's records: folding it from the log (store at %d, appended at %s)",
+            partition,
+            start,
+            offsets[:3],
+        )
         await self.catch_up(partition)
 
     def _consequences(self, state: State, events: list[Event], before: State) -> list[Outgoing]:
