@@ -4,6 +4,7 @@
     .venv/bin/python -m bench.e2e --jobs 200 --sequential
     .venv/bin/python -m bench.e2e --jobs 6000 --runs 5     # each run, then the medians
     .venv/bin/python -m bench.e2e --jobs 3000 --broker kafka   # Apache Kafka, one node
+    .venv/bin/python -m bench.e2e --jobs 3000 --broker kafka --guarantee at_least_once
 
 The broker is the embedded tansu, or one Apache Kafka node started for the run (its jars fetched
 once through `tests/kafka/pom.xml`).
@@ -88,6 +89,7 @@ async def main(
     sequential: bool,
     workers: int = 1,
     broker_kind: str = "tansu",
+    guarantee: str | None = None,
 ) -> dict[str, object]:
     port = free_loopback_port()
     origin = await start_origin(port)
@@ -103,6 +105,7 @@ async def main(
                     partitions=partitions,
                     executor_concurrency=concurrency,
                     host_concurrency=concurrency,  # the one origin stands for many hosts
+                    **({} if guarantee is None else {"processing_guarantee": guarantee}),
                 )
                 (data_dir / str(number)).mkdir()
                 running.append(await start_worker(environment, data_dir / f"worker-{number}.log"))
@@ -236,6 +239,11 @@ if __name__ == "__main__":
     parser.add_argument("--workers", type=int, default=1, help="worker processes sharing the partitions")
     parser.add_argument("--runs", type=int, default=1, help="repeat; a last line gives the medians")
     parser.add_argument("--broker", choices=["tansu", "kafka"], default="tansu")
+    parser.add_argument(
+        "--guarantee",
+        choices=["exactly_once", "at_least_once"],
+        help="SCRAPESTREAM_PROCESSING_GUARANTEE (unset: the broker profile's default)",
+    )
     arguments = parser.parse_args()
     options = (
         arguments.jobs,
@@ -244,6 +252,7 @@ if __name__ == "__main__":
         arguments.sequential,
         arguments.workers,
         arguments.broker,
+        arguments.guarantee,
     )
     results = []
     for _ in range(arguments.runs):

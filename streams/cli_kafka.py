@@ -237,7 +237,7 @@ async def _topics(arguments: argparse.Namespace) -> int:
 
 async def _replay(arguments: argparse.Namespace) -> int:
     from streams.jobtypes import deployment_policy, discover
-    from streams.replay import rebuild, verify
+    from streams.replay import check_log, rebuild, verify
 
     settings = connected_settings()
     profile = profile_of(settings)
@@ -251,10 +251,23 @@ async def _replay(arguments: argparse.Namespace) -> int:
         return 0
     with tempfile.TemporaryDirectory(prefix="scrapestream-replay-") as scratch:
         difference = await verify(settings, profile, policy, Path(scratch) / "lifecycle")
+    found = await check_log(settings, profile)
+    faults = found.problems(duplicates_allowed=not settings.exactly_once)
     if difference is not None:
-        _print(f"replay differs from {settings.data_dir / 'lifecycle'}: {difference.describe()}", False)
+        faults.insert(0, f"replay differs from {settings.data_dir / 'lifecycle'}: {difference.describe()}")
+    for fault in faults:
+        _print(fault, False)
+    if faults:
         return EXIT_FAILED
     _print(f"replay of the events topic matches {settings.data_dir / 'lifecycle'}", False)
+    _print(f"{found.jobs} jobs, none with more than one terminal event", False)
+    if settings.exactly_once:
+        _print("no job with more than one completion (read committed)", False)
+    else:
+        _print(
+            f"{len(found.completions_over_one)} jobs with repeated completions, as at_least_once allows",
+            False,
+        )
     return 0
 
 

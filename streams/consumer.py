@@ -33,7 +33,7 @@ from streams.deadinput import DeadLetters
 from streams.errors import BrokerError
 from streams.failures import waiting_for
 from streams.routing import Routing
-from streams.transactions import FencedError, PartitionTransactions
+from streams.transactions import FencedError, NotHeldError, PartitionTransactions
 
 log = logging.getLogger(__name__)
 COMMIT_EVERY_S = 0.2
@@ -65,6 +65,9 @@ class Stage(Protocol):
     async def wait_capacity(self) -> None:
         """Returns once `capacity()` is above zero."""
 
+    def batch_size(self, queued: Sequence[Record]) -> int:
+        """How many of the queued records, from the front, make the next batch (at least one)."""
+
     async def handle(self, records: Sequence[Record]) -> None: ...
 
     async def recover(self, records: Sequence[Record]) -> None:
@@ -92,6 +95,9 @@ class QuietStage:
 
     async def wait_capacity(self) -> None:
         return
+
+    def batch_size(self, queued: Sequence[Record]) -> int:
+        return min(self.max_batch, max(self.capacity(), 1), len(queued))
 
     async def recover(self, records: Sequence[Record]) -> None:
         return
@@ -192,7 +198,7 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
                 log.warning("partitions %s are held by no worker: rebalancing the group", unowned)
                 with contextlib.suppress(KafkaError):
                     await refresh_metadata(self._consumer)
-                self._consumer._coordinator.request_rejoin()  # aiokafka has no public call for it
+                self._rejoin()
             noticed = bool(unowned) and not noticed
 
     async def stop(self) -> None:
@@ -295,7 +301,7 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
                 continue
             await stage.wait_capacity()
             async with lane.lock:
-                size = min(stage.max_batch, max(stage.capacity(), 1), len(lane.queue))
+                size = stage.batch_size(lane.queue)
                 batch = [lane.queue.popleft() for _ in range(size)]
                 done = []
                 for part in self._parts(batch):
@@ -334,8 +340,13 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
                 return batch
             except FencedError as exc:
                 log.warning("%s: %s; leaving it to its new holder and rejoining the group", stage.name, exc)
-                self._consumer._coordinator.request_rejoin()  # aiokafka has no public call for it
+                self._rejoin()
                 return []
+            except NotHeldError:
+                if any(self.owns(TopicPartition(r.topic, r.partition)) for r in batch):
+                    log.warning("%s: a partition is assigned but not held; rejoining the group", stage.name)
+                    self._rejoin()
+                return []  # else revoked meanwhile: its new holder reads the records again
             except Exception as exc:
                 what = waiting_for(exc)
                 if what is None:
@@ -441,24 +452,47 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
         self._revoking = set()
 
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
-        if self._transactions is not None:
-            await self._hold_transactionally(self._transactions, assigned)
-        for lane in self._lanes:
-            mine = {tp for tp in assigned if tp.topic in lane.stage.topics}
-            if mine:
-                await lane.stage.assigned(mine, self)
-        self.joined.set()
+        transactions = self._transactions
+        if transactions is not None:
+            self.hold(
+                assigned, "transactions"
+            )  # no batch of them before their producers fence the last holder
+        try:
+            if transactions is not None and not await self._hold_transactionally(transactions, assigned):
+                return
+            for lane in self._lanes:
+                mine = {tp for tp in assigned if tp.topic in lane.stage.topics}
+                if mine:
+                    await lane.stage.assigned(mine, self)
+            self.joined.set()
+        finally:
+            self.release(assigned, "transactions")
 
     async def _hold_transactionally(
         self, transactions: PartitionTransactions, assigned: set[TopicPartition]
-    ) -> None:
+    ) -> bool:
         """Fence the previous holders first (their open transactions end), then read the committed
-        offsets again: one fetched before a previous holder's last commit completed is stale."""
-        await transactions.hold(assigned)
-        for tp in assigned:
-            committed = await self._consumer.committed(tp)
-            if committed is not None:
-                self._consumer.seek(tp, committed)
+        offsets again: one fetched before a previous holder's last commit completed is stale.
+        False, and the group rejoined, when the producers cannot start."""
+        try:
+            await transactions.hold(assigned)
+            for tp in assigned:
+                committed = await self._consumer.committed(tp)
+                if committed is not None:
+                    self._consumer.seek(tp, committed)
+            for lane in self._lanes:  # anything fetched from before the seek is read again
+                lane.queue = deque(
+                    r for r in lane.queue if TopicPartition(r.topic, r.partition) not in assigned
+                )
+        except (BrokerError, KafkaError) as exc:
+            log.warning("cannot take the assigned partitions transactionally (%s); rejoining the group", exc)
+            await transactions.release(assigned)
+            self._rejoin()
+            return False
+        return True
+
+    def _rejoin(self) -> None:
+        self._consumer._coordinator.request_rejoin()  # aiokafka has no public call for it
 
     def assignment(self) -> set[TopicPartition]:
         return set(self._consumer.assignment())

@@ -120,6 +120,13 @@ class ScrapeTimeGauges(Collector):
             "What this worker's maintenance purged since it started (histories_refused: purges refused)",
             "kind",
         )
+        yield self._counted(
+            "transactions.",
+            "scrapestream_transactions",
+            "Transactions this worker ended since it started (exactly_once), by how: committed, aborted,"
+            " fenced (the partition had moved to another worker)",
+            "result",
+        )
         lag = GaugeMetricFamily(
             "scrapestream_consumer_lag",
             "Records not yet consumed, per topic-partition this worker is assigned",

@@ -17,18 +17,16 @@ from datetime import datetime
 from typing import Any, Protocol
 from uuid import UUID
 
-from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError, MessageSizeTooLargeError
 from aiokafka.partitioner import DefaultPartitioner
 
 from schemas.codec import encode
 from schemas.types import Record, uuid_text
-from streams.broker.compat import BrokerProfile, start_whole
+from streams.broker.compat import MAX_BATCH_BYTES, BrokerProfile, new_producer, start_whole
 from streams.errors import BrokerError
 from streams.transactions import open_transaction
 
 MISSING_TOPIC_WAIT_S = 5.0  # a topic created a moment ago reaches every broker's metadata within it
-MAX_BATCH_BYTES = 1_000_000  # under the broker's default message.max.bytes (1,048,588)
 _PARTITIONER = DefaultPartitioner()
 
 
@@ -92,14 +90,7 @@ class Publisher:
     def __init__(self, bootstrap: str, profile: BrokerProfile) -> None:
         self._bootstrap = bootstrap
         self._idempotent = profile.enable_idempotence
-        self._producer = AIOKafkaProducer(
-            bootstrap_servers=bootstrap,
-            linger_ms=0,  # send_all hands over whole batches; a linger only delays them
-            max_batch_size=MAX_BATCH_BYTES,
-            max_request_size=MAX_BATCH_BYTES,
-            partitioner=_PARTITIONER,
-            **profile.producer_options(),
-        )
+        self._producer = new_producer(bootstrap, profile, partitioner=_PARTITIONER)
 
     async def start(self) -> None:
         try:
@@ -164,14 +155,18 @@ class Publisher:
                 for index in members:
                     message = messages[index]
                     if message.headers:
-                        batch.append(
+                        appended = batch.append(
                             key=message.key,
                             value=message.payload,
                             timestamp=message.timestamp_ms,
                             headers=list(message.headers),
                         )
                     else:
-                        batch.append(key=message.key, value=message.payload, timestamp=message.timestamp_ms)
+                        appended = batch.append(
+                            key=message.key, value=message.payload, timestamp=message.timestamp_ms
+                        )
+                    if appended is None:  # a full batch drops the record: never silently
+                        raise MessageSizeTooLargeError(f"a batch for {topic} could not take its record")
                 future = await producer.send_batch(batch, topic, partition=partition)
                 pending.append((future, topic, partition, members))
         written: list[Written | None] = [None] * len(messages)

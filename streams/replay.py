@@ -1,23 +1,33 @@
 """`scrapestream replay`: rebuild the lifecycle store from the events topic, and compare it with a live one.
 
 The rebuilt store folds each partition up to the offset the live store has reached, so the two
-must agree key for key and byte for byte; the first key where they differ is reported.
+must agree key for key and byte for byte; the first key where they differ is reported. The topics
+are checked too, as a `read_committed` reader sees them: at most one terminal event per job, and,
+with `exactly_once`, at most one completion per job and outcome.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from uuid import UUID
 
-from aiokafka import TopicPartition
+from aiokafka import ConsumerRecord, TopicPartition
 
-from projections.jobstore import JobStore
+from projections.jobstore import EVENT_TYPES, JobStore
+from projections.lifecycle.consequences import TERMINAL_EVENTS
 from projections.lifecycle.policy import Policy
 from projections.storage.base import KeyValueStore
 from projections.storage.rocks import RocksStore
+from schemas.codec import decode
+from schemas.enums import JobStatus
+from schemas.errors import CodecError
+from schemas.events import JobCompleted
 from streams.agents.lifecycle import fold_log
-from streams.broker.compat import BrokerProfile, end_offsets
+from streams.broker.compat import BrokerProfile, end_offsets, records_between
 from streams.settings import Settings
 
 
@@ -96,3 +106,83 @@ def first_difference(live: KeyValueStore, rebuilt: KeyValueStore) -> Difference 
 
 def _state(store: KeyValueStore) -> Iterator[tuple[bytes, bytes]]:
     return ((key, value) for key, value in store.scan(b"", b"\xff") if not key.startswith(b"s/"))
+
+
+@dataclass(frozen=True)
+class LogCheck:
+    """What `replay --verify` finds in the topics themselves, read as committed."""
+
+    jobs: int
+    terminal_events_over_one: dict[UUID, int]  # job -> terminal events, where more than one
+    completions_over_one: dict[UUID, int]  # job -> completions of one outcome, where more than one
+
+    def problems(self, duplicates_allowed: bool) -> list[str]:
+        found = []
+        if self.terminal_events_over_one:
+            found.append(
+                f"{len(self.terminal_events_over_one)} jobs have more than one terminal event: "
+                f"{_some(self.terminal_events_over_one)}"
+            )
+        if self.completions_over_one and not duplicates_allowed:
+            found.append(
+                f"{len(self.completions_over_one)} jobs have more than one completion: "
+                f"{_some(self.completions_over_one)}"
+            )
+        return found
+
+
+def _some(counts: dict[UUID, int]) -> str:
+    shown = ", ".join(f"{job_id} ({n})" for job_id, n in list(counts.items())[:5])
+    return shown + (", …" if len(counts) > 5 else "")
+
+
+async def check_log(settings: Settings, profile: BrokerProfile) -> LogCheck:
+    """Every job's terminal events in the events topic, and its completions in the completions topic.
+
+    A completion is one per outcome: a job id may also see `REJECTED` completions of refused
+    submissions, each its own (told apart by their time)."""
+    terminal: Counter[UUID] = Counter()
+    jobs: set[UUID] = set()
+    for record in await _committed(settings, profile, "events"):
+        event = _decoded(record)
+        if isinstance(event, EVENT_TYPES):
+            jobs.add(event.job_id)
+            terminal[event.job_id] += isinstance(event, TERMINAL_EVENTS)
+    outcomes: Counter[tuple[UUID, JobStatus, object]] = Counter()
+    for record in await _committed(settings, profile, "completions"):
+        completion = _decoded(record)
+        if isinstance(completion, JobCompleted):
+            rejected = completion.status is JobStatus.REJECTED
+            outcomes[
+                (completion.job_id, completion.status, completion.completed_at if rejected else None)
+            ] += 1
+    return LogCheck(
+        jobs=len(jobs),
+        terminal_events_over_one={job: n for job, n in terminal.items() if n > 1},
+        completions_over_one={key[0]: n for key, n in outcomes.items() if n > 1},
+    )
+
+
+async def _committed(
+    settings: Settings, profile: BrokerProfile, name: str
+) -> list[ConsumerRecord[bytes, bytes]]:
+    topic = settings.topic(name)
+    partitions = [TopicPartition(topic, p) for p in range(settings.partitions)]
+    ends = await end_offsets(settings.kafka_bootstrap, partitions, profile)
+    found: list[ConsumerRecord[bytes, bytes]] = []
+    for tp in partitions:
+        if ends[tp] > 0:
+            reading = records_between(
+                settings.kafka_bootstrap, tp, None, ends[tp], isolation_level=profile.isolation_level
+            )
+            async with contextlib.aclosing(reading):
+                async for records in reading:
+                    found += records
+    return found
+
+
+def _decoded(record: ConsumerRecord[bytes, bytes]) -> object | None:
+    try:
+        return decode(record.value or b"")
+    except CodecError:
+        return None  # dead input's business, not a job's

@@ -35,10 +35,10 @@ from projections.storage.base import StoreError
 from schemas.codec import decode_as
 from schemas.errors import CodecError, ScrapestreamError
 from schemas.work import JobSnapshot, SnapshotMark
-from streams.broker.compat import BrokerProfile, end_offsets, records_between
+from streams.broker.compat import MAX_BATCH_BYTES, BrokerProfile, end_offsets, records_between
 from streams.errors import BrokerError
 from streams.periodic import every
-from streams.publisher import MAX_BATCH_BYTES, Outgoing, Sink, outgoing, tombstone
+from streams.publisher import Outgoing, Sink, outgoing, tombstone
 from streams.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -10,22 +10,24 @@ the group's generation (no KIP-447), so this per-partition id is the fencing, no
 Stages need not know: `Publisher.send_all` sends through the transaction open in the calling task
 (`open_transaction`), and `after_commit` defers what must follow the commit (the lifecycle's fold
 into its store), so local state never holds what an aborted transaction wrote. Work a batch starts
-in tasks of its own sends outside the transaction once it has ended.
+in tasks of its own (the executor's fetches) sends outside the transaction.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import contextvars
 import logging
 import os
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
 from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaError, ProducerFenced
 
-from streams.broker.compat import BrokerProfile, start_whole
+from streams.broker.compat import BrokerProfile, new_producer, start_whole
 from streams.errors import BrokerError
 
 log = logging.getLogger(__name__)
@@ -36,10 +38,15 @@ class FencedError(BrokerError):
     """Another worker holds the partition now: this one's transaction for it was refused."""
 
 
+class NotHeldError(BrokerError):
+    """No producer for the partition: this worker does not hold it (any more, or yet)."""
+
+
 @dataclass
 class OpenTransaction:
     producer: AIOKafkaProducer
     partition: TopicPartition
+    owner: asyncio.Task[object] | None  # the task that opened it: tasks it starts send outside it
     after: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     ended: list[Callable[[], None]] = field(default_factory=list)
     active: bool = True
@@ -51,7 +58,9 @@ _OPEN: contextvars.ContextVar[OpenTransaction | None] = contextvars.ContextVar("
 def open_transaction() -> OpenTransaction | None:
     """The transaction the calling task sends in, if one is open."""
     current = _OPEN.get()
-    return current if current is not None and current.active else None
+    if current is None or not current.active or current.owner is not asyncio.current_task():
+        return None
+    return current
 
 
 async def after_commit(action: Callable[[], Awaitable[None]]) -> None:
@@ -81,27 +90,40 @@ def transactional_id(group_id: str, partition: TopicPartition) -> str:
 class PartitionTransactions:
     """One transactional producer per input partition this worker holds."""
 
-    def __init__(self, bootstrap: str, profile: BrokerProfile, group_id: str) -> None:
+    def __init__(
+        self, bootstrap: str, profile: BrokerProfile, group_id: str, counters: Counter[str] | None = None
+    ) -> None:
+        self._counters: Counter[str] = Counter() if counters is None else counters  # transactions.<how>
         self._bootstrap = bootstrap
         self._group_id = group_id
-        self._options = profile.producer_options()
+        self._profile = profile
         self._producers: dict[TopicPartition, AIOKafkaProducer] = {}
 
     async def hold(self, partitions: set[TopicPartition]) -> None:
-        """Start the producers of newly held partitions: each fences its previous holder's."""
-        for tp in sorted(partitions - set(self._producers)):
-            producer = AIOKafkaProducer(
-                bootstrap_servers=self._bootstrap,
+        """Start the producers of newly held partitions, together: each fences its previous holder's."""
+        starting = sorted(partitions - set(self._producers))
+        producers = {
+            tp: new_producer(
+                self._bootstrap,
+                self._profile,
                 transactional_id=transactional_id(self._group_id, tp),
                 transaction_timeout_ms=TRANSACTION_TIMEOUT_MS,
-                **self._options,
             )
-            try:
-                await start_whole(producer.start, producer.stop)
-            except KafkaError as exc:
+            for tp in starting
+        }
+        started = await asyncio.gather(
+            *(start_whole(producer.start, producer.stop) for producer in producers.values()),
+            return_exceptions=True,
+        )
+        failed = [(tp, result) for tp, result in zip(starting, started, strict=True) if result is not None]
+        for tp, producer in producers.items():
+            if failed:
                 await producer.stop()
-                raise BrokerError(f"cannot start the transactional producer of {tp}: {exc}") from exc
-            self._producers[tp] = producer
+            else:
+                self._producers[tp] = producer
+        if failed:
+            tp, error = failed[0]
+            raise BrokerError(f"cannot start the transactional producer of {tp}: {error}") from error
 
     async def probe(self) -> None:
         """Start and stop one transactional producer: `BrokerError` when the broker cannot."""
@@ -125,12 +147,14 @@ class PartitionTransactions:
         deferred actions run; an exception aborts (and re-raises; `FencedError` when another holds `tp`)."""
         producer = self._producers.get(tp)
         if producer is None:
-            raise FencedError(f"{tp} is not held by this worker")
+            raise NotHeldError(f"{tp} is not held by this worker")
         try:
             await producer.begin_transaction()
         except ProducerFenced as exc:
+            self._counters["transactions.fenced"] += 1
+            await self.release({tp})
             raise FencedError(f"{tp} moved to another worker") from exc
-        current = OpenTransaction(producer, tp)
+        current = OpenTransaction(producer, tp, asyncio.current_task())
         token = _OPEN.set(current)
         try:
             try:
@@ -138,12 +162,16 @@ class PartitionTransactions:
                 await producer.send_offsets_to_transaction({tp: next_offset}, self._group_id)
                 current.active = False
                 await producer.commit_transaction()
+                self._counters["transactions.committed"] += 1
             except BaseException as exc:
                 current.active = False
-                with contextlib.suppress(KafkaError):
-                    await producer.abort_transaction()
-                if isinstance(exc, ProducerFenced):
+                if isinstance(exc, ProducerFenced):  # its successor aborted the transaction already
+                    self._counters["transactions.fenced"] += 1
+                    await self.release({tp})
                     raise FencedError(f"{tp} moved to another worker") from exc
+                self._counters["transactions.aborted"] += 1
+                if not await _aborted(producer):  # a producer in a fatal state is replaced
+                    await self.release({tp})
                 raise
             finally:
                 _OPEN.reset(token)
@@ -151,6 +179,17 @@ class PartitionTransactions:
                 await action()
         finally:
             _end(current)
+
+
+async def _aborted(producer: AIOKafkaProducer) -> bool:
+    """Abort the open transaction; False when the producer cannot go on (aiokafka asserts then)."""
+    try:
+        await producer.abort_transaction()
+    except KafkaError as exc:
+        log.info("aborting a transaction failed (%s); the broker aborts it at its timeout", exc)
+    except AssertionError:
+        return False
+    return True
 
 
 def _end(transaction: OpenTransaction) -> None:

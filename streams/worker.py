@@ -228,7 +228,9 @@ class Worker:
         """The per-partition transactional producers of `exactly_once`, once the broker is seen to
         start one (the embedded broker cannot)."""
         settings = self.settings
-        transactions = PartitionTransactions(settings.kafka_bootstrap, self.profile, settings.group_id)
+        transactions = PartitionTransactions(
+            settings.kafka_bootstrap, self.profile, settings.group_id, self.counters
+        )
         try:
             await transactions.probe()
         except BrokerError as exc:

@@ -26,6 +26,7 @@ itself a recorded, budget-counted attempt.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import re
 from collections import OrderedDict
@@ -72,6 +73,7 @@ STARTED_REMEMBERED = 50_000
 MIN_FETCH_DEADLINE_S = 1.0
 PNG = "image/png"
 WAITING_PER_FETCH = 4  # work taken in beyond the fetch places, waiting for its host's turn
+STALE_PER_BATCH = 500  # due records past their start window one batch may skip besides its work
 
 
 class HttpExecutor(QuietStage):
@@ -127,10 +129,26 @@ class HttpExecutor(QuietStage):
     async def wait_capacity(self) -> None:
         await self._slots.wait_free()
 
+    def batch_size(self, queued: Sequence[Record]) -> int:
+        """Work past its start window (by its record's time) takes no place, it is only skipped: a
+        backlog of it is read in whole batches, not one batch (and transaction) per record."""
+        free = min(max(self.capacity(), 1), self.max_batch)
+        window = timedelta(milliseconds=self._settings.start_window_ms)
+        stale_before_ms = (self._clock() - window).timestamp() * 1000
+        taken = 0
+        for record in itertools.islice(queued, self.max_batch + STALE_PER_BATCH):
+            if record.timestamp is None or record.timestamp >= stale_before_ms:
+                if free == 0:
+                    break
+                free -= 1
+            taken += 1
+        return taken
+
     async def handle(self, records: Sequence[Record]) -> None:
         now = self._clock()
         startable: list[DueWork] = []
         immediate: list[Outgoing] = []
+        not_started = self.not_started
         for record in records:
             try:
                 work = decode_as(record.value or b"", DueWork, LeaseRevoked)
@@ -146,12 +164,10 @@ class HttpExecutor(QuietStage):
                 immediate.append(self._report_message(work, _unsupported(work, now), now))
             elif now > _start_by(work):
                 self.not_started += 1
-                log.info(
-                    "job %s attempt %d: start window passed in the queue", work.job_id, work.attempt_number
-                )
             elif work.lease_id not in self._started:  # due work published twice carries the same lease
                 self._remember_started(work.lease_id)
                 startable.append(work)
+        _log_not_started(self.not_started - not_started)
         if immediate:
             await self._publisher.send_all(immediate)
         for work in startable:
@@ -553,6 +569,11 @@ def politeness_of(settings: Settings) -> Politeness:
         for host, limit in settings.host_limits.items()
     }
     return Politeness(default, overrides)
+
+
+def _log_not_started(count: int) -> None:
+    if count:
+        log.info("%d due records were past their start window in the queue: not started", count)
 
 
 def _start_by(work: DueWork) -> datetime:

@@ -304,10 +304,10 @@ class Lifecycle(QuietStage):
             )
             return
         log.warning(
-            "events partition %d holds another writer's records: folding it from the log (store at %d, appended at %s)",
+            "events partition %d holds another writer's records (store at %d, appended at %d): folding it",
             partition,
             start,
-            offsets[:3],
+            offsets[0],
         )
         await self.catch_up(partition)
 

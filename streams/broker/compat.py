@@ -22,12 +22,13 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 from aiokafka.errors import KafkaError
 
 from schemas.errors import ScrapestreamError
 
 log = logging.getLogger(__name__)
+MAX_BATCH_BYTES = 1_000_000  # under the broker's default message.max.bytes (1,048,588)
 
 
 @dataclass(frozen=True)
@@ -112,6 +113,19 @@ class FetchPacer:
         fetcher = getattr(self._consumer, "_fetcher", None)  # aiokafka reads it for every fetch request
         if fetcher is not None:
             fetcher._fetch_max_wait_ms = wait_ms
+
+
+def new_producer(bootstrap: str, profile: BrokerProfile, **options: Any) -> AIOKafkaProducer:
+    """A producer for whole record batches of up to `MAX_BATCH_BYTES`, sent as soon as they are handed
+    over (aiokafka's default batch holds 16 KiB, and a record that does not fit is not appended)."""
+    return AIOKafkaProducer(
+        bootstrap_servers=bootstrap,
+        linger_ms=0,
+        max_batch_size=MAX_BATCH_BYTES,
+        max_request_size=MAX_BATCH_BYTES,
+        **profile.producer_options(),
+        **options,
+    )
 
 
 async def start_whole(start: Callable[[], Awaitable[None]], stop: Callable[[], Awaitable[Any]]) -> None:

@@ -172,6 +172,27 @@ async def test_a_worker_on_the_embedded_broker_with_the_kafka_profile_says_which
     assert "Traceback" not in output
 
 
+async def test_a_worker_asked_for_exactly_once_on_a_broker_without_transactions_refuses_to_start(
+    broker, tmp_path
+):
+    if broker.kind == "kafka":
+        pytest.skip("Kafka has transactions")
+    code, output = await run(
+        "worker",
+        cwd=tmp_path,
+        kafka_bootstrap=broker.bootstrap,
+        broker_profile="embedded",
+        processing_guarantee="exactly_once",
+        auth_enabled="false",
+        web_port="0",
+        create_topics="true",
+    )
+    assert code == 1
+    assert "SCRAPESTREAM_PROCESSING_GUARANTEE=at_least_once" in output
+    assert "cannot start a transactional producer" in output
+    assert "Traceback" not in output
+
+
 async def test_a_busy_web_port_and_a_missing_bucket_name_their_settings(broker, s3, tmp_path):
     from streams.broker.embedded import free_loopback_port
 

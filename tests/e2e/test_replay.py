@@ -1,5 +1,6 @@
 """`scrapestream replay --verify`: a rebuild from the events topic equals the live store, or the first
-difference is named."""
+difference is named; a job with two terminal events, or (with `exactly_once`) two completions, is
+named too."""
 
 from __future__ import annotations
 
@@ -13,6 +14,9 @@ import pytest
 
 from projections.storage.rocks import RocksStore
 from schemas.enums import JobStatus
+from schemas.events import JobSucceeded
+from streams.publisher import Publisher, outgoing
+from tests.brokers import profile
 from tests.e2e.conftest import running_system, worker_settings
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -58,3 +62,38 @@ async def test_replay_verify_finds_the_live_store_equal_to_the_log_then_names_a_
     code, output = await replay(settings, "--into", str(tmp_path / "copy"))
     assert code == 0
     assert (tmp_path / "copy").is_dir()
+
+
+async def test_replay_verify_names_a_second_terminal_event_and_with_exactly_once_a_second_completion(
+    broker, tmp_path, origin
+):
+    settings = worker_settings(broker.bootstrap, tmp_path / "worker")
+    async with running_system(settings) as system:
+        job_id = await system.submit(origin.url("/page/finished-once"))
+        completion = await system.completion(job_id)
+        terminal = next(e for e in system.events.of_job(job_id) if isinstance(e, JobSucceeded))
+        code, output = await replay(settings, "--verify")
+        assert code == 0, output
+        assert "none with more than one terminal event" in output
+        publisher = Publisher(settings.kafka_bootstrap, profile(settings.kafka_bootstrap))
+        await publisher.start()
+        try:  # what a second publish of the batch would have left, had nothing fenced it
+            await publisher.send_all([outgoing(settings.topic("completions"), job_id, completion)])
+            code, output = await replay(settings, "--verify")
+            if settings.exactly_once:
+                assert code == 1
+                assert f"1 jobs have more than one completion: {job_id} (2)" in output
+            else:
+                assert (code, "1 jobs with repeated completions, as at_least_once allows" in output) == (
+                    0,
+                    True,
+                )
+            events_partition = system.events.raw[-1].partition
+            await publisher.send_all(
+                [outgoing(settings.topic("events"), job_id, terminal, partition=events_partition)]
+            )
+        finally:
+            await publisher.stop()
+    code, output = await replay(settings, "--verify")
+    assert code == 1
+    assert f"1 jobs have more than one terminal event: {job_id} (2)" in output

@@ -111,6 +111,21 @@ class WorkerProcess:
         if self.process is not None and self.process.returncode is None:
             self.process.send_signal(signal.SIGKILL)
 
+    def pause(self) -> None:
+        """SIGSTOP: the process keeps its connections and its state, and does nothing."""
+        if self.process is not None and self.process.returncode is None:
+            self.process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self.process is not None and self.process.returncode is None:
+            self.process.send_signal(signal.SIGCONT)
+
+    async def metric(self, name: str) -> float:
+        """The sum of a /metrics family's samples (0 when it has none)."""
+        async with httpx.AsyncClient() as http:
+            text = (await http.get(f"http://127.0.0.1:{self.web_port}/metrics")).text
+        return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name))
+
     async def stop(self) -> None:
         process = self.process
         if process is None or process.returncode is not None:
@@ -139,6 +154,7 @@ async def workers(*processes: WorkerProcess):  # type: ignore[no-untyped-def]
         yield processes
     finally:
         for process in processes:
+            process.resume()
             process.kill()
             await process.wait_dead()
 

@@ -1,6 +1,7 @@
 """Apache Kafka only, on the three-broker cluster: with `exactly_once`, a worker SIGKILLed at random
 moments again and again (and a broker killed meanwhile) leaves exactly one `JobCompleted` per job
-for a `read_committed` reader; the same run `at_least_once` shows the duplicates it allows.
+for a `read_committed` reader; the same run `at_least_once` shows the duplicates it allows. A
+worker SIGSTOPped past its session timeout is fenced when it wakes, and serves again.
 
 Counts and times are reported (`SCRAPESTREAM_FAULT_REPORT=faults.jsonl`) for docs/RELIABILITY.md.
 """
@@ -11,6 +12,7 @@ import asyncio
 import json
 import random
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -20,6 +22,7 @@ from streams.broker.kafka import KafkaCluster
 from tests.faults.harness import (
     Stopwatch,
     WorkerProcess,
+    assert_stores_match_the_log,
     check_log,
     report,
     settings_of,
@@ -62,7 +65,7 @@ async def test_a_worker_killed_ten_times_leaves_one_completion_per_job_only_with
     ]
     pair = [WorkerProcess(environments[0], "a"), WorkerProcess(environments[1], "b")]
     settings = settings_of(environments[0])
-    chance = random.Random(7)  # noqa: S311 - moments, not secrets
+    chance = random.Random(7)
     broker_notes: dict[str, Any] = {}
     async with hostile_origin() as origin, workers(*pair):
         for worker in pair:
@@ -84,12 +87,17 @@ async def test_a_worker_killed_ten_times_leaves_one_completion_per_job_only_with
         run_s = watch.lap()
         for worker in pair:
             await worker.stop()
+        requests = {job_id: origin.requests[f"page-{n}"] for n, job_id in enumerate(job_ids)}
         counts = check_log(
             f"crash-loop-{guarantee.replace('_', '-')}",
             job_ids,
             system.events.records,
             system.completions.records,
+            requests,
+            5,
+            crash_window=KILLS,
         )
+        await assert_stores_match_the_log(environments, system.events)
     per_job = Counter(c.job_id for c in system.completions.records if isinstance(c, JobCompleted))
     counts.notes = {
         "kills": KILLS,
@@ -114,3 +122,75 @@ async def kill_a_broker(cluster: KafkaCluster, topic: str) -> dict[str, Any]:
     await asyncio.sleep(5)
     await cluster.restart(node_id)
     return {"killed_broker": node_id}
+
+
+async def test_a_worker_stopped_past_its_session_is_fenced_when_it_wakes_and_then_serves_again(
+    kafka_cluster: KafkaCluster, tmp_path
+):
+    """SIGSTOP a busy worker past its session timeout: its partitions move, and once continued,
+    nothing it had in hand becomes visible; it counts the fence, rejoins and commits again."""
+    name = prefix()
+    environments = [
+        worker_environment(
+            kafka_cluster.bootstrap,
+            name,
+            tmp_path / side,
+            partitions=4,
+            executor_concurrency=32,
+            host_concurrency=32,
+            processing_guarantee="exactly_once",
+            session_timeout_ms=SESSION_TIMEOUT_MS,
+            start_window_ms=30_000,  # work queued for the stopped worker starts late, not dispatched again
+            **REPLICATED,
+        )
+        for side in ("zombie", "successor")
+    ]
+    zombie, successor = WorkerProcess(environments[0], "zombie"), WorkerProcess(environments[1], "successor")
+    settings = settings_of(environments[0])
+    async with hostile_origin() as origin, workers(zombie, successor):
+        for worker in (zombie, successor):
+            await worker.start()
+        system = await observe(settings)
+        await until_true(lambda: owners_settled(zombie, successor), 60)
+        first = await submit_all(settings, origin, "page", 2_000)
+        await until(lambda: distinct_completions(system) >= 200, 120)
+        zombie.pause()
+        await until_true(lambda: holds_all(successor, settings.partitions), 60)
+        zombie.resume()
+        await until_true(lambda: holds_some(zombie), 120)
+        committed_before = await zombie.metric('scrapestream_transactions{result="committed"}')
+        fenced = await zombie.metric('scrapestream_transactions{result="fenced"}')
+        second = await submit_all(settings, origin, "sleep", 200)
+        await all_terminal(system, first + second, timeout_s=300)
+        committed_after = await zombie.metric('scrapestream_transactions{result="committed"}')
+        for worker in (zombie, successor):
+            await worker.stop()
+        counts = check_log("zombie-fenced", first + second, system.events.records, system.completions.records)
+        await assert_stores_match_the_log(environments, system.events)
+    counts.notes = {"fenced": fenced, "committed_after_rejoin": committed_after - committed_before}
+    report(counts)
+    assert fenced >= 1
+    assert counts.lost == 0
+    assert counts.duplicate_completions == 0, counts
+    assert counts.duplicate_events_in_log == 0, counts
+    assert committed_after > committed_before
+
+
+async def until_true(check: Callable[[], Awaitable[bool]], timeout_s: float) -> None:
+    async def poll() -> None:
+        while not await check():  # noqa: ASYNC110 - the state lives in worker processes
+            await asyncio.sleep(0.5)
+
+    await asyncio.wait_for(poll(), timeout_s)
+
+
+async def owners_settled(*pair: WorkerProcess) -> bool:
+    return all([await worker.owned() for worker in pair])
+
+
+async def holds_all(worker: WorkerProcess, partitions: int) -> bool:
+    return len(await worker.owned()) == partitions
+
+
+async def holds_some(worker: WorkerProcess) -> bool:
+    return bool(await worker.owned())

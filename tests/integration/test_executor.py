@@ -80,11 +80,12 @@ def due(**overrides: Any) -> DueWork:
 
 
 class DueRecord:
-    def __init__(self, work: DueWork | LeaseRevoked) -> None:
+    def __init__(self, work: DueWork | LeaseRevoked, timestamp: int | None = None) -> None:
         from schemas.codec import encode
 
         self.topic, self.partition, self.offset, self.key = "due", 0, 0, b"k"
         self.value = encode(work)
+        self.timestamp = timestamp
 
 
 def executor(tmp_path, fetcher, sink) -> HttpExecutor:
@@ -122,6 +123,21 @@ async def test_work_past_its_start_window_is_not_started(tmp_path):
     await running.close()
     assert sink.sent == []
     assert fetcher.calls == 0
+
+
+async def test_a_backlog_of_work_past_its_start_window_is_taken_in_whole_batches_with_full_slots(tmp_path):
+    running = executor(tmp_path, SlowFetcher(), LosingRenewals())
+    now_ms = utc_now().timestamp() * 1000
+    window_ms = running._settings.start_window_ms
+    stale = [DueRecord(due(), timestamp=int(now_ms - window_ms - 1_000)) for _ in range(300)]
+    fresh = [DueRecord(due(), timestamp=int(now_ms)) for _ in range(5)]
+    assert running.batch_size([*stale, *fresh]) == 305
+    assert running.batch_size(fresh * 10) == running.max_batch
+    for _ in range(running.capacity()):  # every place taken by work waiting for its turn
+        running._slots.start(asyncio.sleep(30))
+    assert running.batch_size([*stale, *fresh]) == 301  # the stale ones, and one to wait on
+    assert running.batch_size([*fresh, *stale]) == 1
+    await running.close()
 
 
 async def test_work_of_a_type_this_executor_does_not_run_is_reported_not_dropped(tmp_path):

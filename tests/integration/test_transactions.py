@@ -1,0 +1,205 @@
+"""`streams.transactions` on a real broker: what a stage sends for a batch of one input partition
+and that batch's input offset commit together or not at all; a partition's next holder fences the
+last one; the embedded broker, which has no transactions, is refused by name."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from uuid import uuid4
+
+import pytest
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from streams.errors import BrokerError
+from streams.publisher import Outgoing, Publisher
+from streams.transactions import FencedError, NotHeldError, PartitionTransactions, after_commit, when_ended
+from tests.brokers import profile
+from tests.integration.test_brokers import create_topic
+
+pytestmark = [pytest.mark.broker, pytest.mark.asyncio(loop_scope="function")]
+
+
+def kafka_only(broker) -> None:  # type: ignore[no-untyped-def]
+    if broker.kind != "kafka":
+        pytest.skip("transactions need Apache Kafka; the embedded broker's refusal is tested apart")
+
+
+async def committed_values(bootstrap: str, topic: str) -> list[bytes]:
+    reader = AIOKafkaConsumer(
+        topic, bootstrap_servers=bootstrap, isolation_level="read_committed", auto_offset_reset="earliest"
+    )
+    await reader.start()
+    try:
+        values: list[bytes] = []
+        while polled := await reader.getmany(timeout_ms=3_000):
+            values += [record.value for records in polled.values() for record in records]
+        return values
+    finally:
+        await reader.stop()
+
+
+async def committed_offset(bootstrap: str, group: str, tp: TopicPartition) -> int | None:
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group)
+    await consumer.start()
+    try:
+        return await consumer.committed(tp)
+    finally:
+        await consumer.stop()
+
+
+@contextlib.asynccontextmanager
+async def publishing(bootstrap: str):  # type: ignore[no-untyped-def]
+    publisher = Publisher(bootstrap, profile(bootstrap))
+    await publisher.start()
+    try:
+        yield publisher
+    finally:
+        await publisher.stop()
+
+
+async def test_a_batch_far_larger_than_a_default_producer_batch_commits_whole_with_its_offset(broker):
+    kafka_only(broker)
+    source, sink, group = (
+        await create_topic(broker.bootstrap),
+        await create_topic(broker.bootstrap),
+        uuid4().hex,
+    )
+    tp = TopicPartition(source, 0)
+    transactions = PartitionTransactions(broker.bootstrap, profile(broker.bootstrap), group)
+    values = [f"{n:05d}".encode() * 60 for n in range(400)]  # 120 KB: aiokafka's default batch holds 16 KiB
+    folded: list[int] = []
+    async with publishing(broker.bootstrap) as publisher:
+        await transactions.hold({tp})
+        try:
+            async with transactions.transaction(tp, 300):
+                written = await publisher.send_all(
+                    [Outgoing(sink, b"k", value, partition=0) for value in values]
+                )
+                await after_commit(lambda: _note(folded, written[-1].offset))
+        finally:
+            await transactions.close()
+    assert [w.offset for w in written] == list(range(400))
+    assert folded == [399]
+    assert await committed_values(broker.bootstrap, sink) == values
+    assert await committed_offset(broker.bootstrap, group, tp) == 300
+
+
+async def _note(into: list[int], offset: int) -> None:
+    into.append(offset)
+
+
+async def test_an_aborted_batch_leaves_no_record_no_offset_and_runs_no_after_commit_action(broker):
+    kafka_only(broker)
+    source, sink, group = (
+        await create_topic(broker.bootstrap),
+        await create_topic(broker.bootstrap),
+        uuid4().hex,
+    )
+    tp = TopicPartition(source, 0)
+    transactions = PartitionTransactions(broker.bootstrap, profile(broker.bootstrap), group)
+    folded: list[int] = []
+    ended: list[str] = []
+    async with publishing(broker.bootstrap) as publisher:
+        await transactions.hold({tp})
+        try:
+
+            async def failing_batch() -> None:
+                async with transactions.transaction(tp, 5):
+                    await publisher.send_all([Outgoing(sink, b"k", b"aborted", partition=0)])
+                    await after_commit(lambda: _note(folded, 0))
+                    when_ended(lambda: ended.append("aborted"))
+                    raise RuntimeError("the stage failed")
+
+            with pytest.raises(RuntimeError):
+                await failing_batch()
+            async with transactions.transaction(tp, 9):
+                await publisher.send_all([Outgoing(sink, b"k", b"committed", partition=0)])
+                when_ended(lambda: ended.append("committed"))
+        finally:
+            await transactions.close()
+    assert folded == []
+    assert ended == ["aborted", "committed"]
+    assert await committed_values(broker.bootstrap, sink) == [b"committed"]
+    assert await committed_offset(broker.bootstrap, group, tp) == 9
+
+
+async def test_the_next_holder_of_a_partition_fences_the_last_and_only_its_batches_count(broker):
+    kafka_only(broker)
+    source, sink, group = (
+        await create_topic(broker.bootstrap),
+        await create_topic(broker.bootstrap),
+        uuid4().hex,
+    )
+    tp = TopicPartition(source, 0)
+    stalled = PartitionTransactions(broker.bootstrap, profile(broker.bootstrap), group)
+    successor = PartitionTransactions(broker.bootstrap, profile(broker.bootstrap), group)
+    sleeper = PartitionTransactions(broker.bootstrap, profile(broker.bootstrap), group)
+    async with publishing(broker.bootstrap) as publisher:
+        await stalled.hold({tp})
+        try:
+
+            async def batch_while_the_partition_moves() -> None:
+                async with stalled.transaction(tp, 3):
+                    await publisher.send_all([Outgoing(sink, b"k", b"zombie", partition=0)])
+                    await successor.hold({tp})
+
+            with pytest.raises(FencedError):
+                await batch_while_the_partition_moves()
+            async with successor.transaction(tp, 3):
+                await publisher.send_all([Outgoing(sink, b"k", b"successor", partition=0)])
+
+            async def batch_after_it_moved(holder: PartitionTransactions) -> None:
+                async with holder.transaction(tp, 4):
+                    await publisher.send_all([Outgoing(sink, b"k", b"zombie again", partition=0)])
+
+            with pytest.raises(NotHeldError):  # once fenced, it has let the partition go
+                await batch_after_it_moved(stalled)
+            await sleeper.hold({tp})
+            await successor.release({tp})
+            await successor.hold({tp})  # the partition moved while `sleeper` had no batch in hand
+            with pytest.raises(FencedError):
+                await batch_after_it_moved(sleeper)
+            async with successor.transaction(tp, 4):
+                await publisher.send_all([Outgoing(sink, b"k", b"successor again", partition=0)])
+        finally:
+            for holder in (stalled, successor, sleeper):
+                await holder.close()
+    assert await committed_values(broker.bootstrap, sink) == [b"successor", b"successor again"]
+    assert await committed_offset(broker.bootstrap, group, tp) == 4
+
+
+async def test_a_broker_without_transactions_fails_the_probe(broker):
+    if broker.kind != "tansu":
+        pytest.skip("the embedded broker is the one without transactions")
+    transactions = PartitionTransactions(broker.bootstrap, profile(broker.bootstrap), uuid4().hex)
+    with pytest.raises(BrokerError, match="transactional producer"):
+        await transactions.probe()
+
+
+async def test_work_a_batch_starts_in_a_task_of_its_own_sends_outside_the_batchs_transaction(broker):
+    kafka_only(broker)
+    source, sink, group = (
+        await create_topic(broker.bootstrap),
+        await create_topic(broker.bootstrap),
+        uuid4().hex,
+    )
+    tp = TopicPartition(source, 0)
+    transactions = PartitionTransactions(broker.bootstrap, profile(broker.bootstrap), group)
+    async with publishing(broker.bootstrap) as publisher:
+        await transactions.hold({tp})
+        try:
+
+            async def batch_starting_a_fetch() -> None:
+                async with transactions.transaction(tp, 1):
+                    await publisher.send_all([Outgoing(sink, b"k", b"in the batch", partition=0)])
+                    await asyncio.create_task(
+                        publisher.send_all([Outgoing(sink, b"k", b"a report", partition=0)])
+                    )
+                    raise RuntimeError("the batch fails after starting it")
+
+            with pytest.raises(RuntimeError):
+                await batch_starting_a_fetch()
+        finally:
+            await transactions.close()
+    assert await committed_values(broker.bootstrap, sink) == [b"a report"]
