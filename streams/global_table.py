@@ -66,6 +66,7 @@ class GlobalTable:
             isolation_level=profile.isolation_level,
         )
         self._task: asyncio.Task[None] | None = None
+        self._positions: dict[TopicPartition, int] = {}  # as last written to the store
         self.skipped = 0
 
     async def start(self) -> None:
@@ -151,15 +152,28 @@ class GlobalTable:
             for tp, records in polled.items():
                 for record in records:
                     self._fold(tp, record, changes)
-                changes[_offset_key(tp)] = str(records[-1].offset + 1).encode()
+            await self._note_positions(changes)
             if not changes:
                 continue
             try:
                 self._store.write(changes)
             except StoreError as exc:
                 log.warning("the global table could not be written (%s); reading those records again", exc)
-                await self._rewind(list(polled))
+                self._positions.clear()
+                await self._rewind(list(self._consumer.assignment()))
                 await asyncio.sleep(RETRY_S)
+
+    async def _note_positions(self, changes: dict[bytes, bytes | None]) -> None:
+        """Read up to the consumer's position: past the last record, and past a transaction's marker
+        or aborted records after it, which a `read_committed` poll skips without returning any."""
+        for tp in self._consumer.assignment():
+            try:
+                position = await self._consumer.position(tp)
+            except KafkaError:
+                continue
+            if position != self._positions.get(tp):
+                self._positions[tp] = position
+                changes[_offset_key(tp)] = str(position).encode()
 
     def _fold(
         self, tp: TopicPartition, record: ConsumerRecord[bytes, bytes], changes: dict[bytes, bytes | None]

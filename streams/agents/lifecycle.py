@@ -10,7 +10,9 @@ a redelivered command adds nothing (its id is in the job's state once its events
 4. fold the events into the local store with the events offset reached, atomically; when the
    log holds records of another writer in between, fold from the log instead (first one wins).
 A crash after 2 republishes the consequences on redelivery (duplicates, never loss). A failed
-batch is retried only after the store caught up with the log (`recover`).
+batch is retried only after the store caught up with the log (`recover`). With `exactly_once`
+steps 2 and 3 are one transaction with the commands offset, and step 4 waits for its commit
+(`after_commit`): the store never holds what an aborted batch decided.
 """
 
 from __future__ import annotations
