@@ -7,7 +7,7 @@ import contextlib
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -150,7 +150,8 @@ async def test_paging_either_worker_visits_every_job_once_newest_first(cluster: 
                 assert page.status_code == 200, page.text
                 body = page.json()
                 seen += [UUID(job["job_id"]) for job in body["items"]]
-                accepted += [job["accepted_at"] for job in body["items"]]
+                # as times, not text: "…:43Z" sorts after "…:43.022Z"
+                accepted += [datetime.fromisoformat(job["accepted_at"]) for job in body["items"]]
                 cursor = body["next_cursor"]
                 if cursor is None:
                     break
