@@ -152,6 +152,7 @@ async def test_a_worker_stopped_past_its_session_is_fenced_when_it_wakes_and_the
             await worker.start()
         system = await observe(settings)
         await until_true(lambda: owners_settled(zombie, successor), 60)
+        watch = Stopwatch()
         first = await submit_all(settings, origin, "page", 2_000)
         await until(lambda: distinct_completions(system) >= 200, 120)
         zombie.pause()
@@ -165,9 +166,23 @@ async def test_a_worker_stopped_past_its_session_is_fenced_when_it_wakes_and_the
         committed_after = await zombie.metric('scrapestream_transactions{result="committed"}')
         for worker in (zombie, successor):
             await worker.stop()
-        counts = check_log("zombie-fenced", first + second, system.events.records, system.completions.records)
+        requests = {job_id: origin.requests[f"page-{n}"] for n, job_id in enumerate(first)}
+        requests |= {job_id: origin.requests[f"sleep-{n}"] for n, job_id in enumerate(second)}
+        counts = check_log(
+            "zombie-fenced",
+            first + second,
+            system.events.records,
+            system.completions.records,
+            requests,
+            5,
+            crash_window=1,
+        )
         await assert_stores_match_the_log(environments, system.events)
-    counts.notes = {"fenced": fenced, "committed_after_rejoin": committed_after - committed_before}
+    counts.notes = {
+        "fenced": fenced,
+        "committed_after_rejoin": committed_after - committed_before,
+        "run_s": watch.lap(),
+    }
     report(counts)
     assert fenced >= 1
     assert counts.lost == 0
