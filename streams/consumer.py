@@ -2,11 +2,14 @@
 
 The consumer is a member of the worker group; each stage (intake, lifecycle, executor, outbox)
 runs as its own task over a queue of its records, one batch at a time:
-1. take up to `max_batch` records (and no more than the stage's free capacity);
+1. take the records the stage asks for (`batch_size`: up to `max_batch`, within its capacity);
 2. `stage.handle(batch)`; an infrastructure failure retries the batch after `stage.recover`,
    any other failure isolates the bad record to dead input, one record at a time;
 3. mark the batch's offsets processed; a committer commits them every `COMMIT_EVERY_S`, or at
    once for a stage whose records start work elsewhere (`commit_each_batch`).
+With `exactly_once` the batch is split per input partition, and each part is handled in a
+transaction that commits its output with its offset (`streams/transactions.py`); a partition's
+producer is started, fencing its last holder, before any of its records is handled.
 On revocation, queued records of the revoked partitions are dropped (the new owner reads them),
 in-flight batches finish, stages are told, and the processed offsets are committed.
 Every topic is seen with its partitions before the consumer subscribes (a group leader whose
@@ -322,9 +325,6 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
         return list(parts.values())
 
     async def _handle(self, stage: Stage, batch: list[Record]) -> None:
-        if self._transactions is None:
-            await stage.handle(batch)
-            return
         async with self._transaction_of(batch[-1]):
             await stage.handle(batch)
 
@@ -387,9 +387,9 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
         return done
 
     def _transaction_of(self, record: Record) -> contextlib.AbstractAsyncContextManager[object]:
+        """The transaction that commits the input through `record` (none when at least once)."""
         if self._transactions is None:
             return contextlib.nullcontext()
-        """The transaction that commits the input through `record` (none when at least once)."""
         tp = TopicPartition(record.topic, record.partition)
         return self._transactions.transaction(tp, record.offset + 1)
 

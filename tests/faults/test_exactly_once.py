@@ -13,6 +13,7 @@ import json
 import random
 from collections import Counter
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -47,22 +48,14 @@ SESSION_TIMEOUT_MS = 6_000  # each kill waits this long for the dead member: ten
 async def test_a_worker_killed_ten_times_leaves_one_completion_per_job_only_with_exactly_once(
     kafka_cluster: KafkaCluster, tmp_path, guarantee
 ):
-    name = prefix()
-    environments = [
-        worker_environment(
-            kafka_cluster.bootstrap,
-            name,
-            tmp_path / side,
-            partitions=4,
-            executor_concurrency=16,
-            host_concurrency=16,
-            processing_guarantee=guarantee,
-            session_timeout_ms=SESSION_TIMEOUT_MS,
-            profiles=json.dumps({"http.fetch": [10_000, 5]}),
-            **REPLICATED,
-        )
-        for side in ("a", "b")
-    ]
+    environments = two_workers(
+        kafka_cluster,
+        tmp_path,
+        ("a", "b"),
+        concurrency=16,
+        processing_guarantee=guarantee,
+        profiles=json.dumps({"http.fetch": [10_000, 5]}),
+    )
     pair = [WorkerProcess(environments[0], "a"), WorkerProcess(environments[1], "b")]
     settings = settings_of(environments[0])
     chance = random.Random(7)
@@ -114,6 +107,27 @@ async def test_a_worker_killed_ten_times_leaves_one_completion_per_job_only_with
         assert counts.duplicate_completions == 0, counts
 
 
+def two_workers(
+    cluster: KafkaCluster, tmp_path: Path, names: tuple[str, str], concurrency: int, **settings: Any
+) -> list[dict[str, str]]:
+    """The environments of two workers sharing four partitions of replicated topics."""
+    name = prefix()
+    return [
+        worker_environment(
+            cluster.bootstrap,
+            name,
+            tmp_path / side,
+            partitions=4,
+            executor_concurrency=concurrency,
+            host_concurrency=concurrency,
+            session_timeout_ms=SESSION_TIMEOUT_MS,
+            **REPLICATED,
+            **settings,
+        )
+        for side in names
+    ]
+
+
 async def kill_a_broker(cluster: KafkaCluster, topic: str) -> dict[str, Any]:
     """SIGKILL the broker leading most partitions of `topic`, bring it back after a few seconds."""
     leaders = list((await cluster.leaders(topic)).values())
@@ -129,22 +143,14 @@ async def test_a_worker_stopped_past_its_session_is_fenced_when_it_wakes_and_the
 ):
     """SIGSTOP a busy worker past its session timeout: its partitions move, and once continued,
     nothing it had in hand becomes visible; it counts the fence, rejoins and commits again."""
-    name = prefix()
-    environments = [
-        worker_environment(
-            kafka_cluster.bootstrap,
-            name,
-            tmp_path / side,
-            partitions=4,
-            executor_concurrency=32,
-            host_concurrency=32,
-            processing_guarantee="exactly_once",
-            session_timeout_ms=SESSION_TIMEOUT_MS,
-            start_window_ms=30_000,  # work queued for the stopped worker starts late, not dispatched again
-            **REPLICATED,
-        )
-        for side in ("zombie", "successor")
-    ]
+    environments = two_workers(
+        kafka_cluster,
+        tmp_path,
+        ("zombie", "successor"),
+        concurrency=32,
+        processing_guarantee="exactly_once",
+        start_window_ms=30_000,  # work queued for the stopped worker starts late, not dispatched again
+    )
     zombie, successor = WorkerProcess(environments[0], "zombie"), WorkerProcess(environments[1], "successor")
     settings = settings_of(environments[0])
     async with hostile_origin() as origin, workers(zombie, successor):

@@ -25,6 +25,17 @@ def kafka_only(broker) -> None:  # type: ignore[no-untyped-def]
         pytest.skip("transactions need Apache Kafka; the embedded broker's refusal is tested apart")
 
 
+async def stage_topics(broker) -> tuple[TopicPartition, str, str]:  # type: ignore[no-untyped-def]
+    """A stage's input partition, the topic it writes, and its group (Kafka only)."""
+    kafka_only(broker)
+    source, sink = await create_topic(broker.bootstrap), await create_topic(broker.bootstrap)
+    return TopicPartition(source, 0), sink, uuid4().hex
+
+
+def transactions_of(broker, group: str) -> PartitionTransactions:  # type: ignore[no-untyped-def]
+    return PartitionTransactions(broker.bootstrap, profile(broker.bootstrap), group)
+
+
 async def committed_values(bootstrap: str, topic: str) -> list[bytes]:
     reader = AIOKafkaConsumer(
         topic, bootstrap_servers=bootstrap, isolation_level="read_committed", auto_offset_reset="earliest"
@@ -59,14 +70,8 @@ async def publishing(bootstrap: str):  # type: ignore[no-untyped-def]
 
 
 async def test_a_batch_far_larger_than_a_default_producer_batch_commits_whole_with_its_offset(broker):
-    kafka_only(broker)
-    source, sink, group = (
-        await create_topic(broker.bootstrap),
-        await create_topic(broker.bootstrap),
-        uuid4().hex,
-    )
-    tp = TopicPartition(source, 0)
-    transactions = PartitionTransactions(broker.bootstrap, profile(broker.bootstrap), group)
+    tp, sink, group = await stage_topics(broker)
+    transactions = transactions_of(broker, group)
     values = [f"{n:05d}".encode() * 60 for n in range(400)]  # 120 KB: aiokafka's default batch holds 16 KiB
     folded: list[int] = []
     async with publishing(broker.bootstrap) as publisher:
@@ -90,14 +95,8 @@ async def _note(into: list[int], offset: int) -> None:
 
 
 async def test_an_aborted_batch_leaves_no_record_no_offset_and_runs_no_after_commit_action(broker):
-    kafka_only(broker)
-    source, sink, group = (
-        await create_topic(broker.bootstrap),
-        await create_topic(broker.bootstrap),
-        uuid4().hex,
-    )
-    tp = TopicPartition(source, 0)
-    transactions = PartitionTransactions(broker.bootstrap, profile(broker.bootstrap), group)
+    tp, sink, group = await stage_topics(broker)
+    transactions = transactions_of(broker, group)
     folded: list[int] = []
     ended: list[str] = []
     async with publishing(broker.bootstrap) as publisher:
@@ -125,16 +124,10 @@ async def test_an_aborted_batch_leaves_no_record_no_offset_and_runs_no_after_com
 
 
 async def test_the_next_holder_of_a_partition_fences_the_last_and_only_its_batches_count(broker):
-    kafka_only(broker)
-    source, sink, group = (
-        await create_topic(broker.bootstrap),
-        await create_topic(broker.bootstrap),
-        uuid4().hex,
-    )
-    tp = TopicPartition(source, 0)
-    stalled = PartitionTransactions(broker.bootstrap, profile(broker.bootstrap), group)
-    successor = PartitionTransactions(broker.bootstrap, profile(broker.bootstrap), group)
-    sleeper = PartitionTransactions(broker.bootstrap, profile(broker.bootstrap), group)
+    tp, sink, group = await stage_topics(broker)
+    stalled = transactions_of(broker, group)
+    successor = transactions_of(broker, group)
+    sleeper = transactions_of(broker, group)
     async with publishing(broker.bootstrap) as publisher:
         await stalled.hold({tp})
         try:
@@ -178,14 +171,8 @@ async def test_a_broker_without_transactions_fails_the_probe(broker):
 
 
 async def test_work_a_batch_starts_in_a_task_of_its_own_sends_outside_the_batchs_transaction(broker):
-    kafka_only(broker)
-    source, sink, group = (
-        await create_topic(broker.bootstrap),
-        await create_topic(broker.bootstrap),
-        uuid4().hex,
-    )
-    tp = TopicPartition(source, 0)
-    transactions = PartitionTransactions(broker.bootstrap, profile(broker.bootstrap), group)
+    tp, sink, group = await stage_topics(broker)
+    transactions = transactions_of(broker, group)
     async with publishing(broker.bootstrap) as publisher:
         await transactions.hold({tp})
         try:
