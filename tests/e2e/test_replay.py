@@ -71,7 +71,12 @@ async def test_replay_verify_names_a_second_terminal_event_and_with_exactly_once
     async with running_system(settings) as system:
         job_id = await system.submit(origin.url("/page/finished-once"))
         completion = await system.completion(job_id)
-        terminal = next(e for e in system.events.of_job(job_id) if isinstance(e, JobSucceeded))
+        await system.events.wait_for(lambda _: "JobSucceeded" in system.event_kinds(job_id))
+        raw, terminal = next(
+            (raw, event)
+            for raw, event in zip(system.events.raw, system.events.records, strict=True)
+            if isinstance(event, JobSucceeded) and event.job_id == job_id
+        )
         code, output = await replay(settings, "--verify")
         assert code == 0, output
         assert "none with more than one terminal event" in output
@@ -88,9 +93,8 @@ async def test_replay_verify_names_a_second_terminal_event_and_with_exactly_once
                     0,
                     True,
                 )
-            events_partition = system.events.raw[-1].partition
             await publisher.send_all(
-                [outgoing(settings.topic("events"), job_id, terminal, partition=events_partition)]
+                [outgoing(settings.topic("events"), job_id, terminal, partition=raw.partition)]
             )
         finally:
             await publisher.stop()
