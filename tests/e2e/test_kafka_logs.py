@@ -138,23 +138,31 @@ async def test_compaction_removes_older_values_and_a_fresh_worker_rebuilds_the_s
             assert max(written[name].values()) > 1, f"{name}: no key was written twice"
         rolls = iter(range(1_000))
 
-        uncompacted = list(COMPACTED)
+        uncompacted: list[str] = list(COMPACTED)
+        seen: dict[str, Counter[bytes]] = {}
 
         async def compacted() -> bool:
-            now = {name: await per_key(settings, name) for name in COMPACTED}
+            seen.update({name: await per_key(settings, name) for name in COMPACTED})
             uncompacted[:] = [
                 name
                 for name in COMPACTED
-                if not any(now[name][key] < count for key, count in written[name].items() if count > 1)
+                if not any(seen[name][key] < count for key, count in written[name].items() if count > 1)
             ]
             return not uncompacted
+
+        def not_compacted() -> str:
+            repeated = {
+                name: {key: (count, seen[name][key]) for key, count in written[name].items() if count > 1}
+                for name in uncompacted
+            }
+            return f"not compacted yet: {uncompacted}; repeated keys (written, now): {repeated}"
 
         async def traffic() -> None:
             await asyncio.sleep(1.2)  # past segment.ms: the next record of each partition rolls it
             await wave(system, origin, f"roll-{next(rolls)}", 4)
 
         # The log cleaner runs every half second, but on two busy cores it can take minutes.
-        await until_true(compacted, 240, traffic, lambda: f"not compacted yet: {uncompacted}")
+        await until_true(compacted, 240, traffic, not_compacted)
         # Retention on the route ledger too: its oldest reservations go, its checkpoints stand for them.
         await retain_briefly(settings, "routes")
 
