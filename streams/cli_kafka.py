@@ -24,7 +24,6 @@ from schemas.enums import JobStatus
 from schemas.errors import ScrapestreamError
 from schemas.events import Event, JobCompleted, JobRejected
 from schemas.records import RenderOptions, Request
-from streams.broker.compat import BrokerProfile
 from streams.cli import EXIT_FAILED, EXIT_TIMED_OUT
 from streams.client import Client, Signer
 from streams.clock import utc_now
@@ -74,12 +73,8 @@ def connected_settings() -> Settings:
     return settings.model_copy(update=update)
 
 
-def profile_of(settings: Settings) -> BrokerProfile:
-    return settings.client_profile
-
-
 def client_of(settings: Settings, signer: Signer | None = None) -> Client:
-    return Client(settings.kafka_bootstrap, profile_of(settings), settings.topic_prefix, signer)
+    return Client(settings.kafka_bootstrap, settings.client_profile, settings.topic_prefix, signer)
 
 
 def submission_of(arguments: argparse.Namespace) -> SubmitJob:
@@ -240,7 +235,7 @@ async def _replay(arguments: argparse.Namespace) -> int:
     from streams.replay import check_log, rebuild, verify
 
     settings = connected_settings()
-    profile = profile_of(settings)
+    profile = settings.client_profile
     policy = deployment_policy(settings, discover())
     if arguments.into is not None:
         into = Path(arguments.into)

@@ -338,15 +338,8 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
             try:
                 await self._handle(stage, batch)
                 return batch
-            except FencedError as exc:
-                log.warning("%s: %s; leaving it to its new holder and rejoining the group", stage.name, exc)
-                self._rejoin()
-                return []
-            except NotHeldError:
-                if any(self.owns(TopicPartition(r.topic, r.partition)) for r in batch):
-                    log.warning("%s: a partition is assigned but not held; rejoining the group", stage.name)
-                    self._rejoin()
-                return []  # else revoked meanwhile: its new holder reads the records again
+            except (FencedError, NotHeldError) as exc:
+                return self._let_go(stage, batch, exc)
             except Exception as exc:
                 what = waiting_for(exc)
                 if what is None:
@@ -372,10 +365,13 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
             (record,) = batch
             reason = f"{stage.name} cannot handle it: {type(exc).__name__}: {exc}"
             log.error("%s/%d@%d: %s", record.topic, record.partition, record.offset, reason, exc_info=exc)
-            async with self._transaction_of(record):
-                await self._dead.send(
-                    record.topic, record.partition, record.offset, record.key, record.value, reason
-                )
+            try:
+                async with self._transaction_of(record):
+                    await self._dead.send(
+                        record.topic, record.partition, record.offset, record.key, record.value, reason
+                    )
+            except (FencedError, NotHeldError) as lost:
+                return self._let_go(stage, batch, lost)
             return batch
         log.warning(
             "%s: a batch of %d failed (%s); handling its records one by one", stage.name, len(batch), exc
@@ -385,6 +381,16 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
         for record in batch:
             done += await self._run(stage, [record])
         return done
+
+    def _let_go(self, stage: Stage, batch: list[Record], exc: FencedError | NotHeldError) -> list[Record]:
+        """A batch of partitions this worker no longer holds is not done: their holder reads it."""
+        if isinstance(exc, FencedError):
+            log.warning("%s: %s; leaving it to its new holder and rejoining the group", stage.name, exc)
+            self._rejoin()
+        elif any(self.owns(TopicPartition(r.topic, r.partition)) for r in batch):
+            log.warning("%s: a partition is assigned but not held; rejoining the group", stage.name)
+            self._rejoin()
+        return []
 
     def _transaction_of(self, record: Record) -> contextlib.AbstractAsyncContextManager[object]:
         """The transaction that commits the input through `record` (none when at least once)."""
@@ -453,10 +459,8 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
 
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
         transactions = self._transactions
-        if transactions is not None:
-            self.hold(
-                assigned, "transactions"
-            )  # no batch of them before their producers fence the last holder
+        if transactions is not None:  # no batch of them before their producers fence the last holder
+            self.hold(assigned, "transactions")
         try:
             if transactions is not None and not await self._hold_transactionally(transactions, assigned):
                 return

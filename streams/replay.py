@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from uuid import UUID
@@ -141,15 +141,13 @@ async def check_log(settings: Settings, profile: BrokerProfile) -> LogCheck:
 
     A completion is one per outcome: a job id may also see `REJECTED` completions of refused
     submissions, each its own (told apart by their time)."""
-    terminal: Counter[UUID] = Counter()
-    jobs: set[UUID] = set()
-    for record in await _committed(settings, profile, "events"):
+    terminal: Counter[UUID] = Counter()  # every job, with its terminal events
+    async for record in _committed(settings, profile, "events"):
         event = _decoded(record)
         if isinstance(event, EVENT_TYPES):
-            jobs.add(event.job_id)
             terminal[event.job_id] += isinstance(event, TERMINAL_EVENTS)
     outcomes: Counter[tuple[UUID, JobStatus, object]] = Counter()
-    for record in await _committed(settings, profile, "completions"):
+    async for record in _committed(settings, profile, "completions"):
         completion = _decoded(record)
         if isinstance(completion, JobCompleted):
             rejected = completion.status is JobStatus.REJECTED
@@ -157,7 +155,7 @@ async def check_log(settings: Settings, profile: BrokerProfile) -> LogCheck:
                 (completion.job_id, completion.status, completion.completed_at if rejected else None)
             ] += 1
     return LogCheck(
-        jobs=len(jobs),
+        jobs=len(terminal),
         terminal_events_over_one={job: n for job, n in terminal.items() if n > 1},
         completions_over_one={key[0]: n for key, n in outcomes.items() if n > 1},
     )
@@ -165,11 +163,11 @@ async def check_log(settings: Settings, profile: BrokerProfile) -> LogCheck:
 
 async def _committed(
     settings: Settings, profile: BrokerProfile, name: str
-) -> list[ConsumerRecord[bytes, bytes]]:
+) -> AsyncIterator[ConsumerRecord[bytes, bytes]]:
+    """Every committed record of a topic, partition by partition (the topic is never held whole)."""
     topic = settings.topic(name)
     partitions = [TopicPartition(topic, p) for p in range(settings.partitions)]
     ends = await end_offsets(settings.kafka_bootstrap, partitions, profile)
-    found: list[ConsumerRecord[bytes, bytes]] = []
     for tp in partitions:
         if ends[tp] > 0:
             reading = records_between(
@@ -177,8 +175,8 @@ async def _committed(
             )
             async with contextlib.aclosing(reading):
                 async for records in reading:
-                    found += records
-    return found
+                    for record in records:
+                        yield record
 
 
 def _decoded(record: ConsumerRecord[bytes, bytes]) -> object | None:

@@ -307,16 +307,12 @@ class Settings(BaseSettings):
         return replace(base, session_timeout_ms=self.session_timeout_ms, heartbeat_interval_ms=heartbeat)
 
     @property
-    def resolved_processing_guarantee(self) -> Literal["exactly_once", "at_least_once"]:
-        """As set, else exactly once on Kafka (`kafka` profile) and at least once on the embedded
-        broker, which cannot start a transactional producer."""
-        if self.processing_guarantee is not None:
-            return self.processing_guarantee
-        return "exactly_once" if self.broker_profile == "kafka" else "at_least_once"
-
-    @property
     def exactly_once(self) -> bool:
-        return self.resolved_processing_guarantee == "exactly_once"
+        """The processing guarantee as set, else exactly once on Kafka (`kafka` profile) and at
+        least once on the embedded broker, which cannot start a transactional producer."""
+        if self.processing_guarantee is not None:
+            return self.processing_guarantee == "exactly_once"
+        return self.broker_profile == "kafka"
 
     def topic(self, name: str) -> str:
         return f"{self.topic_prefix}.{name}"

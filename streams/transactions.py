@@ -45,11 +45,9 @@ class NotHeldError(BrokerError):
 @dataclass
 class OpenTransaction:
     producer: AIOKafkaProducer
-    partition: TopicPartition
     owner: asyncio.Task[object] | None  # the task that opened it: tasks it starts send outside it
     after: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     ended: list[Callable[[], None]] = field(default_factory=list)
-    active: bool = True
 
 
 _OPEN: contextvars.ContextVar[OpenTransaction | None] = contextvars.ContextVar("transaction", default=None)
@@ -58,9 +56,7 @@ _OPEN: contextvars.ContextVar[OpenTransaction | None] = contextvars.ContextVar("
 def open_transaction() -> OpenTransaction | None:
     """The transaction the calling task sends in, if one is open."""
     current = _OPEN.get()
-    if current is None or not current.active or current.owner is not asyncio.current_task():
-        return None
-    return current
+    return current if current is not None and current.owner is asyncio.current_task() else None
 
 
 async def after_commit(action: Callable[[], Awaitable[None]]) -> None:
@@ -154,17 +150,15 @@ class PartitionTransactions:
             self._counters["transactions.fenced"] += 1
             await self.release({tp})
             raise FencedError(f"{tp} moved to another worker") from exc
-        current = OpenTransaction(producer, tp, asyncio.current_task())
+        current = OpenTransaction(producer, asyncio.current_task())
         token = _OPEN.set(current)
         try:
             try:
                 yield current
                 await producer.send_offsets_to_transaction({tp: next_offset}, self._group_id)
-                current.active = False
                 await producer.commit_transaction()
                 self._counters["transactions.committed"] += 1
             except BaseException as exc:
-                current.active = False
                 if isinstance(exc, ProducerFenced):  # its successor aborted the transaction already
                     self._counters["transactions.fenced"] += 1
                     await self.release({tp})

@@ -459,9 +459,12 @@ async def fold_log(
     """Fold the events of one partition from offset `start` (None: its first retained one) to `end`
     into `store`, in log order."""
     folded = 0
-    isolation = "read_committed" if settings.exactly_once else "read_uncommitted"
     reading = records_between(
-        settings.kafka_bootstrap, events_partition, start, end, isolation_level=isolation
+        settings.kafka_bootstrap,
+        events_partition,
+        start,
+        end,
+        isolation_level=settings.client_profile.isolation_level,
     )
     async with contextlib.aclosing(reading):  # a failed commit stops the reader now, not at GC
         async for records in reading:

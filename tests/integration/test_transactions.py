@@ -69,6 +69,18 @@ async def publishing(bootstrap: str):  # type: ignore[no-untyped-def]
         await publisher.stop()
 
 
+def one(sink: str, value: bytes) -> list[Outgoing]:
+    return [Outgoing(sink, b"k", value, partition=0)]
+
+
+async def one_record_batch(  # type: ignore[no-untyped-def]
+    holder: PartitionTransactions, publisher, tp: TopicPartition, next_offset: int, sink: str, value: bytes
+) -> None:
+    """A stage's batch through `next_offset` of `tp` that sends one record."""
+    async with holder.transaction(tp, next_offset):
+        await publisher.send_all(one(sink, value))
+
+
 async def test_a_batch_far_larger_than_a_default_producer_batch_commits_whole_with_its_offset(broker):
     tp, sink, group = await stage_topics(broker)
     transactions = transactions_of(broker, group)
@@ -105,7 +117,7 @@ async def test_an_aborted_batch_leaves_no_record_no_offset_and_runs_no_after_com
 
             async def failing_batch() -> None:
                 async with transactions.transaction(tp, 5):
-                    await publisher.send_all([Outgoing(sink, b"k", b"aborted", partition=0)])
+                    await publisher.send_all(one(sink, b"aborted"))
                     await after_commit(lambda: _note(folded, 0))
                     when_ended(lambda: ended.append("aborted"))
                     raise RuntimeError("the stage failed")
@@ -113,7 +125,7 @@ async def test_an_aborted_batch_leaves_no_record_no_offset_and_runs_no_after_com
             with pytest.raises(RuntimeError):
                 await failing_batch()
             async with transactions.transaction(tp, 9):
-                await publisher.send_all([Outgoing(sink, b"k", b"committed", partition=0)])
+                await publisher.send_all(one(sink, b"committed"))
                 when_ended(lambda: ended.append("committed"))
         finally:
             await transactions.close()
@@ -134,27 +146,20 @@ async def test_the_next_holder_of_a_partition_fences_the_last_and_only_its_batch
 
             async def batch_while_the_partition_moves() -> None:
                 async with stalled.transaction(tp, 3):
-                    await publisher.send_all([Outgoing(sink, b"k", b"zombie", partition=0)])
+                    await publisher.send_all(one(sink, b"zombie"))
                     await successor.hold({tp})
 
             with pytest.raises(FencedError):
                 await batch_while_the_partition_moves()
-            async with successor.transaction(tp, 3):
-                await publisher.send_all([Outgoing(sink, b"k", b"successor", partition=0)])
-
-            async def batch_after_it_moved(holder: PartitionTransactions) -> None:
-                async with holder.transaction(tp, 4):
-                    await publisher.send_all([Outgoing(sink, b"k", b"zombie again", partition=0)])
-
+            await one_record_batch(successor, publisher, tp, 3, sink, b"successor")
             with pytest.raises(NotHeldError):  # once fenced, it has let the partition go
-                await batch_after_it_moved(stalled)
+                await one_record_batch(stalled, publisher, tp, 4, sink, b"zombie again")
             await sleeper.hold({tp})
             await successor.release({tp})
             await successor.hold({tp})  # the partition moved while `sleeper` had no batch in hand
             with pytest.raises(FencedError):
-                await batch_after_it_moved(sleeper)
-            async with successor.transaction(tp, 4):
-                await publisher.send_all([Outgoing(sink, b"k", b"successor again", partition=0)])
+                await one_record_batch(sleeper, publisher, tp, 4, sink, b"zombie again")
+            await one_record_batch(successor, publisher, tp, 4, sink, b"successor again")
         finally:
             for holder in (stalled, successor, sleeper):
                 await holder.close()
@@ -165,7 +170,7 @@ async def test_the_next_holder_of_a_partition_fences_the_last_and_only_its_batch
 async def test_a_broker_without_transactions_fails_the_probe(broker):
     if broker.kind != "tansu":
         pytest.skip("the embedded broker is the one without transactions")
-    transactions = PartitionTransactions(broker.bootstrap, profile(broker.bootstrap), uuid4().hex)
+    transactions = transactions_of(broker, uuid4().hex)
     with pytest.raises(BrokerError, match="transactional producer"):
         await transactions.probe()
 
@@ -179,10 +184,8 @@ async def test_work_a_batch_starts_in_a_task_of_its_own_sends_outside_the_batchs
 
             async def batch_starting_a_fetch() -> None:
                 async with transactions.transaction(tp, 1):
-                    await publisher.send_all([Outgoing(sink, b"k", b"in the batch", partition=0)])
-                    await asyncio.create_task(
-                        publisher.send_all([Outgoing(sink, b"k", b"a report", partition=0)])
-                    )
+                    await publisher.send_all(one(sink, b"in the batch"))
+                    await asyncio.create_task(publisher.send_all(one(sink, b"a report")))
                     raise RuntimeError("the batch fails after starting it")
 
             with pytest.raises(RuntimeError):
