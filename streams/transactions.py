@@ -32,6 +32,7 @@ from streams.errors import BrokerError
 
 log = logging.getLogger(__name__)
 TRANSACTION_TIMEOUT_MS = 60_000  # an open transaction of a worker that died is aborted after this
+COMMIT_WITHIN_S = 60.0  # past aiokafka's 40 s request timeout: a commit still pending then is stuck
 
 
 class FencedError(BrokerError):
@@ -40,6 +41,11 @@ class FencedError(BrokerError):
 
 class NotHeldError(BrokerError):
     """No producer for the partition: this worker does not hold it (any more, or yet)."""
+
+
+class StuckCommitError(BrokerError):
+    """A commit that did not complete in time: its producer is let go, and the next holder's
+    (this worker's again, after it rejoined) ends the transaction."""
 
 
 @dataclass
@@ -155,8 +161,7 @@ class PartitionTransactions:
         try:
             try:
                 yield current
-                await producer.send_offsets_to_transaction({tp: next_offset}, self._group_id)
-                await producer.commit_transaction()
+                await self._commit(producer, tp, next_offset)
                 self._counters["transactions.committed"] += 1
             except BaseException as exc:
                 if isinstance(exc, ProducerFenced):  # its successor aborted the transaction already
@@ -164,7 +169,8 @@ class PartitionTransactions:
                     await self.release({tp})
                     raise FencedError(f"{tp} moved to another worker") from exc
                 self._counters["transactions.aborted"] += 1
-                if not await _aborted(producer):  # a producer in a fatal state is replaced
+                # A stuck producer, or one in a fatal state, is replaced: the next holder's ends it.
+                if isinstance(exc, StuckCommitError) or not await _aborted(producer):
                     await self.release({tp})
                 raise
             finally:
@@ -173,6 +179,16 @@ class PartitionTransactions:
                 await action()
         finally:
             _end(current)
+
+    async def _commit(self, producer: AIOKafkaProducer, tp: TopicPartition, next_offset: int) -> None:
+        try:
+            async with asyncio.timeout(COMMIT_WITHIN_S):
+                await producer.send_offsets_to_transaction({tp: next_offset}, self._group_id)
+                await producer.commit_transaction()
+        except TimeoutError as exc:
+            raise StuckCommitError(
+                f"the commit of {tp} did not complete within {COMMIT_WITHIN_S:.0f} s"
+            ) from exc
 
 
 async def _aborted(producer: AIOKafkaProducer) -> bool:

@@ -1,7 +1,8 @@
 """Apache Kafka only, on the three-broker cluster: with `exactly_once`, a worker SIGKILLed at random
 moments again and again (and a broker killed meanwhile) leaves exactly one `JobCompleted` per job
 for a `read_committed` reader; the same run `at_least_once` shows the duplicates it allows. A
-worker SIGSTOPped past its session timeout is fenced when it wakes, and serves again.
+worker SIGSTOPped past its session timeout is fenced when it wakes, and serves again; a commit the
+cluster leaves unanswered gives up in bounded time.
 
 Counts and times are reported (`SCRAPESTREAM_FAULT_REPORT=faults.jsonl`) for docs/RELIABILITY.md.
 """
@@ -17,8 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aiokafka import TopicPartition
 
 from schemas.events import JobCompleted
+from streams import transactions
+from streams.broker.compat import KAFKA
 from streams.broker.kafka import KafkaCluster
 from tests.faults.harness import (
     Stopwatch,
@@ -33,6 +37,14 @@ from tests.faults.harness import (
 from tests.faults.origins import hostile_origin
 from tests.faults.scenarios import all_terminal, distinct_completions, observe, prefix, until
 from tests.faults.test_kafka_cluster import REPLICATED, submit_all
+from tests.integration.test_brokers import create_topic
+from tests.integration.test_transactions import (
+    committed_offset,
+    committed_values,
+    one,
+    one_record_batch,
+    publishing,
+)
 
 pytestmark = [
     pytest.mark.asyncio(loop_scope="function"),
@@ -215,3 +227,40 @@ async def holds_all(worker: WorkerProcess, partitions: int) -> bool:
 
 async def holds_some(worker: WorkerProcess) -> bool:
     return bool(await worker.owned())
+
+
+async def test_a_commit_the_cluster_leaves_unanswered_lets_its_producer_go_and_the_next_one_ends_it(
+    kafka_cluster: KafkaCluster, monkeypatch
+):
+    """Every broker stopped in the middle of a commit: the commit gives up in bounded time instead
+    of holding the partition's batches for good; the partition's next producer ends the stuck
+    transaction and commits."""
+    monkeypatch.setattr(transactions, "COMMIT_WITHIN_S", 3.0)
+    bootstrap = kafka_cluster.bootstrap
+    source, sink, group = await create_topic(bootstrap), await create_topic(bootstrap), prefix()
+    tp = TopicPartition(source, 0)
+    holder = transactions.PartitionTransactions(bootstrap, KAFKA, group)
+    async with publishing(bootstrap) as publisher:
+        await holder.hold({tp})
+        try:
+
+            async def batch_while_the_cluster_stops() -> None:
+                async with holder.transaction(tp, 1):
+                    await publisher.send_all(one(sink, b"stuck"))
+                    for node in kafka_cluster.members:
+                        kafka_cluster.pause(node.node_id)
+
+            try:
+                with pytest.raises(transactions.StuckCommitError):
+                    await batch_while_the_cluster_stops()
+            finally:
+                for node in kafka_cluster.members:
+                    kafka_cluster.resume(node.node_id)
+            with pytest.raises(transactions.NotHeldError):  # it let the stuck producer go
+                await one_record_batch(holder, publisher, tp, 1, sink, b"not held")
+            await holder.hold({tp})
+            await one_record_batch(holder, publisher, tp, 1, sink, b"after")
+        finally:
+            await holder.close()
+    assert await committed_values(bootstrap, sink) == [b"after"]
+    assert await committed_offset(bootstrap, group, tp) == 1
