@@ -166,6 +166,7 @@ class Settings(BaseSettings):
     start_window_ms: int = Field(default=60_000, ge=1_000)
     retry_base_ms: int = Field(default=1_000, ge=1)
     retry_max_ms: int = Field(default=3_600_000, ge=1)
+    max_denials: int = Field(default=100, ge=1)
     timer_interval_ms: int = Field(default=100, ge=10)
     shutdown_grace_s: float = Field(default=10.0, ge=0)
 
@@ -343,6 +344,7 @@ class Settings(BaseSettings):
             retry_base_ms=self.retry_base_ms,
             retry_max_ms=self.retry_max_ms,
             start_window_ms=self.start_window_ms,
+            max_denials=self.max_denials,
             callbacks=callbacks,
         )
 

@@ -37,6 +37,7 @@ SETTING_DOCS: dict[str, str] = {
     "SCRAPESTREAM_LEASE_GRACE_MS": "added to a type's runtime to make its lease",
     "SCRAPESTREAM_MAINTENANCE_BATCH": "at most this many of each kind looked at per round; the next round goes on from there",
     "SCRAPESTREAM_MAINTENANCE_INTERVAL_S": "seconds between maintenance rounds (expired cache entries, expired and orphaned artifacts, old histories)",
+    "SCRAPESTREAM_MAX_DENIALS": "a job denied this many times more (budget, rate, route unavailable: no call made, no attempt charged) dead letters with the last denial's code",
     "SCRAPESTREAM_MIN_INSYNC_REPLICAS": "`min.insync.replicas` of every topic (unset: two with a replication factor of three or more, else one); with `acks=all` a write needs this many replicas",
     "SCRAPESTREAM_ORPHAN_GRACE_HOURS": "an artifact nothing points at (no job's record, no cache entry) is deleted once last written longer ago than this",
     "SCRAPESTREAM_OUTBOX_CONCURRENCY": "callback tries run at once per worker",

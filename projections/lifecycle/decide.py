@@ -123,6 +123,9 @@ def _report(current: Job | None, attempt: Attempt, emit: Emitter, policy: Policy
         disposition=FailureDisposition.TERMINAL,
         safe_message=f"attempt ended {attempt.outcome} without a failure",
     )
+    if is_denial(attempt) and state.denials + 1 > policy.max_denials:
+        emit(JobDeadLettered, failure=_bounded(failure, f"denied {state.denials + 1} times"))
+        return
     spent = state.budget_spent + (0 if is_denial(attempt) else 1)
     _retry_or_dead_letter(state, failure, spent, emit, policy)
 
@@ -140,7 +143,7 @@ def _retry_or_dead_letter(
     if next_attempt_at >= state.accepted.deadline_at:
         emit(JobDeadLettered, failure=_deadline_failure(failure))
     elif budget_spent >= state.accepted.attempt_limit:
-        emit(JobDeadLettered, failure=_exhausted(failure, budget_spent))
+        emit(JobDeadLettered, failure=_bounded(failure, f"attempt budget of {budget_spent} spent"))
     else:
         emit(RetryScheduled, attempt_number=attempt_number, next_attempt_at=next_attempt_at, failure=failure)
 
@@ -153,12 +156,13 @@ def _deadline_failure(cause: Failure) -> Failure:
     )
 
 
-def _exhausted(cause: Failure, budget_spent: int) -> Failure:
+def _bounded(cause: Failure, why: str) -> Failure:
+    """The last failure, made terminal by a bound the job reached."""
     return cause.model_copy(
         update={
             "disposition": FailureDisposition.TERMINAL,
             "retry_at": None,
-            "safe_message": f"{cause.safe_message} (attempt budget of {budget_spent} spent)",
+            "safe_message": f"{cause.safe_message} ({why})",
         }
     )
 
@@ -167,12 +171,11 @@ def _renew(current: Job | None, command: RenewLease, emit: Emitter, policy: Poli
     state = _fenced(current, ReportKind.RENEWAL, command.attempt_number, command.lease_id, emit)
     if state is None:
         return
-    lease = timedelta(milliseconds=policy.lease_ms(state.accepted.max_runtime_ms))
     emit(
         LeaseRenewed,
         attempt_number=command.attempt_number,
         lease_id=command.lease_id,
-        lease_expires_at=emit.now + lease,
+        lease_expires_at=_started_lease_until(state, emit.now, policy),
     )
 
 
@@ -181,13 +184,19 @@ def _start(current: Job | None, command: StartAttempt, emit: Emitter, policy: Po
     state = _fenced(current, ReportKind.START, command.attempt_number, command.lease_id, emit)
     if state is None or state.lease is None or state.lease.started_at is not None:
         return
-    lease = timedelta(milliseconds=policy.lease_ms(state.accepted.max_runtime_ms))
     emit(
         AttemptStarted,
         attempt_number=command.attempt_number,
         lease_id=command.lease_id,
-        lease_expires_at=emit.now + lease,
+        lease_expires_at=_started_lease_until(state, emit.now, policy),
     )
+
+
+def _started_lease_until(state: Job, now: datetime, policy: Policy) -> datetime:
+    """A run with no runtime ceiling keeps its lease by renewing it, never past the job's deadline."""
+    max_runtime_ms = state.accepted.max_runtime_ms
+    until = now + timedelta(milliseconds=policy.lease_ms(max_runtime_ms))
+    return until if max_runtime_ms else min(until, state.accepted.deadline_at)
 
 
 def _check_timers(state: Job | None, emit: Emitter, policy: Policy) -> None:

@@ -118,6 +118,7 @@ def _apply(state: Job, event: Event) -> Job:  # noqa: C901 - one flat case per e
                 completed_at=None,
                 artifacts=(),
                 budget_base=event.budget_spent_before,
+                denial_base=state.denials + state.denial_base,
                 cache_mode=event.cache_mode or state.cache_mode,
             )
         case SubmissionReused():

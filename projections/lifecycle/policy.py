@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 MIN_RENEW_INTERVAL_MS = 5_000
 MAX_RENEW_INTERVAL_MS = 60_000
 RENEW_DIVISOR = 3  # two renewals may be missed before the lease lapses
+UNBOUNDED_RUN_LEASE_MS = RENEW_DIVISOR * MIN_RENEW_INTERVAL_MS  # `max_runtime_ms = 0`: the run renews it
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,7 @@ class Policy:
     retry_base_ms: int = 1_000
     retry_max_ms: int = 3_600_000
     start_window_ms: int = 60_000
+    max_denials: int = 100  # denials cost no budget; past this many the job dead letters all the same
     callbacks: CallbackPolicy = CallbackPolicy()
     warnings: tuple[str, ...] = field(default=(), compare=False)
     fallbacks: frozenset[str] = field(default=frozenset(), compare=False)  # types on the default profile
@@ -61,6 +63,7 @@ class Policy:
         retry_base_ms: int = 1_000,
         retry_max_ms: int = 3_600_000,
         start_window_ms: int = 60_000,
+        max_denials: int = 100,
         callbacks: CallbackPolicy = CallbackPolicy(),
     ) -> Policy:
         """Register declared profiles; an unusable one falls back whole, with one warning."""
@@ -85,6 +88,7 @@ class Policy:
             retry_base_ms=retry_base_ms,
             retry_max_ms=retry_max_ms,
             start_window_ms=start_window_ms,
+            max_denials=max_denials,
             callbacks=callbacks,
             warnings=tuple(warnings),
             fallbacks=frozenset(fallbacks),
@@ -94,7 +98,8 @@ class Policy:
         return self.profiles.get(job_type)
 
     def lease_ms(self, max_runtime_ms: int) -> int:
-        return max_runtime_ms + self.lease_grace_ms
+        """A started lease; with no runtime ceiling (`0`), one the run renews until the job's deadline."""
+        return (max_runtime_ms or UNBOUNDED_RUN_LEASE_MS) + self.lease_grace_ms
 
     @property
     def lease_horizon_ms(self) -> int:

@@ -65,6 +65,7 @@ class Job:
     recent_command_ids: tuple[UUID, ...] = ()
     recent_command_at: tuple[datetime, ...] = ()
     budget_base: int = 0
+    denial_base: int = 0  # denials before the last redrive
     cache_mode: CacheMode | None = None  # set by a redrive: how its attempts use the cache
 
     @property
@@ -88,6 +89,11 @@ class Job:
     def budget_spent(self) -> int:
         """Charged attempts since the budget was last granted (at acceptance, or by a redrive)."""
         return self.charged_attempts - self.budget_base
+
+    @property
+    def denials(self) -> int:
+        """Denied attempts since the job was accepted or last redriven."""
+        return sum(1 for attempt in self.attempts if is_denial(attempt)) - self.denial_base
 
 
 @dataclass(frozen=True)

@@ -259,7 +259,7 @@ class HttpExecutor(QuietStage):
                 return None
             self._renewals.add(work)
             try:
-                async with asyncio.timeout(max(work.max_runtime_ms / 1000, MIN_FETCH_DEADLINE_S)):
+                async with asyncio.timeout(self._run_ceiling_s(work)):
                     outcome = await job_type.run(work)
                 result = result_of(outcome)  # a plugin's answer is checked like any outside input
             except TimeoutError as exc:
@@ -270,6 +270,12 @@ class HttpExecutor(QuietStage):
             finally:
                 self._renewals.discard(work)
         return await self._stored_attempt(work, result)
+
+    def _run_ceiling_s(self, work: DueWork) -> float:
+        """The type's runtime; with none (`max_runtime_ms = 0`), until the job's deadline."""
+        if work.max_runtime_ms == 0:
+            return max((work.deadline_at - self._clock()).total_seconds(), MIN_FETCH_DEADLINE_S)
+        return max(work.max_runtime_ms / 1000, MIN_FETCH_DEADLINE_S)
 
     async def _run_fetch(
         self,
@@ -305,7 +311,7 @@ class HttpExecutor(QuietStage):
         denied = local_result(denial.code, denial.detail)
         if denial.retry_at is not None and denied.failure is not None:
             denied = replace(denied, failure=denied.failure.model_copy(update={"retry_at": denial.retry_at}))
-        return self._attempt_of(work, denied, ())
+        return self._attempt_of(work, denied, (), passage=denial.passage)
 
     async def _render(
         self,

@@ -92,7 +92,10 @@ class FetchLimits:
 
 
 def call_deadline_s(max_runtime_ms: int, limits: ResponseLimits) -> float:
-    """How long one call may take: the policy class's timeout within the job type's runtime."""
+    """How long one call may take: the policy class's timeout within the job type's runtime (if it
+    has a ceiling: `0` has none)."""
+    if max_runtime_ms == 0:
+        return max(limits.timeout_s, MIN_DEADLINE_S)
     return max(min(max_runtime_ms / 1000, limits.timeout_s), MIN_DEADLINE_S)
 
 

@@ -65,6 +65,7 @@ class Denial:
     code: str
     detail: str
     retry_at: datetime | None = None
+    passage: Passage = Passage()  # the route that denied it (the default when none was tried)
 
 
 def meterings(settings: Settings) -> dict[str, Metering]:
@@ -102,15 +103,11 @@ class Routes:
         denials: list[Denial] = []
         for name in names:
             route = self._routes[name]
+            tried = Passage(route=ROUTE_OF_KIND[route.kind], route_name=name, trust=route.resolved_trust)
             if not route.enabled:
-                denials.append(Denial("ROUTE_UNAVAILABLE", f"route {name} is disabled"))
+                denials.append(Denial("ROUTE_UNAVAILABLE", f"route {name} is disabled", passage=tried))
                 continue
-            passage = Passage(
-                route=ROUTE_OF_KIND[route.kind],
-                route_name=name,
-                trust=route.resolved_trust,
-                proxy_url=_pick(route.proxy_urls, work),
-            )
+            passage = replace(tried, proxy_url=_pick(route.proxy_urls, work))
             metering = self._meterings[name]
             if not metering.metered:
                 return passage
@@ -119,7 +116,8 @@ class Routes:
             decision = await self._decide(name, reservation_id, work, estimated, now)
             if decision.granted:
                 return replace(passage, reservation_id=reservation_id, estimated=estimated)
-            denials.append(Denial(decision.code or "ROUTE_UNAVAILABLE", f"route {name}", decision.retry_at))
+            code = decision.code or "ROUTE_UNAVAILABLE"
+            denials.append(Denial(code, f"route {name}", decision.retry_at, passage=tried))
         return min(denials, key=lambda denial: (denial.retry_at is None, denial.retry_at or now))
 
     async def reconcile(

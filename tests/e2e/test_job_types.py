@@ -125,6 +125,18 @@ async def test_a_job_longer_than_the_base_lease_renews_and_runs_exactly_once(
     assert Sleeper.runs[url] == 1
 
 
+async def test_a_type_declared_with_no_runtime_ceiling_runs_past_any_default_one(
+    broker, origin, tmp_path, installed_plugin
+):
+    settings = worker_settings(broker.bootstrap, tmp_path, profiles={"test.sleeper-once": (0, 1)}, **LEASES)
+    async with running_system(settings) as system:
+        job = await system.submit(origin.url("/sleep/6000"), job_type="test.sleeper-once")
+        assert (await system.completion(job)).status is JobStatus.SUCCEEDED
+        await system.events.wait_for(lambda _: bool(attempts_of(system, job)))
+        assert [attempt.failure for attempt in attempts_of(system, job)] == [None]
+        assert of_kind(system, job, LeaseRenewed)  # its lease renewed while it ran
+
+
 @pytest.mark.parametrize(
     ("job_type", "status", "runs"),
     [("test.sleeper", JobStatus.SUCCEEDED, 2), ("test.sleeper-once", JobStatus.DEAD_LETTER, 1)],

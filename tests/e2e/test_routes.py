@@ -125,6 +125,7 @@ async def test_a_tiny_budget_denies_at_no_cost_runs_next_period_and_two_workers_
     assert len(denied) >= 3  # the first period could take one of the four
     for attempt in denied:
         assert attempt.failure.code == "BUDGET_EXHAUSTED"
+        assert (attempt.route_name, attempt.route) == ("direct", TransportRoute.DIRECT)  # the one that denied
         assert attempt.failure.retry_at is not None
         assert (attempt.cost.estimated, attempt.cost.actual, attempt.bytes) == (0, 0, 0)
     assert total == sum((price(a.bytes) for a in fetched), Decimal(0))

@@ -8,9 +8,10 @@ import pytest
 
 from projections.lifecycle.completion import completion_of
 from projections.lifecycle.decide import decide
+from projections.lifecycle.policy import UNBOUNDED_RUN_LEASE_MS, Policy
 from projections.lifecycle.state import Lease, Unaccepted
 from projections.lifecycle.submission import submission_identity
-from schemas.commands import CancelJob
+from schemas.commands import CancelJob, RedriveJob
 from schemas.enums import (
     ActorRole,
     AttemptOutcome,
@@ -176,6 +177,21 @@ def test_renewal_extends_the_lease_from_now_by_the_derived_lease():
     assert lifecycle.job.lease.lease_expires_at == later + timedelta(seconds=40)
 
 
+def test_a_type_with_no_runtime_ceiling_renews_its_lease_for_as_long_as_it_runs_until_the_deadline():
+    lifecycle = Lifecycle(policy=Policy.from_declared({"test.unbounded": (0, 1)}, POLICY.default_profile))
+    lifecycle(submit(job_type="test.unbounded"))
+    assert lifecycle.job.accepted.max_runtime_ms == 0
+    lease = timedelta(milliseconds=UNBOUNDED_RUN_LEASE_MS + 10_000)
+    lifecycle(start(lifecycle.job), T0)
+    assert lifecycle.job.lease.lease_expires_at == T0 + lease
+    later = T0 + timedelta(minutes=50)  # far past any ceiling: still renewed
+    assert kinds(lifecycle(renew(lifecycle.job), later)) == ["LeaseRenewed"]
+    assert lifecycle.job.lease.lease_expires_at == later + lease
+    near_the_deadline = lifecycle.job.accepted.deadline_at - timedelta(seconds=1)
+    lifecycle(renew(lifecycle.job), near_the_deadline)
+    assert lifecycle.job.lease.lease_expires_at == lifecycle.job.accepted.deadline_at
+
+
 def test_starting_the_work_makes_the_lease_run_from_the_start():
     lifecycle = accepted()
     later = T0 + timedelta(seconds=5)
@@ -302,6 +318,26 @@ def test_local_capacity_denial_retries_and_costs_no_budget():
     assert kinds(events) == ["AttemptRecorded", "RetryScheduled"]
     assert lifecycle.job.budget_spent == 0
     assert lifecycle.job.attempts == (denied,)
+
+
+def test_a_job_denied_past_the_bound_dead_letters_with_the_last_denial_and_a_redrive_grants_a_new_bound():
+    lifecycle = Lifecycle(policy=replace(POLICY, max_denials=3))
+    lifecycle(submit(attempt_limit=1))
+    now = T0
+    for code in ("BUDGET_EXHAUSTED", "RATE_LIMITED", "BUDGET_EXHAUSTED"):
+        denied = attempt_under(lifecycle.job, AttemptOutcome.DENIED, failure=failure(code))
+        assert kinds(lifecycle(report(lifecycle.job, denied), now)) == ["AttemptRecorded", "RetryScheduled"]
+        now = lifecycle.job.next_attempt_at
+        lifecycle(tick(lifecycle.job.job_id), now)
+    denied = attempt_under(lifecycle.job, AttemptOutcome.DENIED, failure=failure("RATE_LIMITED"))
+    assert kinds(lifecycle(report(lifecycle.job, denied), now)) == ["AttemptRecorded", "JobDeadLettered"]
+    assert lifecycle.job.failure.code == "RATE_LIMITED"
+    assert lifecycle.job.failure.disposition.value == "TERMINAL"
+    assert "denied 4 times" in lifecycle.job.failure.safe_message
+    assert lifecycle.job.budget_spent == 0  # denials still cost no attempt
+    by = {"actor_id": "ops", "actor_role": ActorRole.ADMIN, "reason": "fixed"}
+    lifecycle(RedriveJob(command_id=uuid4(), job_id=lifecycle.job.job_id, **by), now)
+    assert lifecycle.job.denials == 0
 
 
 def test_other_policy_denial_is_terminal():
