@@ -16,6 +16,7 @@ The fold keeps the first event of each job and sequence: a later duplicate is ig
 
 from __future__ import annotations
 
+import itertools
 import typing
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -453,11 +454,12 @@ class JobStore:
         prefixes = [index_prefix("a", partition) for partition in partitions]
         return scan_page(self._store, prefixes, load, after, limit, SCAN_BUDGET)
 
-    def due(self, partition: int, until: datetime) -> list[tuple[int, UUID]]:
-        """(due ms, job id) of `partition` whose next timer is at or before `until`, oldest first."""
+    def due(self, partition: int, until: datetime, limit: int | None = None) -> list[tuple[int, UUID]]:
+        """(due ms, job id) of `partition` whose next timer is at or before `until`, oldest first
+        (at most `limit`)."""
         prefix = f"d/{partition:05d}/".encode()
         high = _timer_key("d", partition, until, _MAX_UUID) + b"\xff"
-        return [_parse_timer(key) for key, _ in self._store.scan(prefix, high)]
+        return [_parse_timer(key) for key, _ in itertools.islice(self._store.scan(prefix, high), limit)]
 
     def leases_after(self, partition: int, after: datetime) -> list[tuple[int, UUID]]:
         """(expiry ms, job id) of running leases of `partition` that end later than `after`."""

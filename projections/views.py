@@ -59,6 +59,9 @@ class ArtifactView(View):
 
 class AttemptView(View):
     attempt_number: int
+    lease_id: UUID = Field(
+        description="The attempt's identity: the lease it ran under, as route reservations and logs name it"
+    )
     route: TransportRoute
     route_name: str | None = Field(description="The configured route the attempt went through")
     outcome: AttemptOutcome
@@ -206,6 +209,7 @@ def attempt_view(attempt: Attempt) -> AttemptView:
     cost = attempt.cost
     return AttemptView.model_construct(
         attempt_number=attempt.attempt_number,
+        lease_id=attempt.lease_id,
         route=attempt.route,
         route_name=attempt.route_name,
         outcome=attempt.outcome,

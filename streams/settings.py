@@ -168,6 +168,7 @@ class Settings(BaseSettings):
     retry_max_ms: int = Field(default=3_600_000, ge=1)
     max_denials: int = Field(default=100, ge=1)
     timer_interval_ms: int = Field(default=100, ge=10)
+    timers_per_pass: int = Field(default=2_000, ge=1)
     shutdown_grace_s: float = Field(default=10.0, ge=0)
 
     policy_classes: dict[PolicyClass, ResponseLimits] = Field(

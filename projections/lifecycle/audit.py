@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from uuid import UUID, uuid5
+
 from projections.lifecycle.emit import Emitter
 from projections.lifecycle.limits import MAX_ACTOR_BYTES, MAX_MESSAGE_BYTES, MAX_REASON_BYTES, clip
 from schemas.enums import ActorRole, AuditAction, AuditOutcome
@@ -9,6 +11,11 @@ from schemas.events import AuditRecorded
 
 # Why a refused request was refused; the HTTP API answers 403, 404, 409 and 400 for them.
 FORBIDDEN, NOT_FOUND, CONFLICT, INVALID = "forbidden", "not_found", "conflict", "invalid"
+
+
+def audit_id_of(command_id: UUID) -> UUID:
+    """The id of the audit record a command writes: known to its sender before it is decided."""
+    return uuid5(command_id, "audit")
 
 
 def audit(
@@ -27,7 +34,7 @@ def audit(
     """Every text is cut to its bound, so a hostile command cannot make the record oversized."""
     emit(
         AuditRecorded,
-        audit_id=emit.derived_id("audit"),
+        audit_id=audit_id_of(emit.command_id),
         actor_id=clip(actor_id, MAX_ACTOR_BYTES),
         actor_role=actor_role,
         action=action,

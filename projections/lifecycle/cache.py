@@ -8,6 +8,7 @@ job asks, and never without validation when the origin (`no-cache`) or the job's
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -16,7 +17,7 @@ from projections.artifacts import kept_at_least_as_long
 from projections.lifecycle.freshness import request_allows_reuse
 from projections.lifecycle.outcomes import status_failure
 from projections.lifecycle.state import Job
-from schemas.enums import AttemptOutcome, CacheMode, RetentionClass
+from schemas.enums import AttemptOutcome, CacheMode, CaptureMode, RetentionClass
 from schemas.records import Attempt, Failure
 from schemas.types import build
 from schemas.work import CacheEntry
@@ -42,9 +43,18 @@ class ResponseCaps:
         )
 
 
+def cache_key(request_hash: str, capture_mode: CaptureMode) -> str:
+    """Where a job's answer is cached: a metadata-only answer under a key of its own, so it never
+    displaces, or stands in for, a stored page."""
+    if capture_mode is not CaptureMode.METADATA_ONLY:
+        return request_hash
+    return hashlib.sha256(f"{request_hash}/metadata".encode()).hexdigest()
+
+
 def cache_entry(job: Job, attempt: Attempt) -> CacheEntry | None:
     """The entry an attempt makes, if any: a stored 2xx, or a 401/403/404/410 without a body.
 
+    A metadata-only answer (a 2xx, nothing stored) makes one under its own key (`cache_key`).
     A 304 to a revalidation renews the entry with the same artifacts. A stored response expires
     at the earliest of seven days, each artifact's expiry (its retention) and the origin's own
     freshness; a negative one after an hour. What the origin forbids a shared cache to store
@@ -54,7 +64,14 @@ def cache_entry(job: Job, attempt: Attempt) -> CacheEntry | None:
     if attempt.from_cache or not attempt.storable or status is None:
         return None
     stored_at = attempt.finished_at
-    if attempt.outcome in REUSABLE and attempt.artifacts and (200 <= status < 300 or status == 304):
+    key = job.accepted.request_hash
+    metadata_only = job.accepted.capture_mode is CaptureMode.METADATA_ONLY
+    if (
+        attempt.outcome in REUSABLE
+        and (attempt.artifacts or metadata_only)
+        and (200 <= status < 300 or status == 304)
+    ):
+        key = cache_key(key, job.accepted.capture_mode)
         limits = [stored_at + KEPT_AT_MOST]
         limits += [artifact.expires_at for artifact in attempt.artifacts if artifact.expires_at is not None]
         if attempt.fresh_for_ms is not None:
@@ -72,7 +89,7 @@ def cache_entry(job: Job, attempt: Attempt) -> CacheEntry | None:
     if expires_at <= stored_at:
         return None
     fields = {
-        "request_hash": job.accepted.request_hash,
+        "request_hash": key,
         "http_status": STORED_STATUS if status == 304 else status,
         "artifacts": artifacts,
         "etag": attempt.etag,
@@ -107,8 +124,9 @@ def answers(
 
 
 def cached_outcome(entry: CacheEntry, now: datetime) -> tuple[AttemptOutcome, Failure | None]:
-    """A stored response is a `CACHE_HIT`; a negative entry ends the job with the cached status."""
-    if entry.artifacts:
+    """A stored response (or a metadata-only answer) is a `CACHE_HIT`; a negative entry ends the job
+    with the cached status."""
+    if entry.artifacts or 200 <= entry.http_status < 300:
         return AttemptOutcome.CACHE_HIT, None
     return AttemptOutcome.HTTP_ERROR, status_failure(entry.http_status, None, now)
 

@@ -37,7 +37,13 @@ from decimal import Decimal
 from uuid import UUID
 
 from projections.ledger import ZERO
-from projections.lifecycle.cache import ResponseCaps, answers, cached_outcome, revalidation_headers
+from projections.lifecycle.cache import (
+    ResponseCaps,
+    answers,
+    cache_key,
+    cached_outcome,
+    revalidation_headers,
+)
 from projections.lifecycle.identity import host_of, name_based
 from projections.lifecycle.limits import clip
 from projections.lifecycle.outcomes import local_failure
@@ -216,7 +222,7 @@ class HttpExecutor(QuietStage):
         limits = self._settings.policy_classes[work.policy_class]
         try:
             cache = None if _rendered(work) else self._cache  # the cache holds origin responses
-            entry = cache.get(work.request_hash) if cache is not None and work.request_hash else None
+            entry = self._cache_entry(cache, work) if cache is not None and work.request_hash else None
         except Exception as exc:  # a cache that cannot be read is a miss, not a failed attempt
             log.warning("job %s: the response cache could not be read: %s", work.job_id, exc)
             entry = None
@@ -353,6 +359,15 @@ class HttpExecutor(QuietStage):
             log.warning("job %s: storing the body failed: %s", work.job_id, exc)
             return self._failed(work, "ARTIFACT_STORE_FAILED", exc, result, passage)
         return self._attempt_of(work, result, artifacts, passage=passage)
+
+    @staticmethod
+    def _cache_entry(cache: GlobalTable, work: DueWork) -> CacheEntry | None:
+        """The entry answering `work`: a metadata-only job is answered by a stored page too."""
+        key = cache_key(work.request_hash, work.capture_mode)
+        entry = cache.get(key)
+        if entry is None and key != work.request_hash:
+            entry = cache.get(work.request_hash)
+        return entry
 
     async def _from_cache(
         self, work: DueWork, entry: CacheEntry | None, limits: ResponseLimits

@@ -42,15 +42,23 @@ class Timers:
         self._clock = clock
         self._sent: dict[tuple[UUID, str], float] = {}
         self._last_sweep = 0.0
+        self._turn = 0
 
     async def run(self) -> None:
         await every(self._settings.timer_interval_ms / 1000, self.tick, "timer pass")
 
     async def tick(self) -> int:
+        """At most `timers_per_pass` due timers, the oldest of each partition first; partitions take
+        turns being first, so a mass expiry on one delays no other's timers for long."""
         now = self._clock()
         due: list[tuple[UUID, str]] = []
-        for partition in self._owned():
-            due += [(job_id, f"timer:{due_ms}") for due_ms, job_id in self._store.due(partition, now)]
+        owned = self._owned()
+        self._turn = (self._turn + 1) % max(len(owned), 1)
+        for partition in owned[self._turn :] + owned[: self._turn]:
+            left = self._settings.timers_per_pass - len(due)
+            if left <= 0:
+                break
+            due += [(job_id, f"timer:{due_ms}") for due_ms, job_id in self._store.due(partition, now, left)]
         if time.monotonic() - self._last_sweep > HORIZON_SWEEP_EVERY_S:
             self._last_sweep = time.monotonic()
             horizon = now + timedelta(milliseconds=self._policy.lease_horizon_ms)

@@ -29,9 +29,14 @@ from streams.web.models import ArtifactReference, ArtifactReferences
 from streams.web.peers import relay
 
 # Stored pages are served from the API's origin: never run as its scripts, never sniffed.
+AUDIT_ID_HEADER = "X-Audit-Id"  # the download's audit record, as `GET /audit` lists it
 UNTRUSTED_CONTENT = {"Content-Security-Policy": "sandbox", "X-Content-Type-Options": "nosniff"}
 BYTES_RESPONSE: dict[int | str, dict[str, Any]] = {
-    200: {"description": "The stored bytes, with their content type", "content": {"*/*": {}}}
+    200: {
+        "description": "The stored bytes, with their content type",
+        "content": {"*/*": {}},
+        "headers": {AUDIT_ID_HEADER: {"description": "Its audit record's id", "schema": {"type": "string"}}},
+    }
 }
 
 
@@ -56,8 +61,10 @@ async def download(artifact_id: UUID, request: Request, principal: Caller) -> Re
             await context.audit(principal, request, AuditAction.ARTIFACT_DOWNLOAD, refusal, target)
         context.refusals.refused(principal)  # nothing stored counts alike
         raise ApiError(404, "not_found", f"no job of yours stored artifact {artifact_id}")
-    await context.audit(principal, request, AuditAction.ARTIFACT_DOWNLOAD, None, target)
-    return await _bytes(context, principal, allowed[0], artifact_id)
+    audit_id = await context.audit(principal, request, AuditAction.ARTIFACT_DOWNLOAD, None, target)
+    answer = await _bytes(context, principal, allowed[0], artifact_id)
+    answer.headers[AUDIT_ID_HEADER] = str(audit_id)  # to match the download with storage access logs
+    return answer
 
 
 @router.get("/_shard/artifacts/{artifact_id}", include_in_schema=False)

@@ -13,7 +13,7 @@ from uuid import UUID, uuid4
 from fastapi import Request, Response
 
 from projections.jobstore import JobStore, Listed
-from projections.lifecycle.audit import NOT_FOUND
+from projections.lifecycle.audit import NOT_FOUND, audit_id_of
 from projections.lifecycle.identity import audit_stream_id
 from projections.lifecycle.policy import Policy
 from projections.readindex import Page, merge_pages
@@ -114,8 +114,9 @@ class ApiContext:
         action: AuditAction,
         refusal: str | None,
         target: str,
-    ) -> None:
-        """Record a read or download in the principal's own audit stream (never in the job's history)."""
+    ) -> UUID:
+        """Record a read or download in the principal's own audit stream (never in the job's history);
+        returns the audit record's id."""
         stream = audit_stream_id(principal.name, utc_now())
         command = RecordAudit(
             command_id=uuid4(),
@@ -130,6 +131,7 @@ class ApiContext:
             refusal="" if refusal is None else NOT_FOUND,
         )
         await self.publisher.send_all([outgoing(self.settings.topic("commands"), stream, command)])
+        return audit_id_of(command.command_id)
 
     async def gather(
         self,

@@ -12,7 +12,7 @@ import pytest_asyncio
 from aiohttp import web
 from aiokafka import TopicPartition
 
-from schemas.enums import AttemptOutcome, CacheMode, JobStatus, PolicyClass, RetentionClass
+from schemas.enums import AttemptOutcome, CacheMode, CaptureMode, JobStatus, PolicyClass, RetentionClass
 from schemas.events import AttemptRecorded, JobAccepted
 from streams.broker.compat import end_offsets
 from tests.brokers import profile
@@ -292,3 +292,24 @@ async def test_an_answer_from_the_cache_says_so_and_a_redrive_asks_the_origin_ag
     attempts = [e.attempt for e in system.events.of_job(second) if isinstance(e, AttemptRecorded)]
     assert [a.from_cache for a in attempts] == [True, False]
     assert origin.hits["/missing/redriven"] == 2
+
+
+async def test_a_metadata_only_answer_is_cached_under_its_own_key_and_never_stands_in_for_a_page(
+    system, origin
+):
+    url = origin.url("/page/metadata")
+    first, fetched = await job(system, url, "metadata-1", capture_mode=CaptureMode.METADATA_ONLY)
+    assert (fetched.attempt.outcome, fetched.attempt.artifacts) == (AttemptOutcome.FETCHED, ())
+    _, hit = await job(system, url, "metadata-2", capture_mode=CaptureMode.METADATA_ONLY)
+    assert (hit.attempt.outcome, hit.attempt.from_cache, hit.attempt.cache_entry_job_id) == (
+        AttemptOutcome.CACHE_HIT,
+        True,
+        first,
+    )
+    assert hit.attempt.artifacts == ()
+    assert origin.hits["/page/metadata"] == 1
+    page, stored = await job(system, url, "metadata-then-page")  # a page is fetched: metadata is no page
+    assert stored.attempt.outcome is AttemptOutcome.FETCHED
+    assert len(stored.attempt.artifacts) == 1
+    assert origin.hits["/page/metadata"] == 2
+    assert (await system.completion(page)).status is JobStatus.SUCCEEDED

@@ -267,6 +267,7 @@ async def test_artifact_downloads_are_scoped_and_audited(cluster: Cluster):
         assert download.content.startswith(b"page /page/read-")
         assert download.headers["content-type"].startswith("text/html")
         assert (await answered(stranger, "GET", path)).status_code == 404
+        assert UUID(job["attempts"][-1]["lease_id"])  # the attempt's identity
     async with cluster.api(0, "viewer") as viewer:
         for _ in range(100):
             audit = (
@@ -274,11 +275,13 @@ async def test_artifact_downloads_are_scoped_and_audited(cluster: Cluster):
                     viewer, "GET", "/audit", params={"target": path.replace("/artifacts/", "artifact:")}
                 )
             ).json()
-            outcomes = {(r["actor_id"], r["outcome"]) for r in audit["items"]}
-            if {("svc-a", "ALLOWED"), ("svc-b", "DENIED")} <= outcomes:
+            outcomes = {(r["actor_id"], r["outcome"], r["audit_id"]) for r in audit["items"]}
+            if {"ALLOWED", "DENIED"} <= {outcome for _, outcome, _ in outcomes}:
                 break
             await asyncio.sleep(0.1)
-    assert {("svc-a", "ALLOWED"), ("svc-b", "DENIED")} <= outcomes
+    # The download answered with the id of its audit record, to match it with storage access logs.
+    assert ("svc-a", "ALLOWED", download.headers["x-audit-id"]) in outcomes
+    assert "svc-b" in {actor for actor, outcome, _ in outcomes if outcome == "DENIED"}
 
 
 async def test_redrive_runs_a_dead_letter_again_once_its_origin_is_mended(cluster: Cluster, origin: Origin):

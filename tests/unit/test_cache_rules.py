@@ -12,12 +12,13 @@ from projections.lifecycle.cache import (
     ResponseCaps,
     answers,
     cache_entry,
+    cache_key,
     cached_outcome,
     revalidation_headers,
 )
 from projections.lifecycle.consequences import consequences_of
 from projections.lifecycle.state import accepted_job
-from schemas.enums import AttemptOutcome, CacheMode, RetentionClass
+from schemas.enums import AttemptOutcome, CacheMode, CaptureMode, RetentionClass
 from schemas.records import Artifact
 from tests.lifecycle import POLICY, T0, Lifecycle, attempt_under, failure, report, submit
 
@@ -84,6 +85,27 @@ def test_what_the_origin_forbids_storing_or_says_is_stale_makes_no_entry():
     assert (
         cache_entry(job, attempt_under(job, http_status=200, artifacts=(artifact(),), fresh_for_ms=0)) is None
     )
+
+
+def test_a_metadata_only_answer_is_an_entry_under_its_own_key_that_answers_as_a_hit():
+    lifecycle = Lifecycle()
+    lifecycle(submit(capture_mode=CaptureMode.METADATA_ONLY))
+    job = accepted_job(lifecycle.state)
+    events = lifecycle(report(job, attempt_under(job, http_status=200)))
+    (entry,) = consequences_of(lifecycle.state, events, POLICY).cache_entries
+    assert entry.request_hash == cache_key(job.accepted.request_hash, CaptureMode.METADATA_ONLY)
+    assert entry.artifacts == ()
+    assert cached_outcome(entry, T0) == (AttemptOutcome.CACHE_HIT, None)
+
+
+@given(st.text(alphabet="0123456789abcdef", min_size=64, max_size=64), st.sampled_from(CaptureMode))
+def test_only_metadata_only_answers_are_kept_apart_and_their_key_is_a_request_hash_of_its_own(
+    request_hash, mode
+):
+    key = cache_key(request_hash, mode)
+    assert (key != request_hash) is (mode is CaptureMode.METADATA_ONLY)
+    assert len(key) == 64
+    assert set(key) <= set("0123456789abcdef")
 
 
 def test_a_cache_hit_makes_no_new_entry():

@@ -11,6 +11,7 @@ from projections.storage.memory import MemoryStore
 from schemas.codec import decode
 from schemas.enums import AttemptOutcome
 from schemas.events import JobDispatched
+from schemas.records import Request
 from streams.agents.timers import Timers
 from streams.publisher import Outgoing
 from streams.settings import load_settings
@@ -86,3 +87,20 @@ async def test_the_horizon_sweep_leaves_a_long_retry_wait_alone():
     timers, publisher = await timers_for(lifecycle.events, T0)
     assert await timers.tick() == 0
     assert publisher.sent == []
+
+
+async def test_one_pass_sends_at_most_its_cap_the_oldest_first():
+    events, expiries = [], {}
+    for n in range(5):
+        lifecycle = Lifecycle()
+        lifecycle(submit(request=Request(url=f"https://example.com/{n}")), T0 + timedelta(seconds=n))
+        events += lifecycle.events
+        expiries[lifecycle.job.job_id] = lifecycle.job.lease.lease_expires_at
+    store = JobStore(MemoryStore(), POLICY)
+    store.commit(0, events, next_offset=len(events))
+    publisher = RecordingSink()
+    late = max(expiries.values())
+    timers = Timers(load_settings(timers_per_pass=2), store, lambda: [0], publisher, POLICY, lambda: late)
+    assert await timers.tick() == 2
+    oldest = sorted(expiries, key=expiries.__getitem__)[:2]
+    assert [decode(message.value).job_id for message in publisher.sent] == oldest
