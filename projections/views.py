@@ -74,6 +74,10 @@ class AttemptView(View):
     cost: CostView
     artifacts: list[ArtifactView]
     finished_at: datetime
+    requests: int = Field(
+        description="Requests the attempt made: each redirect hop, a refetch and, for a rendered page, "
+        "each request the page made; 0 when answered from the cache or denied"
+    )
     blocked_requests: list[str] = Field(
         description="Requests a rendered page made that the address rules refused"
     )
@@ -227,6 +231,7 @@ def attempt_view(attempt: Attempt) -> AttemptView:
         ),
         artifacts=[artifact_view(artifact) for artifact in attempt.artifacts],
         finished_at=attempt.finished_at,
+        requests=attempt.requests,
         blocked_requests=list(attempt.blocked_requests),
         from_cache=attempt.from_cache,
         cached_at=attempt.cached_at,

@@ -77,3 +77,4 @@ class Attempt(Record):
     must_revalidate: bool = False
     cached_at: Instant | None = None
     cache_entry_job_id: UUID | None = None
+    requests: int = 0

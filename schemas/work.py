@@ -26,6 +26,7 @@ class DueWork(Record):
     start_by: Instant | None = None
     request_hash: str = ""
     render: RenderOptions | None = None
+    avoid_routes: tuple[str, ...] = ()
 
 
 class CacheEntry(Record):

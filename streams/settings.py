@@ -10,7 +10,7 @@ from dataclasses import replace
 from decimal import Decimal
 from ipaddress import IPv4Network, IPv6Network
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import pydantic_settings
 from pydantic import (
@@ -18,12 +18,14 @@ from pydantic import (
     ConfigDict,
     Field,
     SecretStr,
+    StringConstraints,
     ValidationError,
     field_validator,
     model_validator,
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from projections.lifecycle.escalation import BLOCKED_BY_DEFAULT, ROUTE_KINDS, RouteLadder
 from projections.lifecycle.policy import CallbackPolicy, ExecutionProfile, Policy
 from schemas.enums import ArtifactTrust, PolicyClass
 from schemas.types import to_cost_scale
@@ -86,6 +88,7 @@ POLICY_CLASS_DEFAULTS: dict[PolicyClass, dict[str, Any]] = {
 }
 
 
+FailureCode = Annotated[str, StringConstraints(pattern=r"^[A-Z0-9_]{1,64}$")]
 ROUTE_NAME = r"[a-z0-9][a-z0-9_.-]{0,63}"
 
 
@@ -102,6 +105,9 @@ class RouteSettings(BaseModel):
     period_s: int = Field(default=86_400, ge=1, le=366 * 86_400)
     requests_per_s: float = Field(default=0.0, ge=0, le=100_000)
     enabled: bool = True
+    # Failure codes that mean this exit is blocked: a job's retry then takes the next route.
+    blocked_on: tuple[FailureCode, ...] = BLOCKED_BY_DEFAULT
+    affinity: Literal["job", "request"] = "job"  # which proxy of the pool: spread by job, or one per request
 
     @field_validator("budget", mode="after")
     @classmethod
@@ -328,6 +334,19 @@ class Settings(BaseSettings):
             runner = "x" + hashlib.sha256(runner.encode()).hexdigest()[:32]
         return self.topic(f"due.{runner}")
 
+    @property
+    def route_ladder(self) -> RouteLadder:
+        """The enabled routes each transport policy may take, in the configured order."""
+        return RouteLadder(
+            candidates={
+                policy: tuple(
+                    name for name, route in self.routes.items() if route.enabled and route.kind in kinds
+                )
+                for policy, kinds in ROUTE_KINDS.items()
+            },
+            blocked_on={name: frozenset(route.blocked_on) for name, route in self.routes.items()},
+        )
+
     def policy(self, declared: Mapping[str, tuple[float, float]] | None = None) -> Policy:
         """The lifecycle's rules for this deployment; `declared` are the profiles job types declare
         themselves (`SCRAPESTREAM_PROFILES` wins)."""
@@ -347,6 +366,7 @@ class Settings(BaseSettings):
             start_window_ms=self.start_window_ms,
             max_denials=self.max_denials,
             callbacks=callbacks,
+            routes=self.route_ladder,
         )
 
 

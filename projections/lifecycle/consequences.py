@@ -80,7 +80,8 @@ def _of_job(state: Job, event: Event, result: Consequences, policy: Policy) -> N
     if isinstance(event, JobDispatched):
         result.due.append(due_work(state, event, policy))
     elif isinstance(event, AttemptRecorded):
-        entry = cache_entry(state, event.attempt)
+        # An answer that blocked its route speaks of the exit, not of the page: it is not remembered.
+        entry = None if policy.routes.blocks(event.attempt) else cache_entry(state, event.attempt)
         if entry is not None:
             result.cache_entries.append(entry)
         result.references.extend(
@@ -150,6 +151,7 @@ def due_work(state: Job, dispatched: JobDispatched, policy: Policy) -> DueWork:
             "start_by": dispatched.occurred_at + timedelta(milliseconds=policy.start_window_ms),
             "request_hash": accepted.request_hash,
             "render": accepted.render,
+            "avoid_routes": policy.routes.avoided(state.attempts),
         },
     )
 

@@ -123,6 +123,7 @@ def _report(current: Job | None, attempt: Attempt, emit: Emitter, policy: Policy
         disposition=FailureDisposition.TERMINAL,
         safe_message=f"attempt ended {attempt.outcome} without a failure",
     )
+    failure = policy.routes.escalated(failure, state.accepted.transport_policy, (*state.attempts, attempt))
     if is_denial(attempt) and state.denials + 1 > policy.max_denials:
         emit(JobDeadLettered, failure=_bounded(failure, f"denied {state.denials + 1} times"))
         return

@@ -21,6 +21,7 @@ _RETRYABLE, _TERMINAL = FailureDisposition.RETRYABLE, FailureDisposition.TERMINA
 LOCAL_FAILURES: dict[str, tuple[AttemptOutcome, FailureDisposition, str]] = {
     "TIMEOUT": (AttemptOutcome.TIMEOUT, _RETRYABLE, "the fetch did not finish in time"),
     "CONNECTION_FAILED": (AttemptOutcome.NETWORK_ERROR, _RETRYABLE, "could not connect"),
+    "CONNECTION_RESET": (AttemptOutcome.NETWORK_ERROR, _RETRYABLE, "the connection was reset"),
     "DNS_FAILED": (AttemptOutcome.NETWORK_ERROR, _RETRYABLE, "the host name did not resolve"),
     "PROTOCOL_ERROR": (AttemptOutcome.NETWORK_ERROR, _RETRYABLE, "the origin broke HTTP"),
     "DECODING_FAILED": (AttemptOutcome.NETWORK_ERROR, _RETRYABLE, "the body could not be decoded"),
@@ -32,6 +33,11 @@ LOCAL_FAILURES: dict[str, tuple[AttemptOutcome, FailureDisposition, str]] = {
     ),
     "BODY_TOO_LARGE": (AttemptOutcome.TOO_LARGE, _TERMINAL, "the response exceeds the size cap"),
     "TOO_MANY_REDIRECTS": (AttemptOutcome.HTTP_ERROR, _TERMINAL, "too many redirects"),
+    "REQUEST_BUDGET_SPENT": (
+        AttemptOutcome.HTTP_ERROR,
+        _RETRYABLE,
+        "the attempt's requests were spent before the page, gone from storage, could be fetched again",
+    ),
     "INVALID_REDIRECT": (
         AttemptOutcome.HTTP_ERROR,
         _TERMINAL,

@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from projections.lifecycle.escalation import NO_LADDER, RouteLadder
+
 MIN_RENEW_INTERVAL_MS = 5_000
 MAX_RENEW_INTERVAL_MS = 60_000
 RENEW_DIVISOR = 3  # two renewals may be missed before the lease lapses
@@ -50,6 +52,7 @@ class Policy:
     start_window_ms: int = 60_000
     max_denials: int = 100  # denials cost no budget; past this many the job dead letters all the same
     callbacks: CallbackPolicy = CallbackPolicy()
+    routes: RouteLadder = NO_LADDER
     warnings: tuple[str, ...] = field(default=(), compare=False)
     fallbacks: frozenset[str] = field(default=frozenset(), compare=False)  # types on the default profile
 
@@ -65,6 +68,7 @@ class Policy:
         start_window_ms: int = 60_000,
         max_denials: int = 100,
         callbacks: CallbackPolicy = CallbackPolicy(),
+        routes: RouteLadder = NO_LADDER,
     ) -> Policy:
         """Register declared profiles; an unusable one falls back whole, with one warning."""
         profiles: dict[str, ExecutionProfile] = {}
@@ -90,6 +94,7 @@ class Policy:
             start_window_ms=start_window_ms,
             max_denials=max_denials,
             callbacks=callbacks,
+            routes=routes,
             warnings=tuple(warnings),
             fallbacks=frozenset(fallbacks),
         )

@@ -69,7 +69,7 @@ from streams.flusher import Flusher
 from streams.global_table import GlobalTable
 from streams.jobtypes import JobType, Outcome
 from streams.metrics import Metrics
-from streams.publisher import Outgoing, Sink, outgoing
+from streams.publisher import Outgoing, Sink, outgoing, tombstone
 from streams.settings import ResponseLimits, Settings
 
 log = logging.getLogger(__name__)
@@ -122,6 +122,7 @@ class HttpExecutor(QuietStage):
         self.topics = frozenset(settings.due_topic(runner) for runner in self._runnable)
         self.not_started = 0
         self.revocations = 0
+        self.invalidated = 0  # cache entries found pointing at artifacts that are gone
         self._started: OrderedDict[UUID, None] = OrderedDict()
         self._running: dict[UUID, asyncio.Task[None]] = {}  # by lease
         self._renewals = Renewals(self._reports, self._commands, clock)
@@ -380,7 +381,8 @@ class HttpExecutor(QuietStage):
             return None
         try:
             if not await self._stored(entry):
-                return None  # a referenced artifact gone: fetch, and the new entry replaces this one
+                await self._invalidate(entry)
+                return None  # fetch: a stored page makes a new entry
         except Exception as exc:  # a store that cannot say is a miss, not a failed attempt
             log.warning("job %s: the cached artifacts could not be checked: %s", work.job_id, exc)
             return None
@@ -434,13 +436,37 @@ class HttpExecutor(QuietStage):
                 last_modified=last_modified,
             )
             return revalidated, entry.artifacts
+        await self._invalidate(entry)
+        left = fetch_limits.max_redirects + 1 - result.requests  # the refetch is within the same requests
+        if left < 1:
+            spent = local_result("REQUEST_BUDGET_SPENT", f"{result.requests} requests made; the page is gone")
+            return replace(spent, wire_bytes=result.wire_bytes, requests=result.requests), None
         await gate.request()  # the stored copy is gone: the whole page again
-        carried = result.wire_bytes
-        result = await self._fetcher.fetch(
-            work.request, deadline_s, work.deadline_at, None, fetch_limits, proxy_url
+        again = await self._fetcher.fetch(
+            work.request,
+            deadline_s,
+            work.deadline_at,
+            None,
+            replace(fetch_limits, max_redirects=left - 1),
+            proxy_url,
         )
-        self._observe(result)
-        return replace(result, wire_bytes=carried + result.wire_bytes), None
+        self._observe(again)
+        return replace(
+            again, wire_bytes=result.wire_bytes + again.wire_bytes, requests=result.requests + again.requests
+        ), None
+
+    async def _invalidate(self, entry: CacheEntry) -> None:
+        """An entry whose artifacts are gone is removed where it was found, unless a newer one
+        replaced it meanwhile; should the tombstone not be written, the next use finds it gone again."""
+        key = entry.request_hash
+        if self._cache is None or self._cache.get(key) != entry:
+            return
+        self._cache.hold([(key.encode(), None)])
+        try:
+            await self._publisher.send_all([tombstone(self._settings.topic("cache"), key.encode())])
+        except Exception as exc:
+            log.warning("the stale cache entry of %s could not be removed: %s", key, exc)
+        self.invalidated += 1
 
     async def _stored(self, entry: CacheEntry) -> bool:
         keys = [artifact.key for artifact in entry.artifacts]
@@ -517,6 +543,7 @@ class HttpExecutor(QuietStage):
                 "storable": result.storable and via.trust is ArtifactTrust.VERIFIED,
                 "route_name": via.route_name,
                 "blocked_requests": via.blocked,
+                "requests": result.requests,
                 "must_revalidate": result.must_revalidate,
                 "cached_at": None if cached is None else cached.stored_at,
                 "cache_entry_job_id": None if cached is None else cached.job_id,

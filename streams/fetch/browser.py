@@ -137,6 +137,7 @@ class BrowserRenderer:
             guard = GuardProxy(self._policy, limits.max_decoded_bytes, self._proxy_host)
             context: BrowserContext | None = None
             navigated = [request.url]  # the document and each hop of its redirects
+            sent: list[PlaywrightRequest] = []  # every request the page made
             try:
                 async with asyncio.timeout(timeout_s):
                     browser = await self._connected()
@@ -148,7 +149,7 @@ class BrowserRenderer:
                         extra_http_headers=dict(request.headers),
                     )
                     page = await context.new_page()
-                    page.on("request", lambda sent: _follow_document(sent, page, navigated))
+                    page.on("request", lambda made: _follow_document(made, page, navigated, sent))
                     rendered = await self._capture(page, request, options, limits, screenshot)
             except Exception as exc:  # whatever the page or the browser did, typed once, here
                 rendered = Rendered(local_result(*self._classify(exc, guard, navigated)))
@@ -163,7 +164,9 @@ class BrowserRenderer:
                         "BODY_TOO_LARGE", f"the page loaded more than {limits.max_decoded_bytes} bytes"
                     )
                 )
-            result = replace(rendered.result, wire_bytes=guard.received_bytes, elapsed_ms=elapsed_ms)
+            result = replace(
+                rendered.result, wire_bytes=guard.received_bytes, elapsed_ms=elapsed_ms, requests=len(sent)
+            )
             return replace(rendered, result=result, browser_seconds=seconds, blocked=tuple(guard.blocked))
 
     async def _capture(
@@ -281,10 +284,14 @@ class BrowserRenderer:
             self._playwright = None
 
 
-def _follow_document(sent: PlaywrightRequest, page: Page, navigated: list[str]) -> None:
-    """Keeps the URL of each main-frame navigation, so a failure is charged to the hop that failed."""
-    if sent.is_navigation_request() and sent.frame == page.main_frame:
-        navigated.append(sent.url)
+def _follow_document(
+    made: PlaywrightRequest, page: Page, navigated: list[str], sent: list[PlaywrightRequest]
+) -> None:
+    """Counts each request, and keeps the URL of each main-frame navigation, so a failure is charged
+    to the hop that failed."""
+    sent.append(made)
+    if made.is_navigation_request() and made.frame == page.main_frame:
+        navigated.append(made.url)
 
 
 def _authority(url: str) -> str:

@@ -59,6 +59,7 @@ ERROR_CODES: list[tuple[type[BaseException], str]] = [
     (socket.gaierror, "DNS_FAILED"),
     (ssl.SSLError, "TLS_FAILED"),
     (aiohttp.ClientSSLError, "TLS_FAILED"),
+    (ConnectionResetError, "CONNECTION_RESET"),
     (aiohttp.ServerTimeoutError, "TIMEOUT"),
     (aiohttp.ServerDisconnectedError, "PROTOCOL_ERROR"),
     (aiohttp.ClientPayloadError, "PROTOCOL_ERROR"),
@@ -100,10 +101,11 @@ def call_deadline_s(max_runtime_ms: int, limits: ResponseLimits) -> float:
 
 
 class _Meter:
-    """Bytes received over one fetch, kept whatever ends it."""
+    """Bytes received and requests sent over one fetch, kept whatever ends it."""
 
     def __init__(self) -> None:
         self.received = 0
+        self.requests = 0
 
     def head(self, response: aiohttp.ClientResponse) -> None:
         status_line = 15 + len(response.reason or "")
@@ -127,6 +129,7 @@ class FetchResult:
     storable: bool = True
     fresh_for_ms: int | None = None
     must_revalidate: bool = False
+    requests: int = 0  # sent to the origin: each redirect hop counts
 
 
 class HttpFetcher:
@@ -180,7 +183,13 @@ class HttpFetcher:
             result = local_result(*classify(exc))
         elapsed_ms = int((time.monotonic() - started) * 1000)
         storable = result.storable and request_allows_store(request.headers)
-        return replace(result, elapsed_ms=elapsed_ms, wire_bytes=meter.received, storable=storable)
+        return replace(
+            result,
+            elapsed_ms=elapsed_ms,
+            wire_bytes=meter.received,
+            storable=storable,
+            requests=meter.requests,
+        )
 
     async def _follow(
         self,
@@ -197,6 +206,7 @@ class HttpFetcher:
         for hop in range(limits.max_redirects + 1):
             if proxy is not None and hop:
                 await self._through(proxy, url)
+            meter.requests += 1
             async with session.request(
                 request.method.value, url, headers=headers, allow_redirects=False, proxy=proxy
             ) as response:

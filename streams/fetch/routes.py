@@ -18,11 +18,10 @@ from datetime import datetime
 from decimal import Decimal
 from uuid import UUID
 
-from pydantic import SecretStr
-
 from projections.ledger import ZERO, Decision, Metering, charged
+from projections.lifecycle.escalation import ROUTE_KINDS
 from projections.lifecycle.identity import name_based
-from schemas.enums import ArtifactTrust, TransportPolicy, TransportRoute
+from schemas.enums import ArtifactTrust, TransportRoute
 from schemas.types import to_cost_scale
 from schemas.work import DueWork, RouteReconciled, RouteReserved
 from streams.fetch.browser import most_held_s
@@ -33,11 +32,6 @@ from streams.settings import ResponseLimits, RouteSettings, Settings
 
 log = logging.getLogger(__name__)
 DECISION_TIMEOUT_S = 30.0
-KINDS: dict[TransportPolicy, frozenset[str]] = {
-    TransportPolicy.DIRECT_ONLY: frozenset({"direct"}),
-    TransportPolicy.PROXY_ALLOWED: frozenset({"direct", "proxy"}),
-    TransportPolicy.BROWSER: frozenset({"browser"}),
-}
 ROUTE_OF_KIND = {
     "direct": TransportRoute.DIRECT,
     "proxy": TransportRoute.PROXY,
@@ -88,7 +82,7 @@ class Routes:
         self._meterings = meterings(settings)
         self._candidates = {
             policy: [name for name, route in settings.routes.items() if route.kind in kinds]
-            for policy, kinds in KINDS.items()
+            for policy, kinds in ROUTE_KINDS.items()
         }
         self._publisher = publisher
         self._ledger = ledger
@@ -100,6 +94,8 @@ class Routes:
         names = self._candidates[work.transport_policy]
         if not names:
             return Denial("ROUTE_NOT_ALLOWED", f"no route serves transport policy {work.transport_policy}")
+        # Routes an earlier attempt was blocked on are passed over while another is left.
+        names = [name for name in names if name not in work.avoid_routes] or names
         denials: list[Denial] = []
         for name in names:
             route = self._routes[name]
@@ -107,7 +103,7 @@ class Routes:
             if not route.enabled:
                 denials.append(Denial("ROUTE_UNAVAILABLE", f"route {name} is disabled", passage=tried))
                 continue
-            passage = replace(tried, proxy_url=_pick(route.proxy_urls, work))
+            passage = replace(tried, proxy_url=_pick(route, work))
             metering = self._meterings[name]
             if not metering.metered:
                 return passage
@@ -181,11 +177,15 @@ class Routes:
         return outgoing(self._topic, key, record, partition=partition, at=now)
 
 
-def _pick(proxy_urls: tuple[SecretStr, ...], work: DueWork) -> str | None:
-    """A pool's proxy for this attempt: spread by job, and moved on for each retry."""
-    if not proxy_urls:
+def _pick(route: RouteSettings, work: DueWork) -> str | None:
+    """A pool's proxy for this attempt: spread by job and moved on for each retry, or with request
+    affinity one per request identity, so one URL keeps one exit."""
+    pool = route.proxy_urls
+    if not pool:
         return None
-    return proxy_urls[(work.job_id.int + work.attempt_number) % len(proxy_urls)].get_secret_value()
+    if route.affinity == "request" and work.request_hash:
+        return pool[int(work.request_hash[:16], 16) % len(pool)].get_secret_value()
+    return pool[(work.job_id.int + work.attempt_number) % len(pool)].get_secret_value()
 
 
 def _estimate(metering: Metering, route: RouteSettings, limits: ResponseLimits, work: DueWork) -> Decimal:

@@ -93,6 +93,20 @@ class Origin:
             return web.Response(status=304, headers={"ETag": '"v1"'})
         return web.Response(text=f"tagged {request.path}", headers={"ETag": '"v1"'})
 
+    async def _blockedonce(self, request: web.Request, count: int) -> web.Response:
+        """403 to the first request, the page after."""
+        return web.Response(status=403) if count == 1 else web.Response(text=f"let through {request.path}")
+
+    async def _once(self, request: web.Request, count: int) -> web.Response:
+        """A page the first time, 503 ever after."""
+        return web.Response(text=f"once {request.path}") if count == 1 else web.Response(status=503)
+
+    async def _hop(self, request: web.Request, count: int) -> web.Response:
+        """`/hop/<n>/<path>`: n + 1 redirects, the last to `/<path>`."""
+        _, _, left, target = request.path.split("/", 3)
+        location = f"/hop/{int(left) - 1}/{target}" if int(left) > 0 else f"/{target}"
+        return web.Response(status=302, headers={"Location": location})
+
     async def _nocache(self, request: web.Request, count: int) -> web.Response:
         """Storable, but to be validated before every use; a 304 when the validator matches."""
         self.conditions[request.path].append(request.headers.get("If-None-Match"))

@@ -16,7 +16,7 @@ from schemas.enums import AttemptOutcome, CacheMode, CaptureMode, JobStatus, Pol
 from schemas.events import AttemptRecorded, JobAccepted
 from streams.broker.compat import end_offsets
 from tests.brokers import profile
-from tests.e2e.conftest import System, running_system, worker_settings
+from tests.e2e.conftest import System, read_topic, running_system, worker_settings
 from tests.servers import loopback
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -169,6 +169,7 @@ async def test_a_304_whose_stored_artifact_is_gone_is_fetched_again_in_full(syst
     _, refetched = await job(system, url, "etag-gone-2", cache_mode=CacheMode.REVALIDATE)
     assert origin.conditions["/etag/gone"] == [None, '"v1"', None]
     assert refetched.attempt.outcome is AttemptOutcome.FETCHED
+    assert refetched.attempt.requests == 2  # the 304 and the whole page
     assert (system.settings.data_dir / "artifacts" / stored.key).exists()
 
 
@@ -313,3 +314,36 @@ async def test_a_metadata_only_answer_is_cached_under_its_own_key_and_never_stan
     assert len(stored.attempt.artifacts) == 1
     assert origin.hits["/page/metadata"] == 2
     assert (await system.completion(page)).status is JobStatus.SUCCEEDED
+
+
+async def test_a_304_whose_page_is_gone_never_takes_the_attempt_past_its_requests(system, origin):
+    url = origin.url("/hop/4/etag/deep")  # five redirects, then the page: the six requests STANDARD allows
+    first, fetched = await job(system, url, "deep-1")
+    assert (fetched.attempt.outcome, fetched.attempt.requests) == (AttemptOutcome.FETCHED, 6)
+    await entry_seen(system, first)
+    (stored,) = fetched.attempt.artifacts
+    (system.settings.data_dir / "artifacts" / stored.key).unlink()
+    again = await system.submit(url, idempotency_key="deep-2", cache_mode=CacheMode.REVALIDATE)
+    assert (await system.completion(again)).status is JobStatus.SUCCEEDED
+    await system.events.wait_for(lambda _: system.event_kinds(again).count("AttemptRecorded") == 2)
+    spent, refetched = [e.attempt for e in system.events.of_job(again) if isinstance(e, AttemptRecorded)]
+    assert (spent.failure.code, spent.requests, spent.http_status) == ("REQUEST_BUDGET_SPENT", 6, None)
+    assert (refetched.outcome, refetched.requests) == (AttemptOutcome.FETCHED, 6)
+    # The stale entry was removed when found: the retry asked for the whole page, unconditionally.
+    assert origin.conditions["/etag/deep"] == [None, '"v1"', None]
+
+
+async def test_an_entry_whose_artifact_is_gone_is_removed_when_found(system, origin):
+    url = origin.url("/once/stale-pointer")
+    first, fetched = await job(system, url, "stale-pointer-1")
+    await entry_seen(system, first)
+    (accepted,) = [e for e in system.events.of_job(first) if isinstance(e, JobAccepted)]
+    (stored,) = fetched.attempt.artifacts
+    (system.settings.data_dir / "artifacts" / stored.key).unlink()
+    second, failed = await job(system, url, "stale-pointer-2", attempt_limit=1)
+    assert (failed.attempt.from_cache, failed.attempt.http_status) == (False, 503)
+    assert (await system.completion(second)).status is JobStatus.DEAD_LETTER
+    assert system.worker.table.get(accepted.request_hash) is None
+    records = await read_topic(system.settings.kafka_bootstrap, system.settings.topic("cache"), 2)
+    written = [r for r in records if r.key == accepted.request_hash.encode()]
+    assert [r.value is None for r in written] == [False, True]  # the entry, then its tombstone

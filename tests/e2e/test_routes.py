@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -45,8 +46,8 @@ async def second_origin() -> AsyncIterator[Origin]:
         yield server
 
 
-@pytest_asyncio.fixture(loop_scope="module")
-async def forwarding_proxy() -> AsyncIterator[tuple[str, list[str]]]:
+@contextlib.asynccontextmanager
+async def proxy_server() -> AsyncIterator[tuple[str, list[str]]]:
     """A real HTTP forwarding proxy on loopback (pproxy); yields its URL and its connection log."""
     log: list[str] = []
     server = await pproxy.Server("http://127.0.0.1:0").start_server({"rserver": [], "verbose": log.append})
@@ -55,6 +56,12 @@ async def forwarding_proxy() -> AsyncIterator[tuple[str, list[str]]]:
     finally:
         server.close()
         await server.wait_closed()
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def forwarding_proxy() -> AsyncIterator[tuple[str, list[str]]]:
+    async with proxy_server() as proxy:
+        yield proxy
 
 
 def price(wire_bytes: int) -> Decimal:
@@ -187,6 +194,51 @@ async def test_a_proxy_route_carries_the_request_and_marks_its_attempts(
     (denied,) = attempts[direct]
     assert denied.outcome is AttemptOutcome.DENIED
     assert denied.cost.actual == 0
+
+
+async def test_a_job_blocked_on_the_direct_route_is_retried_through_the_pool(
+    broker, origin, forwarding_proxy, tmp_path
+):
+    proxy_url, proxy_log = forwarding_proxy
+    routes = {"direct": {"kind": "direct"}, "pool": {"kind": "proxy", "proxy_urls": [proxy_url]}}
+    settings = worker_settings(broker.bootstrap, tmp_path, routes=routes)
+    async with running_system(settings) as system:
+        escalated = await system.submit(
+            origin.url("/blockedonce/escalated"), transport_policy=TransportPolicy.PROXY_ALLOWED
+        )
+        direct_only = await system.submit(origin.url("/blockedonce/direct-only"))
+        attempts = {job: await attempts_after_completion(system, job) for job in (escalated, direct_only)}
+    first, second = attempts[escalated]
+    assert (first.route_name, first.failure.code) == ("direct", "HTTP_403")
+    assert (second.route_name, second.outcome, second.failure) == ("pool", AttemptOutcome.FETCHED, None)
+    assert any(f"-> 127.0.0.1:{origin.port}" in line for line in proxy_log)
+    (only,) = attempts[direct_only]  # no other route for it: the 403 ends it
+    assert (only.route_name, only.failure.code) == ("direct", "HTTP_403")
+
+
+async def test_a_pool_with_request_affinity_takes_one_url_through_one_proxy(broker, origin, tmp_path):
+    async with proxy_server() as (first_url, first_log), proxy_server() as (second_url, second_log):
+        pool = {"kind": "proxy", "proxy_urls": [first_url, second_url], "affinity": "request"}
+        settings = worker_settings(broker.bootstrap, tmp_path, routes={"pool": pool})
+        async with running_system(settings) as system:
+            for n in range(6):
+                job = await system.submit(
+                    origin.url("/page/pinned"),
+                    transport_policy=TransportPolicy.PROXY_ALLOWED,
+                    cache_mode=CacheMode.BYPASS,
+                    idempotency_key=f"pinned-{n}",
+                )
+                assert (await system.completion(job)).status is JobStatus.SUCCEEDED
+    assert origin.hits["/page/pinned"] == 6
+    used = [log for log in (first_log, second_log) if any(str(origin.port) in line for line in log)]
+    assert len(used) == 1  # spread by job, six jobs would have used both
+
+
+async def attempts_after_completion(system: System, job: UUID) -> list[Any]:
+    await system.completion(job)
+    ended = {"JobSucceeded", "JobDeadLettered"}
+    await system.events.wait_for(lambda _: bool(ended & set(system.event_kinds(job))))
+    return [e.attempt for e in system.events.of_job(job) if isinstance(e, AttemptRecorded)]
 
 
 async def test_a_route_rate_limit_denies_past_the_rate_and_every_job_still_runs(broker, origin, tmp_path):

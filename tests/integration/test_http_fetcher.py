@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import gzip
 import ipaddress
+import socket
+import struct
 from collections import Counter
 from datetime import timedelta
 
@@ -262,3 +264,23 @@ async def test_a_cookie_one_job_receives_is_never_sent_for_another(fetcher):
         await fetcher.fetch(Request(url=f"http://127.0.0.1:{port}/second"), 5)
     assert len(seen) == 2
     assert b"secret" not in seen[1].lower()
+
+
+async def test_a_connection_the_origin_resets_is_its_own_retryable_failure(fetcher):
+    async def reset(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.get_extra_info("socket").setsockopt(
+            socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
+        )
+        writer.transport.abort()  # with no linger: a reset, not a close
+
+    server = await asyncio.start_server(reset, "127.0.0.1", 0)
+    try:
+        port = server.sockets[0].getsockname()[1]
+        result = await fetcher.fetch(Request(url=f"http://127.0.0.1:{port}/"), 5)
+    finally:
+        server.close()
+        await server.wait_closed()
+    assert result.failure is not None
+    assert (result.failure.code, result.failure.disposition.value) == ("CONNECTION_RESET", "RETRYABLE")
+    assert result.requests == 1
