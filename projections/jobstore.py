@@ -8,9 +8,11 @@ Keys (all ASCII):
   o/<partition>                   offset in scrapestream.events up to which this store is complete
   s/<partition>/<job_id>          a job changed since its last snapshot; the value is the offset it changed at
   p/<job_id>                      `<events offset>/<parts>` of the job's last snapshot written in parts
+  q/<job_id>                      a history whose old audit records were purged (`AuditRecordsPurged`)
 and the read indexes of `projections.readindex`.
 A commit writes all of them in one atomic batch, so state and offset never disagree. Deleting a
-job's history removes its events but its audit records, and leaves a tombstone.
+job's history removes its events but its audit records, and leaves a tombstone; purging audit
+records removes those written before the purge's `before` and their index entries.
 The fold keeps the first event of each job and sequence: a later duplicate is ignored and counted.
 """
 
@@ -41,6 +43,7 @@ from projections.readindex import (
     index_prefix,
     job_key,
     position,
+    position_before,
     scan_page,
     tombstone_key,
 )
@@ -48,7 +51,7 @@ from projections.storage.base import KeyValueStore, prefix_end
 from schemas.codec import decode, encode
 from schemas.enums import JobStatus
 from schemas.errors import CodecError
-from schemas.events import AttemptRecorded, AuditRecorded, Event, JobHistoryDeleted
+from schemas.events import AttemptRecorded, AuditRecorded, AuditRecordsPurged, Event, JobHistoryDeleted
 from schemas.records import Artifact
 from schemas.types import uuid_text
 
@@ -107,6 +110,11 @@ def _offset_key(partition: int) -> bytes:
     return f"o/{partition:05d}".encode()
 
 
+def _audit_purged_key(job_id: UUID) -> bytes:
+    """Kept once a history's audit records were purged: its id stays known with its first event gone."""
+    return f"q/{uuid_text(job_id)}".encode()
+
+
 def _parts_key(job_id: UUID) -> bytes:
     return f"p/{uuid_text(job_id)}".encode()
 
@@ -158,7 +166,11 @@ class JobStore:
             return self._cache[job_id]
         # A point read of the first event answers the common case, a job never seen, without a scan.
         first = self._store.get(_events_prefix(job_id) + _sequence_key(1))
-        seen = first is not None or self._store.get(tombstone_key(job_id)) is not None
+        seen = (
+            first is not None
+            or self._store.get(tombstone_key(job_id)) is not None
+            or self._store.get(_audit_purged_key(job_id)) is not None
+        )
         state = replay(self.events_of(job_id)) if seen else None
         self._remember(job_id, state)
         return state
@@ -287,6 +299,8 @@ class JobStore:
             self._index_reads(partition, None, state, events, changes, counts)
             if any(isinstance(event, JobHistoryDeleted) for event in events):
                 changes[tombstone_key(job_id)] = b""
+            if any(isinstance(event, AuditRecordsPurged) for event in events):
+                changes[_audit_purged_key(job_id)] = b""
             self._remember(job_id, state)
         self._count(counts, changes)
         changes[_offset_key(partition)] = str(events_offset).encode()
@@ -332,6 +346,8 @@ class JobStore:
                 _list_job(partition, new, b"", changes)
             _list_dead_letter(partition, new, b"", changes)
         _index_events(partition, kept, 0 if deletion is None else deletion.sequence, changes)
+        for purge in (event for event in kept if isinstance(event, AuditRecordsPurged)):
+            self._purge_audit(partition, purge, kept, changes)
 
     def _forget(
         self,
@@ -353,6 +369,19 @@ class JobStore:
         for key, event in stored + pending:
             if event.sequence < deletion.sequence and not isinstance(event, AuditRecorded):
                 changes[key] = None
+
+    def _purge_audit(
+        self, partition: int, purge: AuditRecordsPurged, kept: list[Event], changes: dict[bytes, bytes | None]
+    ) -> None:
+        """The audit records written before the purge's `before` go, with their index entries."""
+        prefix = _events_prefix(purge.job_id)
+        stored = [(key, decode_event(value)) for key, value in self._store.scan(prefix, prefix + b"\xff")]
+        pending = [(prefix + _sequence_key(event.sequence), event) for event in kept]
+        for key, event in stored + pending:
+            if isinstance(event, AuditRecorded) and event.occurred_at < purge.before:
+                changes[key] = None
+                changes[audit_key(partition, event.occurred_at, event.audit_id)] = None
+        changes[_audit_purged_key(purge.job_id)] = b""
 
     def _count(self, counts: Counter[bytes], changes: dict[bytes, bytes | None]) -> None:
         for key, delta in counts.items():
@@ -453,6 +482,17 @@ class JobStore:
 
         prefixes = [index_prefix("a", partition) for partition in partitions]
         return scan_page(self._store, prefixes, load, after, limit, SCAN_BUDGET)
+
+    def audited_before(self, partition: int, before: datetime, limit: int) -> list[UUID]:
+        """Up to `limit` histories of `partition` holding audit records written before `before`."""
+        prefix = index_prefix("a", partition).encode()
+        low = f"{index_prefix('a', partition)}{position_before(before)}".encode()
+        found: dict[UUID, None] = {}
+        for _, event_key in self._store.scan(low, prefix + b"\xff"):
+            found[UUID(event_key[2:38].decode())] = None
+            if len(found) >= limit:
+                break
+        return list(found)
 
     def due(self, partition: int, until: datetime, limit: int | None = None) -> list[tuple[int, UUID]]:
         """(due ms, job id) of `partition` whose next timer is at or before `until`, oldest first

@@ -34,6 +34,12 @@ def position(at: datetime, identity: UUID) -> str:
     return f"{NEWEST - max(millis, 0):015d}/{uuid_text(identity)}"
 
 
+def position_before(at: datetime) -> str:
+    """The lowest position of anything written before `at` (positions run newest first)."""
+    millis = int(at.timestamp() * 1000)
+    return f"{NEWEST - max(millis - 1, 0):015d}/"
+
+
 def position_time_ms(value: str) -> int:
     return NEWEST - int(value[:15])
 

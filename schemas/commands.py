@@ -109,6 +109,15 @@ class DeleteJobHistory(Record):
     expires_at: Instant | None = None
 
 
+class PurgeAuditRecords(Record):
+    command_id: UUID
+    job_id: UUID
+    before: Instant
+    actor_id: str
+    actor_role: ActorRole
+    reason: str
+
+
 class RecordAudit(Record):
     command_id: UUID
     job_id: UUID
@@ -130,6 +139,7 @@ Command = (
     | RedriveJob
     | DeleteJobHistory
     | RecordAudit
+    | PurgeAuditRecords
     | ReportAttempt
     | RenewLease
     | StartAttempt

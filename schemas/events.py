@@ -178,6 +178,13 @@ class JobHistoryDeleted(EventEnvelope):
     reason: str
 
 
+class AuditRecordsPurged(EventEnvelope):
+    before: Instant
+    actor_id: str
+    actor_role: ActorRole
+    reason: str
+
+
 Event = (
     JobAccepted
     | JobRejected
@@ -199,6 +206,7 @@ Event = (
     | AuditRecorded
     | JobRedriven
     | JobHistoryDeleted
+    | AuditRecordsPurged
 )
 
 

@@ -219,6 +219,7 @@ class Settings(BaseSettings):
     maintenance_interval_s: float = Field(default=60.0, gt=0)
     maintenance_batch: int = Field(default=1_000, ge=1, le=100_000)
     history_retention_days: float = Field(default=30.0, ge=0)
+    audit_retention_days: float = Field(default=0.0, ge=0)
     orphan_grace_hours: float = Field(default=24.0, gt=0)
     snapshot_interval_s: float = Field(default=5.0, gt=0)
     events_retention_hours: float = Field(default=168.0, ge=0)

@@ -7,6 +7,7 @@ SETTING_DOCS: dict[str, str] = {
     "SCRAPESTREAM_ALLOWED_NETWORKS": "JSON list of CIDRs allowed despite being private",
     "SCRAPESTREAM_ALLOW_PRIVATE_NETWORKS": "allow fetching private/loopback/link-local addresses",
     "SCRAPESTREAM_ARTIFACT_STORE": "`local` (the data directory) or `s3` (shared by every worker)",
+    "SCRAPESTREAM_AUDIT_RETENTION_DAYS": "purge audit records written longer ago than this, from job histories and principals' audit streams alike (`0`: keep forever); never those of the current hour",
     "SCRAPESTREAM_AUTH_ENABLED": "bearer tokens on the API, signed commands on the submit topic",
     "SCRAPESTREAM_BROKER_PROFILE": "`embedded` only for the tansu broker of `dev` and the tests (docs/BROKER.md)",
     "SCRAPESTREAM_BROWSER_CDP_URL": "a remote Chromium to drive over CDP instead (it must reach `SCRAPESTREAM_BROWSER_PROXY_HOST`)",

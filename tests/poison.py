@@ -15,7 +15,8 @@ from uuid import uuid4
 import fastavro
 
 from schemas.codec import SINGLE_OBJECT_MARKER, encode
-from schemas.commands import SubmitJob
+from schemas.commands import PurgeAuditRecords, SubmitJob
+from schemas.enums import ActorRole
 from schemas.records import Request
 from schemas.registry import current_schemas
 from streams.clock import utc_now
@@ -76,6 +77,17 @@ def poison_records(origin_url: str = "https://example.com/") -> dict[str, bytes]
         "invalid_utf8": valid[:12] + b"\x0e\xff\xfe\xfd\xfc\xfb\xfa\xf9" + valid[20:],
         "huge_declared_length": valid[:10] + b"\x02" + b"\xfe\xff\xff\xff\xff\xff\xff\xff\x01",
         "wrong_record_type": encode(Request(url="https://example.com/")),  # valid, but not a command
+        # An internal command (maintenance's) is never public input.
+        "internal_command": encode(
+            PurgeAuditRecords(
+                command_id=uuid4(),
+                job_id=uuid4(),
+                before=utc_now(),
+                actor_id="scrapestream-maintenance",
+                actor_role=ActorRole.ADMIN,
+                reason="a caller's purge",
+            )
+        ),
     }
 
 

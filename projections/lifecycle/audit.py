@@ -6,8 +6,11 @@ from uuid import UUID, uuid5
 
 from projections.lifecycle.emit import Emitter
 from projections.lifecycle.limits import MAX_ACTOR_BYTES, MAX_MESSAGE_BYTES, MAX_REASON_BYTES, clip
+from projections.lifecycle.state import State
+from schemas.commands import PurgeAuditRecords
 from schemas.enums import ActorRole, AuditAction, AuditOutcome
-from schemas.events import AuditRecorded
+from schemas.events import AuditRecorded, AuditRecordsPurged
+from schemas.types import to_utc_millis
 
 # Why a refused request was refused; the HTTP API answers 403, 404, 409 and 400 for them.
 FORBIDDEN, NOT_FOUND, CONFLICT, INVALID = "forbidden", "not_found", "conflict", "invalid"
@@ -44,4 +47,19 @@ def audit(
         request_id=clip(request_id, MAX_ACTOR_BYTES),
         refusal=refusal,
         target=clip(target, MAX_ACTOR_BYTES),
+    )
+
+
+def purge_audit(state: State, command: PurgeAuditRecords, emit: Emitter) -> None:
+    """An ADMIN's (maintenance's) retention: the audit records of a history written before `before`
+    go, never those of the current hour, whose audit stream still bounds its principal's records."""
+    if state is None or command.actor_role is not ActorRole.ADMIN:
+        return
+    this_hour = emit.now.replace(minute=0, second=0, microsecond=0)
+    emit(
+        AuditRecordsPurged,
+        before=min(to_utc_millis(command.before), this_hour),
+        actor_id=clip(command.actor_id, MAX_ACTOR_BYTES),
+        actor_role=command.actor_role,
+        reason=clip(command.reason, MAX_REASON_BYTES),
     )

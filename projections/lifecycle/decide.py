@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 from typing import assert_never
 from uuid import UUID
 
+from projections.lifecycle.audit import purge_audit
 from projections.lifecycle.callbacks import check_callbacks, report_callback
 from projections.lifecycle.dispatch import dispatch
 from projections.lifecycle.emit import Emitter, command_id_of
@@ -22,6 +23,7 @@ from schemas.commands import (
     CheckTimers,
     Command,
     DeleteJobHistory,
+    PurgeAuditRecords,
     RecordAudit,
     RedriveJob,
     RenewLease,
@@ -54,7 +56,7 @@ from schemas.types import to_utc_millis
 SUCCESS_OUTCOMES = frozenset({AttemptOutcome.FETCHED, AttemptOutcome.NOT_MODIFIED, AttemptOutcome.CACHE_HIT})
 
 
-def decide(state: State, command: Command, now: datetime, policy: Policy) -> list[Event]:
+def decide(state: State, command: Command, now: datetime, policy: Policy) -> list[Event]:  # noqa: C901 - one flat case per command type
     """The events that follow from `command` given the job's current `state`.
 
     `now` is the command's own time (its record timestamp), so a redelivered command decides the same.
@@ -72,6 +74,8 @@ def decide(state: State, command: Command, now: datetime, policy: Policy) -> lis
             mutate(job, command, emit, policy)
         case RecordAudit():
             record_audit(state, command, emit)
+        case PurgeAuditRecords():
+            purge_audit(state, command, emit)
         case ReportAttempt():
             _report(job, command.attempt, emit, policy)
         case RenewLease():

@@ -14,6 +14,7 @@ from schemas.events import (
     AttemptRecorded,
     AttemptStarted,
     AuditRecorded,
+    AuditRecordsPurged,
     CallbackAbandoned,
     CallbackDelivered,
     CallbackDispatched,
@@ -105,7 +106,14 @@ def _unaccepted(state: Unaccepted, event: Event) -> Unaccepted:
 
 def _apply(state: Job, event: Event) -> Job:  # noqa: C901 - one flat case per event type
     match event:
-        case JobAccepted() | JobRejected() | StaleReportIgnored() | AuditRecorded() | JobHistoryDeleted():
+        case (
+            JobAccepted()
+            | JobRejected()
+            | StaleReportIgnored()
+            | AuditRecorded()
+            | JobHistoryDeleted()
+            | AuditRecordsPurged()
+        ):
             return state
         case JobRedriven():
             accepted = state.accepted.model_copy(update={"deadline_at": event.deadline_at})

@@ -11,7 +11,10 @@ where it stopped:
   partition 0, a local one by its own worker; none before the table has read both topics;
 - histories of jobs finished more than `SCRAPESTREAM_HISTORY_RETENTION_DAYS` ago: a
   `DeleteJobHistory` command, decided by the lifecycle like an operator's (a job that can still
-  run, or still owes a callback, is refused), so each purge is an event a replay agrees with.
+  run, or still owes a callback, is refused), so each purge is an event a replay agrees with;
+- audit records written more than `SCRAPESTREAM_AUDIT_RETENTION_DAYS` ago (0, the default: kept):
+  a `PurgeAuditRecords` command per history that holds some, an `AuditRecordsPurged` event the
+  store folds by removing them.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from uuid import UUID, uuid5
 from projections.artifacts import Pointers, removable_if_written_before
 from projections.jobstore import JobStore
 from projections.lifecycle.mutations import retention_expired
-from schemas.commands import DeleteJobHistory
+from schemas.commands import DeleteJobHistory, PurgeAuditRecords
 from schemas.enums import ActorRole, AuditOutcome
 from schemas.events import AuditRecorded
 from schemas.types import to_utc_millis
@@ -55,6 +58,7 @@ class Swept:
     artifacts: int = 0
     histories: int = 0
     histories_refused: int = 0
+    audit_histories: int = 0  # histories told to purge their old audit records
 
 
 class Maintenance:
@@ -94,16 +98,19 @@ class Maintenance:
             await self._expire_cache_entries(now),
             await self._expire_artifacts(now),
             *await self._purge_histories(now),
+            await self._purge_audit_records(now),
         )
         for name, count in vars(swept).items():
             self._counters[f"maintenance.{name}"] += count
         if any(vars(swept).values()):
             log.info(
-                "maintenance purged %d cache entries, %d artifacts, %d job histories (%d refused)",
+                "maintenance purged %d cache entries, %d artifacts, %d job histories (%d refused),"
+                " old audit records of %d histories",
                 swept.cache_entries,
                 swept.artifacts,
                 swept.histories,
                 swept.histories_refused,
+                swept.audit_histories,
             )
         return swept
 
@@ -176,6 +183,34 @@ class Maintenance:
             if isinstance(audit, AuditRecorded) and audit.outcome is AuditOutcome.ALLOWED
         )
         return allowed, len(commands) - allowed
+
+    async def _purge_audit_records(self, now: datetime) -> int:
+        days = self._settings.audit_retention_days
+        if days <= 0:
+            return 0
+        # Whole hours: the same command (and id) all hour, so a history is told once.
+        before = (now - timedelta(days=days)).replace(minute=0, second=0, microsecond=0)
+        histories = [
+            job_id
+            for partition in self._owned()
+            for job_id in self._store.audited_before(partition, before, self._settings.maintenance_batch)
+        ]
+        topic = self._settings.topic("commands")
+        await self._publisher.send_all(
+            [outgoing(topic, job_id, _audit_purge(job_id, before, days), at=now) for job_id in histories]
+        )
+        return len(histories)
+
+
+def _audit_purge(job_id: UUID, before: datetime, days: float) -> PurgeAuditRecords:
+    return PurgeAuditRecords(
+        command_id=uuid5(PURGE_NAMESPACE, f"audit/{job_id}/{before.isoformat()}"),
+        job_id=job_id,
+        before=to_utc_millis(before),
+        actor_id=ACTOR,
+        actor_role=ActorRole.ADMIN,
+        reason=f"audit retention: written more than {days:g} days ago",
+    )
 
 
 def _purged(key: str, written_before: datetime, reason: str, now: datetime) -> ArtifactPurged:

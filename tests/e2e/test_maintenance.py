@@ -187,6 +187,44 @@ async def test_histories_past_retention_are_purged_through_the_lifecycle(broker,
         assert (await worker.maintenance.run_once(now + timedelta(days=2))).histories == 0
 
 
+async def test_audit_records_past_their_retention_are_purged_and_the_jobs_stay(broker, origin, tmp_path):
+    settings = worker_settings(broker.bootstrap, tmp_path, audit_retention_days=1, **QUIET)
+    async with running_system(settings) as system:
+        worker = system.worker
+        assert worker is not None
+        assert worker.maintenance is not None
+        jobs = [await system.submit(origin.url(f"/page/audited-{n}")) for n in range(2)]
+        completions = await finished(system, *jobs)
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{worker.web_port}") as http:
+            download = await http.get(f"/artifacts/{completions[0].artifacts[0].artifact_id}")
+            assert download.status_code == 200
+
+            async def audited() -> set[str]:
+                return {item["audit_id"] for item in (await http.get("/audit")).json()["items"]}
+
+            for _ in range(100):  # the creations' and the download's, once folded
+                if download.headers["x-audit-id"] in await audited() and len(await audited()) >= 3:
+                    break
+                await asyncio.sleep(0.1)
+            assert len(await audited()) >= 3
+            now = utc_now()
+            assert (await worker.maintenance.run_once(now + timedelta(hours=12))).audit_histories == 0
+            purged = 0
+            for _ in range(100):
+                purged += (await worker.maintenance.run_once(now + timedelta(days=2))).audit_histories
+                if not await audited():
+                    break
+                await asyncio.sleep(0.1)
+            assert await audited() == set()
+            assert purged >= 3  # two jobs' histories and the download's audit stream
+            for job_id in jobs:
+                assert (await http.get(f"/jobs/{job_id}")).json()["state"] == "SUCCEEDED"
+                kinds = [e["type"] for e in (await http.get(f"/jobs/{job_id}/events")).json()["items"]]
+                assert "AuditRecorded" not in kinds
+                assert "AuditRecordsPurged" in kinds
+            assert (await worker.maintenance.run_once(now + timedelta(days=2))).audit_histories == 0
+
+
 async def test_an_archived_artifact_stays_while_its_job_lasts_and_orphans_go_after_the_grace(
     broker, origin, tmp_path
 ):
