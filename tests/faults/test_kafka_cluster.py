@@ -110,12 +110,15 @@ class Progress:
         return round(stall, 2)
 
 
-async def submit_all(settings: Settings, origin: HostileOrigin, behaviour: str, count: int) -> list[UUID]:
-    """`count` jobs on the submit topic in a few large batches, as a busy producer sends them."""
+async def submit_all(
+    settings: Settings, origin: HostileOrigin, behaviour: str, count: int, name: str | None = None
+) -> list[UUID]:
+    """`count` jobs on the submit topic in a few large batches, as a busy producer sends them; the
+    origin counts the requests of job `n` under `<name>-<n>` (`name` defaults to the behaviour)."""
     commands = [
         SubmitJob(
             caller_identity="faults",
-            request=Request(url=origin.url(behaviour, f"{behaviour}-{n}")),
+            request=Request(url=origin.url(behaviour, f"{name or behaviour}-{n}")),
             deadline_at=utc_now() + timedelta(minutes=15),
         )
         for n in range(count)
