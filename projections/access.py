@@ -27,6 +27,16 @@ def listing_caller(name: str, role: ActorRole, asked: str | None) -> tuple[str |
     return name, None
 
 
+CONTROLLERS = frozenset({ActorRole.OPERATOR, ActorRole.ADMIN})
+
+
+def control_refusal(role: ActorRole) -> str | None:
+    """Why `role` may not switch a job type off or on, or None."""
+    if role in CONTROLLERS:
+        return None
+    return "only operators and admins switch job types off and on"
+
+
 def audit_read_refusal(role: ActorRole) -> str | None:
     if role in READERS_OF_EVERYTHING:
         return None

@@ -2,7 +2,7 @@
 
 from uuid import UUID
 
-from schemas.enums import CacheMode, CaptureMode, PolicyClass, RetentionClass, TransportPolicy
+from schemas.enums import ActorRole, CacheMode, CaptureMode, PolicyClass, RetentionClass, TransportPolicy
 from schemas.events import JobCompleted
 from schemas.records import Artifact, RenderOptions, Request
 from schemas.types import Instant, Money, Record
@@ -141,3 +141,12 @@ class RouteCheckpoint(Record):
     grant_times: tuple[Instant, ...] = ()
     decisions: tuple[RouteDecision, ...] = ()
     written_at: Instant
+
+
+class JobTypeControl(Record):
+    job_type: str
+    enabled: bool
+    reason: str
+    actor_id: str
+    actor_role: ActorRole
+    changed_at: Instant

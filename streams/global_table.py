@@ -1,5 +1,6 @@
-"""The response cache and the artifact references as every worker sees them: all of
-`scrapestream.cache` and `scrapestream.references`, folded into a local store.
+"""The response cache, the artifact references and the job type controls as every worker sees
+them: all of `scrapestream.cache`, `scrapestream.references` and `scrapestream.controls`, folded
+into a local store.
 
 Both are written by the lifecycles as consequences of attempts (`projections.lifecycle.consequences`)
 on compacted topics: cache entries keyed by request identity, references keyed by object and job.
@@ -17,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
@@ -27,7 +28,7 @@ from projections.artifacts import Pointers
 from projections.storage.base import KeyValueStore, StoreError, prefix_end
 from schemas.codec import decode_as
 from schemas.errors import CodecError
-from schemas.work import ArtifactPurged, ArtifactReference, CacheEntry
+from schemas.work import ArtifactPurged, ArtifactReference, CacheEntry, JobTypeControl
 from streams.broker.compat import BrokerProfile, end_offsets, partitions_known, start_whole
 
 log = logging.getLogger(__name__)
@@ -36,6 +37,7 @@ OFFSET = b"o/"
 # r/<artifact key>\x00<request hash or job id> -> the entry's or the job's record's expiry in ms
 # (empty: no expiry while the job's history lasts)
 REFERENCE = b"r/"
+CONTROL = b"c/"  # c/<job type> -> its JobTypeControl, as an operator last set it
 MAX_RECORDS = 2_000
 RETRY_S = 1.0
 REQUEST_HASH = re.compile(rb"[0-9a-f]{64}")
@@ -48,6 +50,7 @@ class GlobalTable:
         bootstrap: str,
         cache_topic: str,
         references_topic: str,
+        controls_topic: str,
         profile: BrokerProfile,
         store: KeyValueStore,
     ) -> None:
@@ -55,6 +58,8 @@ class GlobalTable:
         self._profile = profile
         self._cache_topic = cache_topic
         self._references_topic = references_topic
+        self._controls_topic = controls_topic
+        self.disabled: Mapping[str, str] = {}  # job types switched off -> why; replaced whole on change
         self._store = store
         self._ends: dict[TopicPartition, int] | None = None
         self._consumer = AIOKafkaConsumer(
@@ -71,9 +76,11 @@ class GlobalTable:
 
     async def start(self) -> None:
         await start_whole(self._consumer.start, self._consumer.stop)
-        partitions = await partitions_known(self._consumer, [self._cache_topic, self._references_topic])
+        topics = [self._cache_topic, self._references_topic, self._controls_topic]
+        partitions = await partitions_known(self._consumer, topics)
         self._consumer.assign(partitions)
         await self._rewind(partitions)
+        self.disabled = self._switched_off()
         self._ends = await end_offsets(self._bootstrap, partitions, self._profile)
         self._task = asyncio.create_task(self._follow(), name="global-table")
 
@@ -157,6 +164,8 @@ class GlobalTable:
                 continue
             try:
                 self._store.write(changes)
+                if any(key.startswith(CONTROL) for key in changes):
+                    self.disabled = self._switched_off()
             except StoreError as exc:
                 log.warning("the global table could not be written (%s); reading those records again", exc)
                 self._positions.clear()
@@ -185,6 +194,10 @@ class GlobalTable:
                 problem = None if REQUEST_HASH.fullmatch(key) else "its key is not a request hash"
                 if problem is None:
                     self._replace(key, record.value, changes)
+            elif tp.topic == self._controls_topic:
+                problem = _control_problem(key, record.value)
+                if problem is None:
+                    changes[CONTROL + key] = record.value
             else:
                 problem = None if _reference_key(key) else "its key is not an object reference"
                 if problem is None:
@@ -224,6 +237,16 @@ class GlobalTable:
             changes[REFERENCE + key] = (
                 b"" if expires is None else str(int(expires.timestamp() * 1000)).encode()
             )
+
+    def controls(self) -> dict[str, JobTypeControl]:
+        """Each job type an operator switched off or on at run time, as last set."""
+        found = (
+            decode_as(value, JobTypeControl) for _, value in self._store.scan(CONTROL, prefix_end(CONTROL))
+        )
+        return {control.job_type: control for control in found if isinstance(control, JobTypeControl)}
+
+    def _switched_off(self) -> Mapping[str, str]:
+        return {name: control.reason for name, control in self.controls().items() if not control.enabled}
 
     async def _rewind(self, partitions: list[TopicPartition]) -> None:
         """Back to where the table's store has read each partition (its start, if never)."""
@@ -274,6 +297,19 @@ def _reference_key(key: bytes) -> bool:
     except UnicodeDecodeError:
         return False
     return True
+
+
+def _control_problem(key: bytes, value: bytes | None) -> str | None:
+    """Why a controls record is not one the table keeps (a tombstone is: the type is on again)."""
+    if value is None:
+        return None
+    try:
+        control = decode_as(value, JobTypeControl)
+    except CodecError as exc:
+        return f"it does not decode: {exc}"
+    if not isinstance(control, JobTypeControl) or control.job_type.encode() != key:
+        return "its key is not the job type it controls"
+    return None
 
 
 def _offset_key(tp: TopicPartition) -> bytes:

@@ -121,5 +121,11 @@ def _profile(job_type: object) -> tuple[float, float] | None:
         return math.nan, math.nan
 
 
-def labels(job_types: Mapping[str, JobType]) -> dict[str, str]:
-    return BUILT_IN | {name: job_type.label for name, job_type in job_types.items()}
+def labels(settings: Settings, job_types: Mapping[str, JobType]) -> dict[str, str]:
+    """Each type's label: its plugin's, else `SCRAPESTREAM_JOB_TYPE_LABELS` (for a type whose plugin
+    runs on other workers only), else the built-in one."""
+    return (
+        BUILT_IN
+        | dict(settings.job_type_labels)
+        | {name: job_type.label for name, job_type in job_types.items()}
+    )

@@ -44,6 +44,7 @@ TOPIC_NAMES = (
     "snapshots",
     "references",
     "routes",
+    "controls",
 )
 
 
@@ -166,6 +167,7 @@ class Settings(BaseSettings):
     executor_concurrency: int = Field(default=8, ge=0, le=512)
     outbox_concurrency: int = Field(default=8, ge=1, le=512)
     profiles: dict[str, tuple[float, float]] = {"http.fetch": (30_000, 3), "browser.render": (60_000, 3)}
+    job_type_labels: dict[str, Annotated[str, StringConstraints(max_length=120)]] = {}
     default_max_runtime_ms: int = Field(default=30_000, ge=0)
     default_max_attempts: int = Field(default=3, ge=1)
     lease_grace_ms: int = Field(default=10_000, ge=0)

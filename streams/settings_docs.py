@@ -34,6 +34,7 @@ SETTING_DOCS: dict[str, str] = {
     "SCRAPESTREAM_HOST_CONCURRENCY": "requests to one host at once, across all workers",
     "SCRAPESTREAM_HOST_LIMITS": 'per host, JSON: `{"example.com": {"concurrency": 2, "requests_per_s": 1}}`; what a host leaves out is the default above',
     "SCRAPESTREAM_HOST_REQUESTS_PER_S": "requests started per second to one host, across all workers (`0`: no limit)",
+    "SCRAPESTREAM_JOB_TYPE_LABELS": 'JSON `{"type": "label"}`: labels for job types whose plugin is not installed on this worker (a plugin\'s own label wins)',
     "SCRAPESTREAM_KAFKA_BOOTSTRAP": "Kafka bootstrap servers",
     "SCRAPESTREAM_LEASE_GRACE_MS": "added to a type's runtime to make its lease",
     "SCRAPESTREAM_MAINTENANCE_BATCH": "at most this many of each kind looked at per round; the next round goes on from there",

@@ -27,7 +27,7 @@ from streams.settings import TOPIC_NAMES, Settings
 # The lifecycle reads events partition p for commands partition p: the three must match.
 CO_PARTITIONED = ("commands", "events", "snapshots")
 # Keyed by request identity, job id, object or route checkpoint; only the latest record of a key matters.
-COMPACTED = frozenset({"cache", "snapshots", "references", "routes"})
+COMPACTED = frozenset({"cache", "snapshots", "references", "routes", "controls"})
 ROUTES_RETENTION_MS = 7 * 86_400_000
 # The cleaner merges cleaned segments up to this size; a merged segment goes only once its newest
 # record is past retention, so smaller ones let retention remove old reservations sooner.

@@ -101,6 +101,7 @@ class Worker:
             settings.kafka_bootstrap,
             settings.topic("cache"),
             settings.topic("references"),
+            settings.topic("controls"),
             self.profile,
             RocksStore(settings.data_dir / "global-table"),
         )
@@ -128,6 +129,7 @@ class Worker:
             self.metrics.observe_events,
             snapshots.restore,
             table.hold,
+            disabled=lambda: table.disabled,
         )
         intake = Intake(settings, publisher, dead, self.counters, utc_now, principals)
         stages: list[Stage] = [intake, lifecycle]

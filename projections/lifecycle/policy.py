@@ -53,6 +53,8 @@ class Policy:
     max_denials: int = 100  # denials cost no budget; past this many the job dead letters all the same
     callbacks: CallbackPolicy = CallbackPolicy()
     routes: RouteLadder = NO_LADDER
+    # Switched off at run time (the controls topic): job type -> why. New submissions are rejected.
+    disabled_types: Mapping[str, str] = field(default_factory=dict, compare=False)
     warnings: tuple[str, ...] = field(default=(), compare=False)
     fallbacks: frozenset[str] = field(default=frozenset(), compare=False)  # types on the default profile
 

@@ -187,6 +187,11 @@ def _validate(command: SubmitJob, now: datetime, policy: Policy) -> CanonicalReq
         known = ", ".join(sorted(policy.profiles))
         detail = f"job type {clip(command.job_type, 256)!r} is not one of: {known}"
         return Rejection(RejectionReason.UNKNOWN_JOB_TYPE, detail)
+    off = policy.disabled_types.get(command.job_type)
+    if off is not None:
+        return Rejection(
+            RejectionReason.JOB_TYPE_DISABLED, f"job type {command.job_type!r} is switched off: {off}"
+        )
     limit = command.attempt_limit
     if limit is not None and not 1 <= limit <= profile.max_attempts:
         detail = f"attempt_limit {limit} is outside 1..{profile.max_attempts} for {command.job_type}"

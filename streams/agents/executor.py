@@ -123,6 +123,7 @@ class HttpExecutor(QuietStage):
         self.not_started = 0
         self.revocations = 0
         self.invalidated = 0  # cache entries found pointing at artifacts that are gone
+        self.held_back = 0  # work not started because its job type is switched off
         self._started: OrderedDict[UUID, None] = OrderedDict()
         self._running: dict[UUID, asyncio.Task[None]] = {}  # by lease
         self._renewals = Renewals(self._reports, self._commands, clock)
@@ -216,7 +217,10 @@ class HttpExecutor(QuietStage):
             await self._report(work, attempt)
 
     async def _run(self, work: DueWork) -> Attempt | None:
-        """The attempt to report; None when its start window passed while it waited."""
+        """The attempt to report; None when its start window passed while it waited, or when its job
+        type is switched off (its lease then lapses uncharged, and it is dispatched again)."""
+        if self._switched_off(work):
+            return None
         job_type = self._job_types.get(work.job_type)
         if job_type is not None:
             return await self._run_job_type(work, job_type)
@@ -252,7 +256,16 @@ class HttpExecutor(QuietStage):
                 finally:
                     self._renewals.discard(work)
 
+    def _switched_off(self, work: DueWork) -> bool:
+        if self._cache is None or work.job_type not in self._cache.disabled:
+            return False
+        self.held_back += 1
+        log.info("job %s: job type %s is switched off; its work waits", work.job_id, work.job_type)
+        return True
+
     def _startable(self, work: DueWork) -> bool:
+        if self._switched_off(work):  # switched off while it waited for its turn
+            return False
         if self._clock() <= _start_by(work):
             return True
         self.not_started += 1

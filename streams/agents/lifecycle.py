@@ -21,8 +21,8 @@ import asyncio
 import contextlib
 import logging
 from collections import Counter, defaultdict
-from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import cast, get_args
 from uuid import UUID
@@ -92,6 +92,7 @@ class Lifecycle(QuietStage):
         observe: Callable[[Sequence[Event]], None] | None = None,
         restore: Callable[[int], Awaitable[bool]] | None = None,
         cache_entries: Callable[[Iterable[tuple[bytes, bytes | None]]], None] | None = None,
+        disabled: Callable[[], Mapping[str, str]] | None = None,
     ) -> None:
         self._settings = settings
         self._profile = profile
@@ -104,6 +105,7 @@ class Lifecycle(QuietStage):
         self._store = store
         self._publisher = publisher
         self._policy = policy
+        self._disabled = disabled  # the job types switched off right now (the controls topic)
         self._dead = dead_letters
         self._clock = clock
         self.topics = frozenset({settings.topic("commands")})
@@ -272,7 +274,7 @@ class Lifecycle(QuietStage):
         if refused is not None:  # the job stays as it is; the actor's audit stream records why
             self._answer(command_id_of(item.command), refused)
             return [], [outgoing(self._settings.topic("commands"), refused.job_id, refused, at=item.at)]
-        events = decide(state, item.command, item.at, self._policy)
+        events = decide(state, item.command, item.at, self._current_policy())
         after = replay(events, state)
         consequences = self._consequences(after, events, state) if events else []
         states[job_id] = after
@@ -347,6 +349,13 @@ class Lifecycle(QuietStage):
                 if job
             ),
         ]
+
+    def _current_policy(self) -> Policy:
+        """The deployment's rules, with the job types switched off as they are now."""
+        disabled = self._disabled() if self._disabled is not None else self._policy.disabled_types
+        if disabled is not self._policy.disabled_types:
+            self._policy = replace(self._policy, disabled_types=disabled)
+        return self._policy
 
     def _due_topic(self, job_type: str, transport_policy: TransportPolicy) -> str:
         key = (job_type, transport_policy)

@@ -10,7 +10,7 @@ from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
-from streams.web import artifacts, jobs, listings, operations
+from streams.web import artifacts, controls, jobs, listings, operations
 from streams.web.context import ApiContext
 from streams.web.errors import install
 from streams.web.fastpath import FastJobReads
@@ -49,7 +49,7 @@ def documented_api(context: ApiContext) -> FastAPI:
     app.state.context = context
     app.state.principals = context.principals
     app.state.peer_key = context.peer_key
-    for router in (operations.router, jobs.router, listings.router, artifacts.router):
+    for router in (operations.router, controls.router, jobs.router, listings.router, artifacts.router):
         app.include_router(router)
     install(app)
     generated = app.openapi

@@ -114,6 +114,8 @@ class ApiContext:
         action: AuditAction,
         refusal: str | None,
         target: str,
+        reason: str = "",
+        detail: str | None = None,
     ) -> UUID:
         """Record a read or download in the principal's own audit stream (never in the job's history);
         returns the audit record's id."""
@@ -125,8 +127,9 @@ class ApiContext:
             actor_role=principal.role,
             action=action,
             outcome=AuditOutcome.ALLOWED if refusal is None else AuditOutcome.DENIED,
-            detail=refusal or "allowed",
+            detail=refusal or detail or "allowed",
             target=target,
+            reason=reason,
             request_id=request_id(request),
             refusal="" if refusal is None else NOT_FOUND,
         )

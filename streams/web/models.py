@@ -34,6 +34,13 @@ class JobTypeInfo(BaseModel):
     runs_here: bool = Field(
         description="Whether this worker runs the type; work of a type no worker runs waits on its topic"
     )
+    enabled: bool = Field(
+        default=True,
+        description="False once an operator switched it off: submissions rejected, queued work waiting",
+    )
+    control: str | None = Field(
+        default=None, description="The last switch off or on: who, when and why, as the operator said"
+    )
 
 
 class JobTypeList(BaseModel):

@@ -8,9 +8,10 @@ from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from projections.ledger import RouteLedger
+from schemas.work import JobTypeControl
 from streams.clock import utc_now
 from streams.fetch.routes import metering_of
-from streams.jobtypes import labels, runnable_here
+from streams.jobtypes import BUILT_IN, labels, runnable_here
 from streams.web.auth import Caller
 from streams.web.context import ApiContext, context_of
 from streams.web.errors import responses
@@ -77,8 +78,9 @@ async def job_types(request: Request, principal: Caller) -> JobTypeList:
     policy = context.policy
     runnable = runnable_here(context.settings, context.job_types)
     items = []
-    known = labels(context.job_types)
-    for name in sorted({*known, *policy.profiles}):  # a type only declared has no label here
+    known = labels(context.settings, context.job_types)
+    switched = context.table.controls() if context.table is not None else {}
+    for name in sorted({*BUILT_IN, *context.job_types, *policy.profiles}):  # a label alone declares none
         label = known.get(name, name)
         declared = policy.profile(name)
         profile = declared or policy.default_profile
@@ -90,9 +92,16 @@ async def job_types(request: Request, principal: Caller) -> JobTypeList:
                 max_attempts=profile.max_attempts,
                 declared=declared is not None and name not in policy.fallbacks,
                 runs_here=name in runnable,
+                enabled=name not in switched or switched[name].enabled,
+                control=None if name not in switched else _said(switched[name]),
             )
         )
     return JobTypeList(items=items)
+
+
+def _said(control: JobTypeControl) -> str:
+    state = "on" if control.enabled else "off"
+    return f"switched {state} by {control.actor_id} at {control.changed_at.isoformat()}: {control.reason}"
 
 
 async def _readiness(context: ApiContext) -> Readiness:

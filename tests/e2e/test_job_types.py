@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from datetime import timedelta
 from pathlib import Path
@@ -14,7 +15,8 @@ import pytest
 from schemas.enums import ExpiryReason, JobStatus
 from schemas.events import AttemptRecorded, AttemptStarted, LeaseExpired, LeaseRenewed
 from streams.worker import Worker
-from tests.e2e.conftest import System, running_system, worker_settings
+from tests.e2e.conftest import Origin, System, running_system, worker_settings
+from tests.servers import loopback
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 PLUGINS = Path(__file__).parent.parent / "plugins"  # a package and its dist-info, as pip installs one
@@ -172,7 +174,12 @@ async def test_work_of_a_type_no_worker_runs_waits_visibly_and_runs_once_a_worke
 ):
     declared = {"http.fetch": (8_000, 3), "test.echo": (1_000, 2)}
     settings = worker_settings(
-        broker.bootstrap, tmp_path / "a", profiles=declared, start_window_ms=1_000, lease_grace_ms=1_000
+        broker.bootstrap,
+        tmp_path / "a",
+        profiles=declared,
+        start_window_ms=1_000,
+        lease_grace_ms=1_000,
+        job_type_labels={"test.echo": "Echo, run on other workers", "test.gone": "Never declared"},
     )
     async with running_system(settings) as system:
         worker = system.worker
@@ -192,6 +199,8 @@ async def test_work_of_a_type_no_worker_runs_waits_visibly_and_runs_once_a_worke
             listed = {item["name"]: item for item in (await http.get("/job-types")).json()["items"]}
             shown = (await http.get(f"/jobs/{job}")).json()
         assert listed["test.echo"]["runs_here"] is False
+        assert listed["test.echo"]["label"] == "Echo, run on other workers"  # its plugin is elsewhere
+        assert "test.gone" not in listed  # a label alone declares no type
         assert listed["http.fetch"]["runs_here"] is True
         assert shown["state"] in {"LEASED", "PENDING", "RETRY_WAIT"}
 
@@ -206,3 +215,55 @@ async def test_work_of_a_type_no_worker_runs_waits_visibly_and_runs_once_a_worke
     assert completion.status is JobStatus.SUCCEEDED
     assert len(attempts_of(system, job)) == 1
     assert origin.hits["/page/waiting"] == 0  # the plugin ran it, and only once
+
+
+async def test_a_type_switched_off_at_run_time_rejects_submissions_holds_its_queued_work_and_runs_it_once_on(
+    broker, tmp_path
+):
+    held = Origin()  # its own origin: the test alone releases the slow page
+    async with loopback(held.handle) as held.port:
+        settings = worker_settings(
+            broker.bootstrap,
+            tmp_path,
+            executor_concurrency=1,  # one fetch place: the queued job waits behind the slow one
+            profiles={"http.fetch": (2_000, 3)},
+            start_window_ms=1_000,
+            lease_grace_ms=1_000,
+        )
+        async with running_system(settings) as system:
+            assert system.worker is not None
+            slow = await system.submit(held.url("/slow/holding"))
+            await system.events.wait_for(lambda _: bool(of_kind(system, slow, AttemptStarted)))
+            queued = await system.submit(held.url("/page/queued"))
+            await system.events.wait_for(lambda _: "JobDispatched" in system.event_kinds(queued))
+            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{system.worker.web_port}") as http:
+                off = await http.post(
+                    "/job-types/http.fetch/disable", json={"reason": "the origin asked for a pause"}
+                )
+                assert off.status_code == 202, off.text
+                assert (await http.post("/job-types/nope/disable", json={"reason": "x"})).status_code == 404
+                for _ in range(100):
+                    listed = {i["name"]: i for i in (await http.get("/job-types")).json()["items"]}
+                    if not listed["http.fetch"]["enabled"]:
+                        break
+                    await asyncio.sleep(0.1)
+                assert "the origin asked for a pause" in listed["http.fetch"]["control"]
+                refused = await system.completion(await system.submit(held.url("/page/refused")))
+                assert (refused.status, refused.failure.code) == (JobStatus.REJECTED, "JOB_TYPE_DISABLED")
+                held.release.set()
+                assert (await system.completion(slow)).status is JobStatus.SUCCEEDED
+                # Its turn came while the type was off: not started, its lease lapses uncharged.
+                await system.events.wait_for(lambda _: bool(of_kind(system, queued, LeaseExpired)), 30)
+                assert {e.reason for e in of_kind(system, queued, LeaseExpired)} == {ExpiryReason.NOT_STARTED}
+                assert held.hits["/page/queued"] == 0
+                on = await http.post("/job-types/http.fetch/enable", json={"reason": "pause over"})
+                assert on.status_code == 202, on.text
+                assert (await system.completion(queued)).status is JobStatus.SUCCEEDED
+                audit = (await http.get("/audit", params={"target": "job-type:http.fetch"})).json()["items"]
+            assert held.hits["/page/queued"] == 1
+            await system.events.wait_for(lambda _: bool(attempts_of(system, queued)))
+            assert attempts_of(system, queued)[-1].attempt_number >= 2  # dispatched again once on
+    assert {(a["detail"], a["reason"]) for a in audit} >= {
+        ("switched off", "the origin asked for a pause"),
+        ("switched on", "pause over"),
+    }

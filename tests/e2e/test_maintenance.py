@@ -298,6 +298,7 @@ async def test_no_artifact_is_swept_before_the_global_table_has_read_its_topics(
             settings.kafka_bootstrap,
             settings.topic("cache"),
             settings.topic("references"),
+            settings.topic("controls"),
             broker.profile,
             RocksStore(tmp_path / "late-table"),
         )

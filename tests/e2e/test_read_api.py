@@ -257,6 +257,25 @@ async def test_a_service_submitting_for_another_caller_is_rejected(cluster: Clus
     assert completion.failure.code == "NOT_PERMITTED"
 
 
+async def test_only_operators_and_admins_switch_a_job_type_and_a_refusal_is_audited(cluster: Cluster):
+    for name in ("viewer", "svc-a"):
+        async with cluster.api(0, name) as api:
+            refused = await answered(api, "POST", "/job-types/http.fetch/disable", json={"reason": "mine"})
+            assert refused.status_code == 403, refused.text
+    async with cluster.api(1, "viewer") as viewer:
+        listed = {i["name"]: i for i in (await answered(viewer, "GET", "/job-types")).json()["items"]}
+        assert listed["http.fetch"]["enabled"] is True
+        for _ in range(100):
+            audit = (await answered(viewer, "GET", "/audit", params={"target": "job-type:http.fetch"})).json()
+            if {r["actor_id"] for r in audit["items"]} >= {"viewer", "svc-a"}:
+                break
+            await asyncio.sleep(0.1)
+    assert {(r["actor_id"], r["outcome"]) for r in audit["items"]} >= {
+        ("viewer", "DENIED"),
+        ("svc-a", "DENIED"),
+    }
+
+
 async def test_artifact_downloads_are_scoped_and_audited(cluster: Cluster):
     mine = next(job for job, caller in cluster.jobs.items() if caller == "svc-a")
     async with cluster.api(1, "svc-a") as service, cluster.api(0, "svc-b") as stranger:
