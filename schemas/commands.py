@@ -38,6 +38,7 @@ class SubmitJob(Record):
     submitter_role: ActorRole | None = None
     render: RenderOptions | None = None
     expires_at: Instant | None = None
+    credential: str | None = None
 
 
 class CancelJob(Record):

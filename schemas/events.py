@@ -48,6 +48,7 @@ class JobAccepted(EventEnvelope):
     request_hash: str
     max_runtime_ms: int
     render: RenderOptions | None = None
+    credential: str | None = None
 
 
 class JobRejected(EventEnvelope):

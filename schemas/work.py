@@ -27,6 +27,7 @@ class DueWork(Record):
     request_hash: str = ""
     render: RenderOptions | None = None
     avoid_routes: tuple[str, ...] = ()
+    credential: str | None = None
 
 
 class CacheEntry(Record):

@@ -9,10 +9,12 @@ skipped with a warning; it never replaces a built-in type or one loaded before i
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import logging
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from importlib.metadata import EntryPoint, entry_points
 from typing import Protocol, cast
@@ -23,6 +25,7 @@ from streams.fetch.browser import browser_available
 from streams.settings import Settings
 
 log = logging.getLogger(__name__)
+_CREDENTIAL: ContextVar[Mapping[str, str] | None] = ContextVar("credential", default=None)
 ENTRY_POINT_GROUP = "scrapestream.job_types"
 BUILT_IN = {"http.fetch": "Fetch a URL over HTTP", "browser.render": "Render a page in a headless browser"}
 
@@ -45,6 +48,22 @@ class JobType(Protocol):
     label: str
 
     async def run(self, work: DueWork) -> Outcome: ...
+
+
+def credential() -> Mapping[str, str] | None:
+    """Inside a job type's `run`: the headers of the credential its job carries, resolved by this
+    worker now (None without one). Never put them in an `Outcome`: what a run returns is stored."""
+    return _CREDENTIAL.get()
+
+
+@contextlib.contextmanager
+def carrying(headers: Mapping[str, str] | None) -> Iterator[None]:
+    """`credential()` answers `headers` for the run inside."""
+    token = _CREDENTIAL.set(headers)
+    try:
+        yield
+    finally:
+        _CREDENTIAL.reset(token)
 
 
 def discover(found: Iterable[EntryPoint] | None = None) -> dict[str, JobType]:

@@ -26,7 +26,7 @@ from pydantic import (
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from projections.lifecycle.escalation import BLOCKED_BY_DEFAULT, ROUTE_KINDS, RouteLadder
-from projections.lifecycle.policy import CallbackPolicy, ExecutionProfile, Policy
+from projections.lifecycle.policy import CallbackPolicy, CredentialGrant, ExecutionProfile, Policy
 from schemas.enums import ArtifactTrust, PolicyClass
 from schemas.types import to_cost_scale
 from streams.broker.compat import EMBEDDED_TANSU, KAFKA, BrokerProfile
@@ -135,6 +135,16 @@ class RouteSettings(BaseModel):
         return ArtifactTrust.UNTRUSTED if self.kind == "proxy" else ArtifactTrust.VERIFIED
 
 
+class CredentialSettings(BaseModel):
+    """A named credential jobs may carry: the headers its attempts send, who may use it, for which
+    job types (empty: any). Resolved by the worker at run time; never written to a record."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    headers: dict[str, SecretStr] = Field(min_length=1)
+    callers: tuple[str, ...] = ()
+    job_types: tuple[str, ...] = ()
+
+
 class HostOverride(BaseModel):
     """One host's own politeness limits; what it leaves out is the deployment's default."""
 
@@ -168,6 +178,9 @@ class Settings(BaseSettings):
     outbox_concurrency: int = Field(default=8, ge=1, le=512)
     profiles: dict[str, tuple[float, float]] = {"http.fetch": (30_000, 3), "browser.render": (60_000, 3)}
     job_type_labels: dict[str, Annotated[str, StringConstraints(max_length=120)]] = {}
+    credentials: dict[
+        Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9._-]{1,64}$")], CredentialSettings
+    ] = {}
     default_max_runtime_ms: int = Field(default=30_000, ge=0)
     default_max_attempts: int = Field(default=3, ge=1)
     lease_grace_ms: int = Field(default=10_000, ge=0)
@@ -370,6 +383,10 @@ class Settings(BaseSettings):
             max_denials=self.max_denials,
             callbacks=callbacks,
             routes=self.route_ladder,
+            credentials={
+                name: CredentialGrant(frozenset(granted.callers), frozenset(granted.job_types))
+                for name, granted in self.credentials.items()
+            },
         )
 
 

@@ -23,6 +23,7 @@ SETTING_DOCS: dict[str, str] = {
     "SCRAPESTREAM_COMPACTED_DIRTY_RATIO": "`min.cleanable.dirty.ratio` of the compacted topics",
     "SCRAPESTREAM_COMPACTED_SEGMENT_MS": "`segment.ms` of the compacted topics (`cache`, `references`, `snapshots`): how soon a segment closes and can be compacted",
     "SCRAPESTREAM_CREATE_TOPICS": "let the worker create missing topics at start (`dev` does); otherwise run `scrapestream topics create` first, and the worker refuses to start on missing or misconfigured topics",
+    "SCRAPESTREAM_CREDENTIALS": 'named credentials jobs may carry (`credential` on a submission), JSON: `{"partner": {"headers": {"Authorization": "Bearer …"}, "callers": ["svc-a"], "job_types": ["http.fetch"]}}`; the worker adds the headers at run time (same origin only, never on a redirect elsewhere); no value is ever written to a record, and such answers are never cached',
     "SCRAPESTREAM_DATA_DIR": "lifecycle store (RocksDB) and local artifacts",
     "SCRAPESTREAM_DEFAULT_MAX_ATTEMPTS": "`max_attempts` of the profile a type with an unusable one falls back to",
     "SCRAPESTREAM_DEFAULT_MAX_RUNTIME_MS": "`max_runtime_ms` of the profile a type with an unusable one falls back to",

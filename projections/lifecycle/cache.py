@@ -63,6 +63,8 @@ def cache_entry(job: Job, attempt: Attempt) -> CacheEntry | None:
     status = attempt.http_status
     if attempt.from_cache or not attempt.storable or status is None:
         return None
+    if job.accepted.credential is not None:  # an answer to a credential is that caller's alone
+        return None
     stored_at = attempt.finished_at
     key = job.accepted.request_hash
     metadata_only = job.accepted.capture_mode is CaptureMode.METADATA_ONLY

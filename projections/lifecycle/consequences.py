@@ -152,6 +152,7 @@ def due_work(state: Job, dispatched: JobDispatched, policy: Policy) -> DueWork:
             "request_hash": accepted.request_hash,
             "render": accepted.render,
             "avoid_routes": policy.routes.avoided(state.attempts),
+            "credential": accepted.credential,
         },
     )
 

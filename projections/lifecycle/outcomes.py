@@ -66,6 +66,11 @@ LOCAL_FAILURES: dict[str, tuple[AttemptOutcome, FailureDisposition, str]] = {
         "the job's wait_selector is not CSS the browser can parse",
     ),
     "BROWSER_CRASHED": (AttemptOutcome.NETWORK_ERROR, _RETRYABLE, "the browser crashed while rendering"),
+    "CREDENTIAL_UNAVAILABLE": (
+        AttemptOutcome.DENIED,
+        _RETRYABLE,
+        "this worker does not hold the credential the job carries",
+    ),
     "BUDGET_EXHAUSTED": (AttemptOutcome.DENIED, _RETRYABLE, "the route's budget for this period is spent"),
     "RATE_LIMITED": (AttemptOutcome.DENIED, _RETRYABLE, "the route's request rate is at its limit"),
     "ROUTE_UNAVAILABLE": (AttemptOutcome.DENIED, _RETRYABLE, "no route the job may use is available"),

@@ -26,6 +26,22 @@ class ExecutionProfile:
 
 
 @dataclass(frozen=True)
+class CredentialGrant:
+    """Who may hand a job a named credential, and for which job types (empty: any). Its value is
+    the worker's alone: the core knows the name and the grant, nothing else."""
+
+    callers: frozenset[str] = frozenset()
+    job_types: frozenset[str] = frozenset()
+
+    def refusal(self, caller: str, job_type: str) -> str | None:
+        if self.callers and caller not in self.callers:
+            return f"caller {caller!r} may not use it"
+        if self.job_types and job_type not in self.job_types:
+            return f"job type {job_type!r} may not carry it"
+        return None
+
+
+@dataclass(frozen=True)
 class CallbackPolicy:
     """How long and how often a terminal callback is retried, and how long one try may take."""
 
@@ -55,6 +71,7 @@ class Policy:
     routes: RouteLadder = NO_LADDER
     # Switched off at run time (the controls topic): job type -> why. New submissions are rejected.
     disabled_types: Mapping[str, str] = field(default_factory=dict, compare=False)
+    credentials: Mapping[str, CredentialGrant] = field(default_factory=dict)
     warnings: tuple[str, ...] = field(default=(), compare=False)
     fallbacks: frozenset[str] = field(default=frozenset(), compare=False)  # types on the default profile
 
@@ -71,6 +88,7 @@ class Policy:
         max_denials: int = 100,
         callbacks: CallbackPolicy = CallbackPolicy(),
         routes: RouteLadder = NO_LADDER,
+        credentials: Mapping[str, CredentialGrant] | None = None,
     ) -> Policy:
         """Register declared profiles; an unusable one falls back whole, with one warning."""
         profiles: dict[str, ExecutionProfile] = {}
@@ -97,6 +115,7 @@ class Policy:
             max_denials=max_denials,
             callbacks=callbacks,
             routes=routes,
+            credentials=dict(credentials or {}),
             warnings=tuple(warnings),
             fallbacks=frozenset(fallbacks),
         )

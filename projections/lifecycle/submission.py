@@ -112,6 +112,7 @@ def produces(command: SubmitJob, request_hash: str) -> str:
         command.retention_class,
         command.cache_mode,
         command.callback_url,
+        *_credential_of(command.credential),
     )
 
 
@@ -139,8 +140,14 @@ def _same_job(job: Job, command: SubmitJob) -> bool:
         accepted.retention_class,
         accepted.cache_mode,
         accepted.callback_url,
+        *_credential_of(accepted.credential),
     )
     return earlier == produces(command, canonical.request_hash)
+
+
+def _credential_of(name: str | None) -> tuple[str, ...]:
+    """A credential's name in what a job produces: absent when none, so earlier keys stay as they were."""
+    return () if name is None else (name,)
 
 
 def _not_permitted(command: SubmitJob) -> Rejection | None:
@@ -187,6 +194,9 @@ def _validate(command: SubmitJob, now: datetime, policy: Policy) -> CanonicalReq
         known = ", ".join(sorted(policy.profiles))
         detail = f"job type {clip(command.job_type, 256)!r} is not one of: {known}"
         return Rejection(RejectionReason.UNKNOWN_JOB_TYPE, detail)
+    refused = _credential_refusal(command, policy)
+    if refused is not None:
+        return Rejection(RejectionReason.CREDENTIAL_NOT_ALLOWED, refused)
     off = policy.disabled_types.get(command.job_type)
     if off is not None:
         return Rejection(
@@ -197,6 +207,20 @@ def _validate(command: SubmitJob, now: datetime, policy: Policy) -> CanonicalReq
         detail = f"attempt_limit {limit} is outside 1..{profile.max_attempts} for {command.job_type}"
         return Rejection(RejectionReason.ATTEMPT_LIMIT_OUT_OF_RANGE, detail)
     return _options_rejection(command) or canonical
+
+
+def _credential_refusal(command: SubmitJob, policy: Policy) -> str | None:
+    """Why the submission may not carry its credential (never its value: the core has none)."""
+    name = command.credential
+    if name is None:
+        return None
+    grant = policy.credentials.get(name)
+    if grant is None:
+        return f"no credential {clip(name, 64)!r} in this deployment"
+    if renders(command.job_type, command.transport_policy):
+        return "a rendered page cannot carry a credential: its page would send it to every origin it loads"
+    refused = grant.refusal(command.caller_identity, command.job_type)
+    return None if refused is None else f"credential {name!r}: {refused}"
 
 
 def _options_rejection(command: SubmitJob) -> Rejection | None:
@@ -329,4 +353,5 @@ def _accept(
         request_hash=canonical.request_hash,
         max_runtime_ms=profile.max_runtime_ms,
         render=command.render,
+        credential=command.credential,
     )

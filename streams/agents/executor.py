@@ -67,7 +67,7 @@ from streams.fetch.robots import RobotsRules, Verdict
 from streams.fetch.routes import Denial, Passage, Routes
 from streams.flusher import Flusher
 from streams.global_table import GlobalTable
-from streams.jobtypes import JobType, Outcome
+from streams.jobtypes import JobType, Outcome, carrying
 from streams.metrics import Metrics
 from streams.publisher import Outgoing, Sink, outgoing, tombstone
 from streams.settings import ResponseLimits, Settings
@@ -221,16 +221,14 @@ class HttpExecutor(QuietStage):
         type is switched off (its lease then lapses uncharged, and it is dispatched again)."""
         if self._switched_off(work):
             return None
+        if work.credential is not None and work.credential not in self._settings.credentials:
+            detail = f"credential {work.credential!r} is not configured on this worker"
+            return self._attempt_of(work, local_result("CREDENTIAL_UNAVAILABLE", detail), ())
         job_type = self._job_types.get(work.job_type)
         if job_type is not None:
             return await self._run_job_type(work, job_type)
         limits = self._settings.policy_classes[work.policy_class]
-        try:
-            cache = None if _rendered(work) else self._cache  # the cache holds origin responses
-            entry = self._cache_entry(cache, work) if cache is not None and work.request_hash else None
-        except Exception as exc:  # a cache that cannot be read is a miss, not a failed attempt
-            log.warning("job %s: the response cache could not be read: %s", work.job_id, exc)
-            entry = None
+        entry = self._cache_entry(work)
         cached = None if limits.obey_robots else await self._from_cache(work, entry, limits)
         if cached is not None:
             return cached
@@ -280,7 +278,8 @@ class HttpExecutor(QuietStage):
             self._renewals.add(work)
             try:
                 async with asyncio.timeout(self._run_ceiling_s(work)):
-                    outcome = await job_type.run(work)
+                    with carrying(self._credential(work)):
+                        outcome = await job_type.run(work)
                 result = result_of(outcome)  # a plugin's answer is checked like any outside input
             except TimeoutError as exc:
                 return self._failed(work, "TIMEOUT", exc)
@@ -374,13 +373,20 @@ class HttpExecutor(QuietStage):
             return self._failed(work, "ARTIFACT_STORE_FAILED", exc, result, passage)
         return self._attempt_of(work, result, artifacts, passage=passage)
 
-    @staticmethod
-    def _cache_entry(cache: GlobalTable, work: DueWork) -> CacheEntry | None:
-        """The entry answering `work`: a metadata-only job is answered by a stored page too."""
-        key = cache_key(work.request_hash, work.capture_mode)
-        entry = cache.get(key)
-        if entry is None and key != work.request_hash:
-            entry = cache.get(work.request_hash)
+    def _cache_entry(self, work: DueWork) -> CacheEntry | None:
+        """The entry answering `work`: a metadata-only job is answered by a stored page too. The cache
+        holds origin responses for anyone: not rendered pages, nor answers to a credential."""
+        cache = self._cache
+        if cache is None or _rendered(work) or work.credential is not None or not work.request_hash:
+            return None
+        try:
+            key = cache_key(work.request_hash, work.capture_mode)
+            entry = cache.get(key)
+            if entry is None and key != work.request_hash:
+                entry = cache.get(work.request_hash)
+        except Exception as exc:  # a cache that cannot be read is a miss, not a failed attempt
+            log.warning("job %s: the response cache could not be read: %s", work.job_id, exc)
+            return None
         return entry
 
     async def _from_cache(
@@ -434,7 +440,13 @@ class HttpExecutor(QuietStage):
         )
         await gate.request()
         result = await self._fetcher.fetch(
-            work.request, deadline_s, work.deadline_at, validators, fetch_limits, proxy_url
+            work.request,
+            deadline_s,
+            work.deadline_at,
+            validators,
+            fetch_limits,
+            proxy_url,
+            self._credential(work),
         )
         self._observe(result)
         if entry is None or not validators or result.http_status != 304:
@@ -462,11 +474,19 @@ class HttpExecutor(QuietStage):
             None,
             replace(fetch_limits, max_redirects=left - 1),
             proxy_url,
+            self._credential(work),
         )
         self._observe(again)
         return replace(
             again, wire_bytes=result.wire_bytes + again.wire_bytes, requests=result.requests + again.requests
         ), None
+
+    def _credential(self, work: DueWork) -> dict[str, str] | None:
+        """The headers of the job's credential, from this worker's settings (checked held before)."""
+        held = None if work.credential is None else self._settings.credentials.get(work.credential)
+        return (
+            None if held is None else {name: value.get_secret_value() for name, value in held.headers.items()}
+        )
 
     async def _invalidate(self, entry: CacheEntry) -> None:
         """An entry whose artifacts are gone is removed where it was found, unless a newer one

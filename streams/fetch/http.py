@@ -19,7 +19,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
-from urllib.parse import urljoin
+from urllib.parse import urljoin, urlsplit
 
 import aiohttp
 from yarl import URL
@@ -163,19 +163,27 @@ class HttpFetcher:
         validators: Mapping[str, str] | None = None,
         limits: FetchLimits | None = None,
         proxy: str | None = None,
+        credential: Mapping[str, str] | None = None,
     ) -> FetchResult:
         """Fetch within `deadline_s`; a Retry-After is honoured up to `retry_until` (the job deadline).
 
         `validators` (`If-None-Match`, `If-Modified-Since`) make the request conditional; `limits`
         (the job's policy class) replace the fetcher's own. Through a `proxy` (a route's), the
-        proxy connects to the origin: each hop's address is checked here before it is asked.
+        proxy connects to the origin: each hop's address is checked here before it is asked. A
+        `credential`'s headers go to the request's own origin only, never to a redirect elsewhere.
         """
         started = time.monotonic()
         meter = _Meter()
         try:
             async with asyncio.timeout(deadline_s):
                 result = await self._follow(
-                    request, retry_until, validators or {}, limits or self._limits, proxy, meter
+                    request,
+                    retry_until,
+                    validators or {},
+                    limits or self._limits,
+                    proxy,
+                    meter,
+                    credential or {},
                 )
         except (FetchRefusedError, DecodingRefusedError) as exc:
             result = local_result(exc.code, str(exc))
@@ -199,16 +207,19 @@ class HttpFetcher:
         limits: FetchLimits,
         proxy: str | None,
         meter: _Meter,
+        credential: Mapping[str, str],
     ) -> FetchResult:
         url = request.url
+        own_origin = _origin(url)
         headers = self._headers | request.headers | dict(validators)
         session = self._session if proxy is None else await self._through(proxy, url)
         for hop in range(limits.max_redirects + 1):
             if proxy is not None and hop:
                 await self._through(proxy, url)
             meter.requests += 1
+            sent = headers | dict(credential) if credential and _origin(url) == own_origin else headers
             async with session.request(
-                request.method.value, url, headers=headers, allow_redirects=False, proxy=proxy
+                request.method.value, url, headers=sent, allow_redirects=False, proxy=proxy
             ) as response:
                 meter.head(response)
                 location = response.headers.get("location")
@@ -276,6 +287,11 @@ def classify(exc: BaseException) -> tuple[str, str]:
         if cause is not None:
             return code, f"{type(cause).__name__}: {cause}"
     return "FETCH_FAILED", f"{type(exc).__name__}: {exc}"
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    parts = urlsplit(url)
+    return parts.scheme, (parts.hostname or "").lower(), parts.port
 
 
 def _next_hop(current: str, location: str) -> str:

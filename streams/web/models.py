@@ -169,6 +169,11 @@ class SubmitBody(BaseModel):
     callback_url: str | None = None
     labels: dict[str, str] = Field(default_factory=dict)
     render: RenderOptions | None = None
+    credential: str | None = Field(
+        default=None,
+        max_length=64,
+        description="The name of a credential the deployment holds (SCRAPESTREAM_CREDENTIALS), not its value",
+    )
 
 
 class SubmissionResult(BaseModel):

@@ -46,6 +46,7 @@ class Origin:
     release: asyncio.Event = field(default_factory=asyncio.Event)
     mended: asyncio.Event = field(default_factory=asyncio.Event)
     conditions: dict[str, list[str | None]] = field(default_factory=lambda: defaultdict(list))
+    authorizations: dict[str, list[str | None]] = field(default_factory=lambda: defaultdict(list))
     host: str = "127.0.0.1"
 
     def url(self, path: str) -> str:
@@ -96,6 +97,19 @@ class Origin:
     async def _blockedonce(self, request: web.Request, count: int) -> web.Response:
         """403 to the first request, the page after."""
         return web.Response(status=403) if count == 1 else web.Response(text=f"let through {request.path}")
+
+    async def _private(self, request: web.Request, count: int) -> web.Response:
+        """The page for `Authorization: Bearer s3cr3t`, 401 otherwise; records what each request sent."""
+        sent = request.headers.get("Authorization")
+        self.authorizations[request.path].append(sent)
+        if sent != "Bearer s3cr3t":
+            return web.Response(status=401, text="who are you")
+        return web.Response(text=f"private {request.path}")
+
+    async def _away(self, request: web.Request, count: int) -> web.Response:
+        """`/away/<host>/<port>/<path>`: a redirect to `/<path>` on another origin."""
+        _, _, host, port, target = request.path.split("/", 4)
+        return web.Response(status=302, headers={"Location": f"http://{host}:{port}/{target}"})
 
     async def _once(self, request: web.Request, count: int) -> web.Response:
         """A page the first time, 503 ever after."""

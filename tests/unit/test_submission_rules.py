@@ -1,5 +1,6 @@
 """Submission rules beyond the basic accept/reject table: bounds, rejections' completions, dedupe."""
 
+from dataclasses import replace
 from datetime import timedelta
 from uuid import uuid4
 
@@ -9,7 +10,7 @@ from hypothesis import strategies as st
 
 from projections.lifecycle.consequences import consequences_of
 from projections.lifecycle.limits import MAX_LABELS, MAX_URL_BYTES
-from projections.lifecycle.policy import ExecutionProfile, Policy
+from projections.lifecycle.policy import CredentialGrant, ExecutionProfile, Policy
 from projections.lifecycle.submission import (
     MAX_VIEWPORT,
     MIN_VIEWPORT,
@@ -32,7 +33,7 @@ from schemas.enums import (
 )
 from schemas.events import JobAccepted
 from schemas.records import RenderOptions, Request
-from tests.lifecycle import POLICY, T0, Lifecycle, kinds, submit
+from tests.lifecycle import ARTIFACT, POLICY, T0, Lifecycle, attempt_under, kinds, report, submit
 
 
 @pytest.mark.parametrize(
@@ -300,3 +301,42 @@ def test_an_idempotency_key_sent_again_with_another_request_is_rejected_and_ends
     assert consequences_of(lifecycle.state, events, POLICY).completions == []
     assert lifecycle.job.status is job.status
     assert kinds(lifecycle(submit(idempotency_key="k"))) == ["SubmissionReused"]
+
+
+CREDENTIALED = replace(
+    POLICY,
+    credentials={
+        "partner": CredentialGrant(callers=frozenset({"svc-a"}), job_types=frozenset({"http.fetch"}))
+    },
+)
+
+
+def test_a_job_carries_a_credential_only_by_a_name_its_caller_and_type_are_granted():
+    lifecycle = Lifecycle(policy=CREDENTIALED)
+    accepted, *_ = lifecycle(submit(credential="partner"))
+    assert isinstance(accepted, JobAccepted)
+    assert accepted.credential == "partner"
+    (work,) = consequences_of(lifecycle.state, lifecycle.events, CREDENTIALED).due
+    assert work.credential == "partner"
+    for refused in (
+        submit(credential="partner", caller_identity="svc-b"),
+        submit(credential="nowhere"),
+        submit(credential="partner", job_type="browser.render"),
+    ):
+        (rejected,) = Lifecycle(policy=CREDENTIALED)(refused)
+        assert rejected.reason.value == "CREDENTIAL_NOT_ALLOWED"
+
+
+def test_a_credential_changes_what_a_job_produces_and_nothing_else_changes_a_key_without_one():
+    plain, key = submission_identity(submit())
+    carried, carried_key = submission_identity(submit(credential="partner"))
+    assert (plain, key) != (carried, carried_key)
+    assert len(key) == 64
+
+
+def test_an_answer_to_a_credential_makes_no_cache_entry():
+    lifecycle = Lifecycle(policy=CREDENTIALED)
+    lifecycle(submit(credential="partner"))
+    job = lifecycle.job
+    events = lifecycle(report(job, attempt_under(job, http_status=200, artifacts=(ARTIFACT,))))
+    assert consequences_of(lifecycle.state, events, CREDENTIALED).cache_entries == []
