@@ -9,6 +9,7 @@ skipped with a warning; it never replaces a built-in type or one loaded before i
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import inspect
 import logging
@@ -18,6 +19,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from importlib.metadata import EntryPoint, entry_points
 from typing import Protocol, cast
+from uuid import UUID
 
 from projections.lifecycle.policy import Policy
 from schemas.work import DueWork
@@ -25,6 +27,7 @@ from streams.fetch.browser import browser_available
 from streams.settings import Settings
 
 log = logging.getLogger(__name__)
+VETO_TIMEOUT_S = 10.0
 _CREDENTIAL: ContextVar[Mapping[str, str] | None] = ContextVar("credential", default=None)
 ENTRY_POINT_GROUP = "scrapestream.job_types"
 BUILT_IN = {"http.fetch": "Fetch a URL over HTTP", "browser.render": "Render a page in a headless browser"}
@@ -64,6 +67,21 @@ def carrying(headers: Mapping[str, str] | None) -> Iterator[None]:
         yield
     finally:
         _CREDENTIAL.reset(token)
+
+
+async def history_deletion_veto(job_type: object, job_id: UUID) -> str | None:
+    """Why a job type that owns state outside scrapestream refuses to have a job's history deleted
+    (its optional `async def veto_history_deletion(job_id) -> str | None`), or None. A hook that
+    fails or does not answer in time refuses: a history delete fails closed."""
+    hook = getattr(job_type, "veto_history_deletion", None)
+    if not inspect.iscoroutinefunction(hook):
+        return None
+    try:
+        async with asyncio.timeout(VETO_TIMEOUT_S):
+            verdict = await hook(job_id)
+    except Exception as exc:
+        return f"the job type could not be asked ({type(exc).__name__}: {exc})"
+    return None if verdict is None else str(verdict)[:1_000]
 
 
 def discover(found: Iterable[EntryPoint] | None = None) -> dict[str, JobType]:

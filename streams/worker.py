@@ -195,6 +195,7 @@ class Worker:
             lifecycle.decision,
             utc_now,
             self.counters,
+            self.job_types,
         )
         self._background("maintenance", maintenance.run())
         self._background("snapshots", snapshots.run())

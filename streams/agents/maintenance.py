@@ -22,22 +22,26 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter, defaultdict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from uuid import UUID, uuid5
 
 from projections.artifacts import Pointers, removable_if_written_before
 from projections.jobstore import JobStore
+from projections.lifecycle.audit import CONFLICT
+from projections.lifecycle.identity import audit_stream_id, job_target
 from projections.lifecycle.mutations import retention_expired
-from schemas.commands import DeleteJobHistory, PurgeAuditRecords
-from schemas.enums import ActorRole, AuditOutcome
+from projections.lifecycle.state import Job
+from schemas.commands import DeleteJobHistory, PurgeAuditRecords, RecordAudit
+from schemas.enums import ActorRole, AuditAction, AuditOutcome
 from schemas.events import AuditRecorded
 from schemas.types import to_utc_millis
 from schemas.work import ArtifactPurged
 from streams.agents.lifecycle import Decided
 from streams.artifacts.port import ArtifactStore
 from streams.global_table import GlobalTable
+from streams.jobtypes import history_deletion_veto
 from streams.periodic import every
 from streams.publisher import Sink, outgoing, partition_of, tombstone
 from streams.settings import Settings
@@ -73,6 +77,7 @@ class Maintenance:
         decision: Decision,
         clock: Callable[[], datetime],
         counters: Counter[str],
+        job_types: Mapping[str, object] | None = None,
     ) -> None:
         self._settings = settings
         self._store = store
@@ -83,6 +88,7 @@ class Maintenance:
         self._decision = decision
         self._clock = clock
         self._counters = counters
+        self._job_types = dict(job_types or {})  # a type may veto the deletion of its jobs' histories
         self._cache_after: str | None = None
         self._artifacts_after: str | None = None
         self._history_after: dict[int, bytes | None] = defaultdict(lambda: None)
@@ -156,14 +162,16 @@ class Maintenance:
         if days <= 0:
             return 0, 0
         cutoff = now - timedelta(days=days)
-        commands = []
+        expired: list[Job] = []
         for partition in self._owned():
             candidates, self._history_after[partition] = self._store.accepted_before(
                 partition, cutoff, self._history_after[partition], self._settings.maintenance_batch
             )
-            commands += [_purge(job.job_id, days) for job in candidates if retention_expired(job, cutoff)]
+            expired += [job for job in candidates if retention_expired(job, cutoff)]
+        vetoed = await self._vetoed(expired, now)
+        commands = [_purge(job.job_id, days) for job in expired if job.job_id not in vetoed]
         if not commands:
-            return 0, 0
+            return 0, len(vetoed)
         # Watched before they are sent, as tasks: a failed send cancels them, which stops the watching.
         decided = [
             asyncio.ensure_future(self._decision(_purge_id(command.job_id), DECISION_TIMEOUT_S))
@@ -182,7 +190,33 @@ class Maintenance:
             for audit in audits
             if isinstance(audit, AuditRecorded) and audit.outcome is AuditOutcome.ALLOWED
         )
-        return allowed, len(commands) - allowed
+        return allowed, len(commands) - allowed + len(vetoed)
+
+    async def _vetoed(self, jobs: list[Job], now: datetime) -> set[UUID]:
+        """The jobs whose type keeps their history (asked one by one), each refusal audited."""
+        refusals = {
+            job.job_id: (job.accepted.job_type, veto)
+            for job in jobs
+            if (veto := await history_deletion_veto(self._job_types.get(job.accepted.job_type), job.job_id))
+        }
+        stream = audit_stream_id(ACTOR, now)
+        audits = [
+            RecordAudit(
+                command_id=uuid5(PURGE_NAMESPACE, f"veto/{job_id}/{now.date()}"),
+                job_id=stream,
+                actor_id=ACTOR,
+                actor_role=ActorRole.ADMIN,
+                action=AuditAction.JOB_HISTORY_DELETE,
+                outcome=AuditOutcome.DENIED,
+                detail=f"job type {job_type} keeps this history: {veto}",
+                target=job_target(job_id),
+                refusal=CONFLICT,
+            )
+            for job_id, (job_type, veto) in refusals.items()
+        ]
+        topic = self._settings.topic("commands")
+        await self._publisher.send_all([outgoing(topic, stream, audit, at=now) for audit in audits])
+        return set(refusals)
 
     async def _purge_audit_records(self, now: datetime) -> int:
         days = self._settings.audit_retention_days

@@ -116,6 +116,7 @@ class ApiContext:
         target: str,
         reason: str = "",
         detail: str | None = None,
+        kind: str = NOT_FOUND,
     ) -> UUID:
         """Record a read or download in the principal's own audit stream (never in the job's history);
         returns the audit record's id."""
@@ -131,7 +132,7 @@ class ApiContext:
             target=target,
             reason=reason,
             request_id=request_id(request),
-            refusal="" if refusal is None else NOT_FOUND,
+            refusal="" if refusal is None else kind,
         )
         await self.publisher.send_all([outgoing(self.settings.topic("commands"), stream, command)])
         return audit_id_of(command.command_id)

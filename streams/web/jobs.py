@@ -22,6 +22,7 @@ from schemas.records import Request as JobRequest
 from streams.agents.lifecycle import Decided
 from streams.auth.principals import Principal
 from streams.clock import utc_now
+from streams.jobtypes import history_deletion_veto
 from streams.publisher import outgoing
 from streams.web.auth import Caller
 from streams.web.context import ApiContext, context_of, request_id
@@ -167,6 +168,25 @@ async def redrive(job_id: UUID, body: RedriveBody, request: Request, principal: 
 )
 async def delete_history(job_id: UUID, body: MutationBody, request: Request, principal: Caller) -> Response:
     command = DeleteJobHistory(job_id=job_id, reason=body.reason, **_actor(principal, request))
+    context = context_of(request)
+    forwarded = await context.forwarded(request, job_id)
+    if forwarded is not None:
+        return forwarded
+    job = context.store.load_job(job_id)
+    # A type that owns state outside scrapestream may keep a history; its job's owner asks it.
+    veto = (
+        None
+        if job is None
+        else await history_deletion_veto(context.job_types.get(job.accepted.job_type), job_id)
+    )
+    if job is not None and veto is not None:
+        refusal = f"job type {job.accepted.job_type} keeps this history: {veto}"
+        target = job_target(job_id)
+        await context.audit(
+            principal, request, AuditAction.JOB_HISTORY_DELETE, refusal, target, kind=CONFLICT
+        )
+        context.refusals.refused(principal)
+        raise ApiError(409, "conflict", refusal)
     return await _mutate(request, command)
 
 

@@ -14,6 +14,7 @@ import pytest
 
 from schemas.enums import ExpiryReason, JobStatus
 from schemas.events import AttemptRecorded, AttemptStarted, LeaseExpired, LeaseRenewed
+from streams.clock import utc_now
 from streams.worker import Worker
 from tests.e2e.conftest import Origin, System, running_system, worker_settings
 from tests.servers import loopback
@@ -42,6 +43,7 @@ async def test_a_plugin_job_type_runs_end_to_end_and_is_listed_with_its_profile(
         assert sorted(worker.job_types) == [
             "test.broken-profile",
             "test.echo",
+            "test.keeper",
             "test.plain",
             "test.refusing",
             "test.sleeper",
@@ -67,6 +69,8 @@ async def test_a_plugin_job_type_runs_end_to_end_and_is_listed_with_its_profile(
         "max_attempts": 2,
         "declared": True,
         "runs_here": True,
+        "enabled": True,
+        "control": None,
     }
     for defaulted in ("test.broken-profile", "test.plain"):
         item = by_name[defaulted]
@@ -267,3 +271,38 @@ async def test_a_type_switched_off_at_run_time_rejects_submissions_holds_its_que
         ("switched off", "the origin asked for a pause"),
         ("switched on", "pause over"),
     }
+
+
+async def test_a_type_that_owns_outside_state_vetoes_the_deletion_of_its_histories_audited(
+    broker, origin, tmp_path, installed_plugin
+):
+    settings = worker_settings(broker.bootstrap, tmp_path, history_retention_days=1)
+    async with running_system(settings) as system:
+        worker = system.worker
+        assert worker is not None
+        assert worker.maintenance is not None
+        kept = await system.submit(origin.url("/page/kept"), job_type="test.keeper")
+        echoed = await system.submit(origin.url("/page/not-kept"), job_type="test.echo")
+        for job in (kept, echoed):
+            assert (await system.completion(job)).status is JobStatus.SUCCEEDED
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{worker.web_port}") as http:
+            refused = await http.post(f"/jobs/{kept}/delete-history", json={"reason": "tidy up"})
+            assert refused.status_code == 409
+            assert "the partner's invoice still points at it" in refused.json()["message"]
+            swept = await worker.maintenance.run_once(utc_now() + timedelta(days=2))
+            assert swept.histories_refused >= 1
+            assert (await http.get(f"/jobs/{kept}")).status_code == 200  # kept, by the API and maintenance
+            for _ in range(100):
+                audit = (await http.get("/audit", params={"target": f"job:{kept}"})).json()["items"]
+                if {a["actor_id"] for a in audit} >= {"dev", "scrapestream-maintenance"}:
+                    break
+                await asyncio.sleep(0.1)
+            for _ in range(100):  # a type without a veto has its history purged as before
+                if (await http.get(f"/jobs/{echoed}")).status_code == 404:
+                    break
+                await worker.maintenance.run_once(utc_now() + timedelta(days=2))
+                await asyncio.sleep(0.1)
+            assert (await http.get(f"/jobs/{echoed}")).status_code == 404
+    denied = [a for a in audit if a["outcome"] == "DENIED" and a["action"] == "JOB_HISTORY_DELETE"]
+    assert {a["actor_id"] for a in denied} >= {"scrapestream-maintenance"}
+    assert all("the partner's invoice still points at it" in a["detail"] for a in denied)

@@ -59,6 +59,20 @@ class SleeperOnce(Sleeper):
     profile = (6_000, 1)
 
 
+class Keeper:
+    """Answers like echo, and keeps every history: it owns state outside scrapestream."""
+
+    name = "test.keeper"
+    label = "Keeps its histories"
+    profile = (5_000, 1)
+
+    async def run(self, work: DueWork) -> Outcome:
+        return Outcome(body=b"kept")
+
+    async def veto_history_deletion(self, job_id: object) -> str | None:
+        return "the partner's invoice still points at it"
+
+
 class Refusing:
     """Fails every time, retryably: only its one-attempt profile stops it."""
 
