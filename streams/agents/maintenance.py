@@ -215,7 +215,7 @@ class Maintenance:
             for job_id, (job_type, veto) in refusals.items()
         ]
         topic = self._settings.topic("commands")
-        await self._publisher.send_all([outgoing(topic, stream, audit, at=now) for audit in audits])
+        await self._publisher.send_all([outgoing(topic, stream, audit) for audit in audits])
         return set(refusals)
 
     async def _purge_audit_records(self, now: datetime) -> int:
@@ -231,7 +231,7 @@ class Maintenance:
         ]
         topic = self._settings.topic("commands")
         await self._publisher.send_all(
-            [outgoing(topic, job_id, _audit_purge(job_id, before, days), at=now) for job_id in histories]
+            [outgoing(topic, job_id, _audit_purge(job_id, before, days)) for job_id in histories]
         )
         return len(histories)
 

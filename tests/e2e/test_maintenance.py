@@ -13,9 +13,11 @@ import httpx
 import pytest
 
 from projections.artifacts import Pointers, reference_key
+from projections.lifecycle.identity import audit_stream_id
 from projections.storage.rocks import RocksStore
 from schemas.codec import decode
-from schemas.enums import CacheMode, JobStatus, RetentionClass
+from schemas.commands import RecordAudit
+from schemas.enums import ActorRole, AuditAction, AuditOutcome, CacheMode, JobStatus, RetentionClass
 from schemas.events import JobAccepted, JobHistoryDeleted
 from schemas.types import to_utc_millis
 from schemas.work import ArtifactPurged, CacheEntry
@@ -187,42 +189,67 @@ async def test_histories_past_retention_are_purged_through_the_lifecycle(broker,
         assert (await worker.maintenance.run_once(now + timedelta(days=2))).histories == 0
 
 
-async def test_audit_records_past_their_retention_are_purged_and_the_jobs_stay(broker, origin, tmp_path):
+async def test_audit_records_past_their_retention_are_purged_and_the_recent_ones_stay(
+    broker, origin, tmp_path
+):
     settings = worker_settings(broker.bootstrap, tmp_path, audit_retention_days=1, **QUIET)
     async with running_system(settings) as system:
         worker = system.worker
         assert worker is not None
         assert worker.maintenance is not None
-        jobs = [await system.submit(origin.url(f"/page/audited-{n}")) for n in range(2)]
-        completions = await finished(system, *jobs)
+        (job,) = [await system.submit(origin.url("/page/audited"))]
+        (completion,) = await finished(system, job)
+        old = utc_now() - timedelta(days=3)
+        for hours in range(3):  # downloads three days ago: a reader's audit streams of those hours
+            at = old + timedelta(hours=hours)
+            await worker_publish(worker, old_download(settings.topic("commands"), at, completion))
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{worker.web_port}") as http:
-            download = await http.get(f"/artifacts/{completions[0].artifacts[0].artifact_id}")
+            download = await http.get(f"/artifacts/{completion.artifacts[0].artifact_id}")
             assert download.status_code == 200
 
-            async def audited() -> set[str]:
-                return {item["audit_id"] for item in (await http.get("/audit")).json()["items"]}
+            async def audited() -> dict[str, str]:
+                return {
+                    item["audit_id"]: item["actor_id"] for item in (await http.get("/audit")).json()["items"]
+                }
 
-            for _ in range(100):  # the creations' and the download's, once folded
-                if download.headers["x-audit-id"] in await audited() and len(await audited()) >= 3:
+            for _ in range(100):  # the job's creation, the three old downloads and the new one
+                if len(await audited()) >= 5:
                     break
                 await asyncio.sleep(0.1)
-            assert len(await audited()) >= 3
-            now = utc_now()
-            assert (await worker.maintenance.run_once(now + timedelta(hours=12))).audit_histories == 0
+            assert sorted((await audited()).values()).count("old-reader") == 3
             purged = 0
             for _ in range(100):
-                purged += (await worker.maintenance.run_once(now + timedelta(days=2))).audit_histories
-                if not await audited():
+                purged += (await worker.maintenance.run_once(utc_now())).audit_histories
+                if "old-reader" not in (await audited()).values():
                     break
                 await asyncio.sleep(0.1)
-            assert await audited() == set()
-            assert purged >= 3  # two jobs' histories and the download's audit stream
-            for job_id in jobs:
-                assert (await http.get(f"/jobs/{job_id}")).json()["state"] == "SUCCEEDED"
-                kinds = [e["type"] for e in (await http.get(f"/jobs/{job_id}/events")).json()["items"]]
-                assert "AuditRecorded" not in kinds
-                assert "AuditRecordsPurged" in kinds
-            assert (await worker.maintenance.run_once(now + timedelta(days=2))).audit_histories == 0
+            left = await audited()
+            assert "old-reader" not in left.values()
+            assert download.headers["x-audit-id"] in left  # recent records stay
+            assert len(left) == 2
+            assert purged == 3  # the three old streams, nothing recent
+            (stream_event,) = [
+                e
+                for e in (await http.get(f"/jobs/{job}/events")).json()["items"]
+                if e["type"] == "AuditRecorded"
+            ]
+            assert stream_event["data"]["action"] == "JOB_CREATE"
+            assert (await worker.maintenance.run_once(utc_now())).audit_histories == 0
+
+
+def old_download(topic: str, at: Any, completion: Any) -> Any:
+    stream = audit_stream_id("old-reader", at)
+    command = RecordAudit(
+        command_id=uuid4(),
+        job_id=stream,
+        actor_id="old-reader",
+        actor_role=ActorRole.VIEWER,
+        action=AuditAction.ARTIFACT_DOWNLOAD,
+        outcome=AuditOutcome.ALLOWED,
+        detail="allowed",
+        target=f"artifact:{completion.artifacts[0].artifact_id}",
+    )
+    return outgoing(topic, stream, command, at=at)
 
 
 async def test_an_archived_artifact_stays_while_its_job_lasts_and_orphans_go_after_the_grace(
