@@ -110,6 +110,20 @@ class DeleteJobHistory(Record):
     expires_at: Instant | None = None
 
 
+class ReportRemoteAttempt(Record):
+    command_id: UUID | None = None
+    job_id: UUID
+    job_type: str
+    attempt_number: int
+    lease_id: UUID
+    result: bytes | None = None
+    failure_code: str | None = None
+    failure_message: str = ""
+    retryable: bool = False
+    elapsed_ms: int = 0
+    expires_at: Instant | None = None
+
+
 class PurgeAuditRecords(Record):
     command_id: UUID
     job_id: UUID

@@ -3,8 +3,10 @@ through the `scrapestream.job_types` entry-point group, without editing scrapest
 
 An entry point names a class (instantiated without arguments) or an object with `name`, `label`,
 an optional `profile` (`(max_runtime_ms, max_attempts)`, checked like `SCRAPESTREAM_PROFILES`)
-and `async def run(work: DueWork) -> Outcome`. One that cannot be loaded, or lacks these, is
-skipped with a warning; it never replaces a built-in type or one loaded before it.
+and `async def run(work: DueWork) -> Outcome`, or, for a type outside executors run (`remote =
+True`), a `result_schema` (an Avro record schema, as parsed JSON) and `def outcome(result) ->
+Outcome`. One that cannot be loaded, or lacks these, is skipped with a warning; it never replaces a
+built-in type or one loaded before it.
 """
 
 from __future__ import annotations
@@ -18,8 +20,10 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from importlib.metadata import EntryPoint, entry_points
-from typing import Protocol, cast
+from typing import Any, Protocol, TypeGuard, cast
 from uuid import UUID
+
+import fastavro
 
 from projections.lifecycle.policy import Policy
 from schemas.work import DueWork
@@ -53,6 +57,31 @@ class JobType(Protocol):
     async def run(self, work: DueWork) -> Outcome: ...
 
 
+class RemoteJobType(Protocol):
+    """A job type outside executors run: they read its due topic and report results in its
+    `result_schema`; on the trusted worker, `outcome` turns a checked result into what is stored
+    (so the executor never decides what is kept, nor under which key)."""
+
+    name: str
+    label: str
+    remote: bool
+    result_schema: Mapping[str, Any]
+
+    def outcome(self, result: Mapping[str, Any]) -> Outcome: ...
+
+
+AnyJobType = JobType | RemoteJobType
+
+
+def is_remote(job_type: object) -> TypeGuard[RemoteJobType]:
+    return getattr(job_type, "remote", False) is True
+
+
+def local_types(job_types: Mapping[str, AnyJobType]) -> dict[str, JobType]:
+    """The types this worker's executor runs itself."""
+    return {name: job_type for name, job_type in job_types.items() if not is_remote(job_type)}  # type: ignore[misc]
+
+
 def credential() -> Mapping[str, str] | None:
     """Inside a job type's `run`: the headers of the credential its job carries, resolved by this
     worker now (None without one). Never put them in an `Outcome`: what a run returns is stored."""
@@ -84,9 +113,9 @@ async def history_deletion_veto(job_type: object, job_id: UUID) -> str | None:
     return None if verdict is None else str(verdict)[:1_000]
 
 
-def discover(found: Iterable[EntryPoint] | None = None) -> dict[str, JobType]:
+def discover(found: Iterable[EntryPoint] | None = None) -> dict[str, AnyJobType]:
     """The job types the installed plugins add, by name."""
-    loaded: dict[str, JobType] = {}
+    loaded: dict[str, AnyJobType] = {}
     for entry_point in entry_points(group=ENTRY_POINT_GROUP) if found is None else found:
         job_type = _load(entry_point)
         if job_type is None:
@@ -98,7 +127,7 @@ def discover(found: Iterable[EntryPoint] | None = None) -> dict[str, JobType]:
     return loaded
 
 
-def _load(entry_point: EntryPoint) -> JobType | None:
+def _load(entry_point: EntryPoint) -> AnyJobType | None:
     try:
         target = entry_point.load()
         job_type = target() if inspect.isclass(target) else target
@@ -111,7 +140,7 @@ def _load(entry_point: EntryPoint) -> JobType | None:
     if problem is not None:
         log.warning("job type plugin %s is skipped: %s", entry_point.value, problem)
         return None
-    return cast(JobType, job_type)
+    return cast(AnyJobType, job_type)
 
 
 def _unusable(job_type: object) -> str | None:
@@ -120,12 +149,26 @@ def _unusable(job_type: object) -> str | None:
         return "its name must be a non-empty string of at most 64 characters"
     if not isinstance(label, str):
         return "its label must be a string"
+    if is_remote(job_type):
+        return _remote_problem(job_type)
     if not inspect.iscoroutinefunction(getattr(job_type, "run", None)):
         return "its run must be an async method"
     return None
 
 
-def deployment_policy(settings: Settings, job_types: Mapping[str, JobType]) -> Policy:
+def _remote_problem(job_type: RemoteJobType) -> str | None:
+    if not callable(getattr(job_type, "outcome", None)):
+        return "a remote type needs an outcome(result) method"
+    try:
+        parsed = fastavro.parse_schema(dict(getattr(job_type, "result_schema", None) or {}))
+    except Exception as exc:
+        return f"its result_schema is not an Avro schema: {exc}"
+    if not isinstance(parsed, dict) or parsed.get("type") != "record":
+        return "its result_schema must be an Avro record"
+    return None
+
+
+def deployment_policy(settings: Settings, job_types: Mapping[str, AnyJobType]) -> Policy:
     """The lifecycle's rules with the plugins' types runnable and their declared profiles (which
     `SCRAPESTREAM_PROFILES` overrides); a type that declares none, or an unusable one (with a
     warning), runs under the deployment default."""
@@ -139,11 +182,11 @@ def deployment_policy(settings: Settings, job_types: Mapping[str, JobType]) -> P
     )
 
 
-def runnable_here(settings: Settings, job_types: Mapping[str, JobType]) -> frozenset[str]:
+def runnable_here(settings: Settings, job_types: Mapping[str, AnyJobType]) -> frozenset[str]:
     """The job types this worker's executor runs: `http.fetch`, `browser.render` where there is a
-    browser, and its plugins' types."""
+    browser, and its plugins' types (not the remote ones: outside executors run those)."""
     built_in = frozenset(BUILT_IN) - (frozenset() if browser_available(settings) else {"browser.render"})
-    return built_in | frozenset(job_types)
+    return built_in | frozenset(local_types(job_types))
 
 
 def _profile(job_type: object) -> tuple[float, float] | None:
@@ -158,7 +201,7 @@ def _profile(job_type: object) -> tuple[float, float] | None:
         return math.nan, math.nan
 
 
-def labels(settings: Settings, job_types: Mapping[str, JobType]) -> dict[str, str]:
+def labels(settings: Settings, job_types: Mapping[str, AnyJobType]) -> dict[str, str]:
     """Each type's label: its plugin's, else `SCRAPESTREAM_JOB_TYPE_LABELS` (for a type whose plugin
     runs on other workers only), else the built-in one."""
     return (

@@ -19,6 +19,7 @@ from streams.agents.intake import Intake
 from streams.agents.lifecycle import Lifecycle
 from streams.agents.maintenance import Maintenance
 from streams.agents.outbox import Outbox
+from streams.agents.remote import RemoteResults
 from streams.agents.timers import Timers
 from streams.artifacts.configured import open_artifact_store
 from streams.artifacts.port import ArtifactStore
@@ -33,7 +34,7 @@ from streams.fetch.browser import renderer_of
 from streams.fetch.http import FetchLimits, HttpFetcher
 from streams.fetch.routes import Routes, meterings
 from streams.global_table import GlobalTable
-from streams.jobtypes import deployment_policy, discover, runnable_here
+from streams.jobtypes import deployment_policy, discover, local_types, runnable_here
 from streams.ledger import LedgerReader
 from streams.metrics import Metrics, ScrapeTimeGauges
 from streams.publisher import Publisher
@@ -130,6 +131,7 @@ class Worker:
             snapshots.restore,
             table.hold,
             disabled=lambda: table.disabled,
+            remote=RemoteResults(self.job_types, artifacts, utc_now),
         )
         intake = Intake(settings, publisher, dead, self.counters, utc_now, principals)
         stages: list[Stage] = [intake, lifecycle]
@@ -281,7 +283,7 @@ class Worker:
             utc_now,
             self.metrics,
             cache,
-            self.job_types,
+            local_types(self.job_types),
             browser,
             routes,
         )

@@ -58,6 +58,11 @@ LOCAL_FAILURES: dict[str, tuple[AttemptOutcome, FailureDisposition, str]] = {
     ),
     "ARTIFACT_STORE_FAILED": (AttemptOutcome.NETWORK_ERROR, _RETRYABLE, "the artifact could not be stored"),
     "FETCH_FAILED": (AttemptOutcome.NETWORK_ERROR, _RETRYABLE, "the fetch failed unexpectedly"),
+    "RESULT_SCHEMA_MISMATCH": (
+        AttemptOutcome.HTTP_ERROR,
+        _TERMINAL,
+        "the remote executor's result is not a record of the job type's result schema",
+    ),
     "JOB_TYPE_FAILED": (AttemptOutcome.NETWORK_ERROR, _RETRYABLE, "the job type's run failed"),
     "RENDER_FAILED": (AttemptOutcome.NETWORK_ERROR, _RETRYABLE, "the browser could not render the page"),
     "INVALID_SELECTOR": (

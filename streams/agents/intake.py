@@ -21,7 +21,7 @@ from projections.lifecycle.identity import public_command_id
 from projections.lifecycle.state import MAX_COMMAND_VALIDITY
 from projections.lifecycle.submission import submission_identity
 from schemas.codec import decode_as
-from schemas.commands import CancelJob, DeleteJobHistory, RedriveJob, SubmitJob
+from schemas.commands import CancelJob, DeleteJobHistory, RedriveJob, ReportRemoteAttempt, SubmitJob
 from schemas.errors import CodecError, ScrapestreamError
 from streams.auth.principals import Principal, Principals
 from streams.auth.signing import Binding, claimed_principal, verify
@@ -31,7 +31,7 @@ from streams.publisher import Outgoing, Sink, outgoing
 from streams.settings import Settings
 
 INTAKE_NAMESPACE = UUID("3a0c5a51-96e4-5b8e-8f0e-2f4a3d1f7c90")
-PublicCommand = SubmitJob | CancelJob | RedriveJob | DeleteJobHistory
+PublicCommand = SubmitJob | CancelJob | RedriveJob | DeleteJobHistory | ReportRemoteAttempt
 PUBLIC_COMMANDS = get_args(PublicCommand)
 
 
@@ -118,6 +118,10 @@ class RefusedError(ScrapestreamError):
 
 
 def _as_signer(command: PublicCommand, signer: Principal) -> PublicCommand:
+    if isinstance(command, ReportRemoteAttempt):
+        if command.job_type not in signer.runs:
+            raise RefusedError(f"principal {signer.name} may not run job type {command.job_type[:64]!r}")
+        return command
     if isinstance(command, SubmitJob):
         return command.model_copy(update={"submitted_by": signer.name, "submitter_role": signer.role})
     return command.model_copy(update={"actor_id": signer.name, "actor_role": signer.role})

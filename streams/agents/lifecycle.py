@@ -41,10 +41,11 @@ from projections.lifecycle.policy import Policy
 from projections.lifecycle.state import State, accepted_job
 from projections.lifecycle.submission import runner_of, submission_identity
 from schemas.codec import decode_as
-from schemas.commands import Command, RecordAudit, SubmitJob
+from schemas.commands import Command, RecordAudit, ReportAttempt, ReportRemoteAttempt, SubmitJob
 from schemas.enums import TransportPolicy
 from schemas.errors import CodecError
 from schemas.events import AuditRecorded, Event, JobAccepted, JobRejected, SubmissionReused
+from streams.agents.remote import RemoteResults
 from streams.broker.compat import BrokerProfile, LogGapError, end_offsets, records_between
 from streams.consumer import PartitionControl, QuietStage, Record
 from streams.deadinput import DeadLetters
@@ -54,6 +55,7 @@ from streams.transactions import after_commit, open_transaction, when_ended
 
 log = logging.getLogger(__name__)
 COMMAND_TYPES = get_args(Command)
+RECEIVED_TYPES = (*COMMAND_TYPES, ReportRemoteAttempt)  # a remote report becomes a ReportAttempt here
 CATCH_UP_RETRY_S = 1.0
 WRITTEN_WAIT_S = 5.0  # how long a read waits for a batch in flight before it answers what is stored
 LOG_GAP_RETRY_S = 30.0  # a gap waits for an operator: a restored topic, or a gap accepted
@@ -93,6 +95,7 @@ class Lifecycle(QuietStage):
         restore: Callable[[int], Awaitable[bool]] | None = None,
         cache_entries: Callable[[Iterable[tuple[bytes, bytes | None]]], None] | None = None,
         disabled: Callable[[], Mapping[str, str]] | None = None,
+        remote: RemoteResults | None = None,
     ) -> None:
         self._settings = settings
         self._profile = profile
@@ -106,6 +109,7 @@ class Lifecycle(QuietStage):
         self._publisher = publisher
         self._policy = policy
         self._disabled = disabled  # the job types switched off right now (the controls topic)
+        self._remote = remote  # reports of remotely run types become attempts here
         self._dead = dead_letters
         self._clock = clock
         self.topics = frozenset({settings.topic("commands")})
@@ -182,12 +186,29 @@ class Lifecycle(QuietStage):
             if record.partition not in self._owned:
                 continue  # revoked while queued: the new owner handles it
             try:
-                command = cast(Command, decode_as(record.value or b"", *COMMAND_TYPES))
+                command = cast(Command | ReportRemoteAttempt, decode_as(record.value or b"", *RECEIVED_TYPES))
             except CodecError as exc:
                 dead.append(self._dead.of(record, f"undecodable command: {exc}"))
                 continue
+            if isinstance(command, ReportRemoteAttempt):
+                reported = await self._remote_report(command)
+                if isinstance(reported, str):
+                    dead.append(self._dead.of(record, reported))
+                    continue
+                command = reported
             incoming.append(Incoming(record.partition, command, self._record_time(record), record))
         await self.handle_batch(incoming, dead)
+
+    async def _remote_report(self, report: ReportRemoteAttempt) -> ReportAttempt | str:
+        """A remote executor's report as the attempt it stands for (checked and stored here, then
+        fenced by its lease like any report), or why it is dead input."""
+        if self._remote is None or not self._remote.runs(report.job_type):
+            return f"job type {report.job_type[:64]!r} is not run remotely on this deployment"
+        job = self._store.load_job(report.job_id)
+        if job is None or job.accepted.job_type != report.job_type:
+            return f"no job {report.job_id} of type {report.job_type[:64]!r}"
+        attempt = await self._remote.attempt(report, job)
+        return ReportAttempt(command_id=report.command_id, job_id=report.job_id, attempt=attempt)
 
     def _record_time(self, record: Record) -> datetime:
         if record.timestamp is None or record.timestamp < 0:

@@ -1,9 +1,10 @@
 """Principals and their roles, from a JSON file or the environment; bearer tokens checked by hash.
 
 The document: `{"principals": [{"name": "svc-a", "role": "SERVICE", "token_sha256": "<hex>",
-"public_key": "<base64 Ed25519 public key>"}]}`. A principal needs a token to use the HTTP API
-and a public key to sign commands on the submit topic; neither secret is stored here, only
-the token's SHA-256 and the public half of the signing key.
+"public_key": "<base64 Ed25519 public key>", "runs": ["acme.thumbnail"]}]}`. A principal needs a
+token to use the HTTP API and a public key to sign commands on the submit topic; neither secret is
+stored here, only the token's SHA-256 and the public half of the signing key. `runs` names the
+remotely run job types whose attempts it may report (none by default).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ class Principal:
     role: ActorRole
     token_sha256: bytes | None = None
     public_key: Ed25519PublicKey | None = None
+    runs: frozenset[str] = frozenset()  # the remotely run job types it may report attempts of
 
 
 TRUSTED = Principal(ANONYMOUS, ActorRole.ADMIN)  # every request when auth is off
@@ -104,7 +106,11 @@ def _principal(entry: Any, where: str) -> Principal:
         actor_role = ActorRole(str(role))
     except ValueError as exc:
         raise PrincipalsError(f"{where}: role must be one of {', '.join(ActorRole)}") from exc
-    return Principal(name, actor_role, _digest(entry.get("token_sha256"), where), _public_key(entry, where))
+    runs = entry.get("runs", [])
+    if not isinstance(runs, list) or not all(isinstance(job_type, str) for job_type in runs):
+        raise PrincipalsError(f"{where}: runs must be a list of job type names")
+    digest, key = _digest(entry.get("token_sha256"), where), _public_key(entry, where)
+    return Principal(name, actor_role, digest, key, frozenset(runs))
 
 
 def _digest(value: Any, where: str) -> bytes | None:

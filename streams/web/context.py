@@ -28,7 +28,7 @@ from streams.auth.principals import Principal, Principals
 from streams.clock import utc_now
 from streams.consumer import StageConsumer
 from streams.global_table import GlobalTable
-from streams.jobtypes import JobType
+from streams.jobtypes import AnyJobType
 from streams.ledger import LedgerReader
 from streams.metrics import Metrics
 from streams.publisher import Publisher, outgoing, partition_of
@@ -76,7 +76,7 @@ class ApiContext:
     counters: Counter[str]
     artifacts: ArtifactStore
     peers: Peers
-    job_types: Mapping[str, JobType]
+    job_types: Mapping[str, AnyJobType]
     policy: Policy
     ledger: LedgerReader | None = None
     table: GlobalTable | None = None

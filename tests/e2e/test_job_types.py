@@ -46,6 +46,7 @@ async def test_a_plugin_job_type_runs_end_to_end_and_is_listed_with_its_profile(
             "test.keeper",
             "test.plain",
             "test.refusing",
+            "test.remote",
             "test.sleeper",
             "test.sleeper-once",
         ]

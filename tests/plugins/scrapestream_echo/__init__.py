@@ -73,6 +73,27 @@ class Keeper:
         return "the partner's invoice still points at it"
 
 
+class Remote:
+    """Run by an outside executor, which reports a title and its length; what is stored is decided
+    here, from the checked result."""
+
+    name = "test.remote"
+    label = "Summarised by an outside executor"
+    profile = (10_000, 2)
+    remote = True
+    result_schema = {
+        "type": "record",
+        "name": "Summary",
+        "namespace": "test.remote",
+        "fields": [{"name": "title", "type": "string"}, {"name": "words", "type": "int"}],
+    }
+
+    def outcome(self, result: dict[str, object]) -> Outcome:
+        return Outcome(
+            body=f"{result['title']} ({result['words']} letters)".encode(), content_type="text/plain"
+        )
+
+
 class Refusing:
     """Fails every time, retryably: only its one-attempt profile stops it."""
 

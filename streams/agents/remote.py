@@ -1,0 +1,133 @@
+"""Reports of remotely run job types, on the trusted worker that owns the job.
+
+An outside executor reads the type's due topic and reports through the submit topic (intake checks
+its signature and that its principal `runs` the type). Here its result is checked against the
+type's declared result schema, the type's own `outcome` hook turns it into what is stored (the
+executor never decides what is kept, nor under which key: objects are content-addressed), and the
+attempt goes to the lifecycle like any other, fenced by its lease. A result that fails its schema
+is the recorded, typed failure `RESULT_SCHEMA_MISMATCH`.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any
+
+import fastavro
+from fastavro.schema import fingerprint, to_parsing_canonical_form
+
+from projections.lifecycle.limits import clip
+from projections.lifecycle.outcomes import local_failure
+from projections.lifecycle.state import Job
+from schemas.codec import SINGLE_OBJECT_MARKER
+from schemas.commands import ReportRemoteAttempt
+from schemas.enums import ArtifactTrust, AttemptOutcome, TransportRoute
+from schemas.records import Artifact, Attempt, Failure
+from schemas.types import to_utc_millis
+from streams.agents.executor import result_of
+from streams.artifacts.port import ArtifactStore
+from streams.jobtypes import AnyJobType, Outcome, RemoteJobType, is_remote
+
+log = logging.getLogger(__name__)
+MAX_MESSAGE_BYTES = 1_024
+
+
+class ResultMismatchError(ValueError):
+    """A reported result that is not a record of the type's declared result schema."""
+
+
+class RemoteResults:
+    def __init__(
+        self, job_types: Mapping[str, AnyJobType], artifacts: ArtifactStore, clock: Callable[[], datetime]
+    ) -> None:
+        self._types: dict[str, RemoteJobType] = {n: t for n, t in job_types.items() if is_remote(t)}
+        self._schemas = {name: _parsed(job_type.result_schema) for name, job_type in self._types.items()}
+        self._artifacts = artifacts
+        self._clock = clock
+
+    def runs(self, job_type: str) -> bool:
+        """Whether `job_type` is run remotely and its plugin is installed here."""
+        return job_type in self._types
+
+    async def attempt(self, report: ReportRemoteAttempt, job: Job) -> Attempt:
+        """The attempt a report of the job's current lease stands for, its outcome stored here."""
+        if report.failure_code is not None:
+            message = clip(report.failure_message, MAX_MESSAGE_BYTES)
+            fetched = result_of(
+                Outcome(failure_code=report.failure_code, failure_message=message, retryable=report.retryable)
+            )
+        else:
+            try:
+                result = self.checked(report.job_type, report.result)
+            except ResultMismatchError as exc:
+                return self._failed(report, "RESULT_SCHEMA_MISMATCH", str(exc))
+            try:
+                fetched = result_of(self._types[report.job_type].outcome(result))
+            except Exception as exc:  # the type's own hook failed: counted and retried like a run
+                log.warning("job %s: %s's outcome hook failed: %r", report.job_id, report.job_type, exc)
+                return self._failed(report, "JOB_TYPE_FAILED", f"{type(exc).__name__}: {exc}")
+        artifacts: tuple[Artifact, ...] = ()
+        if fetched.outcome is AttemptOutcome.FETCHED:
+            try:
+                stored = await self._artifacts.put(
+                    fetched.body, fetched.content_type, job.accepted.retention_class, self._clock()
+                )
+            except Exception as exc:
+                log.warning("job %s: storing the remote result failed: %s", report.job_id, exc)
+                return self._failed(report, "ARTIFACT_STORE_FAILED", f"{type(exc).__name__}: {exc}")
+            artifacts = (stored,)
+        return self._attempt(report, fetched.outcome, fetched.failure, artifacts, len(fetched.body))
+
+    def checked(self, job_type: str, result: bytes | None) -> Mapping[str, Any]:
+        """The result as a record of the type's declared schema: single-object encoded with exactly
+        that schema, and nothing after it."""
+        parsed, declared = self._schemas[job_type]
+        if result is None:
+            raise ResultMismatchError("the report holds neither a result nor a failure")
+        header = SINGLE_OBJECT_MARKER + declared
+        if not result.startswith(header):
+            raise ResultMismatchError(
+                f"the result is not single-object encoded with {job_type}'s result schema"
+            )
+        body = io.BytesIO(result[len(header) :])
+        try:
+            record = fastavro.schemaless_reader(body, parsed)
+        except Exception as exc:
+            raise ResultMismatchError(f"the result does not decode as {job_type}'s result: {exc}") from exc
+        if body.tell() != len(result) - len(header) or not isinstance(record, dict):
+            raise ResultMismatchError(f"the result has bytes after {job_type}'s result record")
+        return record
+
+    def _failed(self, report: ReportRemoteAttempt, code: str, detail: str) -> Attempt:
+        outcome, failure = local_failure(code, detail)
+        return self._attempt(report, outcome, failure, (), 0)
+
+    def _attempt(
+        self,
+        report: ReportRemoteAttempt,
+        outcome: AttemptOutcome,
+        failure: Failure | None,
+        artifacts: tuple[Artifact, ...],
+        size: int,
+    ) -> Attempt:
+        return Attempt(
+            attempt_number=report.attempt_number,
+            lease_id=report.lease_id,
+            route=TransportRoute.DIRECT,
+            outcome=outcome,
+            trust=ArtifactTrust.VERIFIED,
+            bytes=size,
+            elapsed_ms=max(min(report.elapsed_ms, 2**31 - 1), 0),
+            failure=failure,
+            artifacts=artifacts,
+            finished_at=to_utc_millis(self._clock()),
+            storable=False,  # a remote result is not an origin's answer: never a cache entry
+        )
+
+
+def _parsed(schema: Mapping[str, Any]) -> tuple[Any, bytes]:
+    parsed = fastavro.parse_schema(dict(schema))
+    return parsed, bytes.fromhex(fingerprint(to_parsing_canonical_form(parsed), "CRC-64-AVRO"))

@@ -1,0 +1,127 @@
+"""A job type run by an outside executor in another process, written without scrapestream's package:
+it reads the type's due topic and reports signed results through the submit topic; the trusted
+worker checks each result against the type's declared schema, stores what the type's hook makes of
+it, and decides the outcome."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import sys
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from schemas.commands import SubmitJob
+from schemas.enums import ActorRole, JobStatus
+from schemas.records import Request
+from streams.auth.issue import issue
+from streams.client import Client, Signer
+from streams.clock import utc_now
+from streams.jobtypes import runnable_here
+from streams.worker import Worker
+from tests.e2e.conftest import observed_system, worker_settings
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+ROOT = Path(__file__).parent.parent.parent
+PLUGINS = ROOT / "tests" / "plugins"
+EXECUTOR = ROOT / "tests" / "remote_executor.py"
+ISSUED = {
+    "svc-a": issue("svc-a", ActorRole.SERVICE),
+    "remote": issue("remote", ActorRole.SERVICE),
+    "stranger": issue("stranger", ActorRole.SERVICE),
+}
+
+
+def principals() -> str:
+    entries = [dict(issued.entry) for issued in ISSUED.values()]
+    for entry in entries:
+        entry["runs"] = ["test.remote"] if entry["name"] == "remote" else []
+    return json.dumps({"principals": entries})
+
+
+@contextlib.asynccontextmanager
+async def outside_executor(settings, result_schema: dict) -> AsyncIterator[asyncio.subprocess.Process]:  # type: ignore[no-untyped-def]
+    """The executor script in its own interpreter, outside the repository's packages' reach."""
+    environment = {
+        "PATH": os.environ.get("PATH", ""),
+        "BOOTSTRAP": settings.kafka_bootstrap,
+        "DUE_TOPIC": settings.due_topic("test.remote"),
+        "SUBMIT_TOPIC": settings.topic("submit"),
+        "GROUP": f"{settings.group_id}-outside",
+        "AVSC_DIR": str(ROOT / "schemas" / "avsc"),
+        "RESULT_SCHEMA": json.dumps(result_schema),
+        "DEPLOYMENT": settings.deployment_id,
+        "KEYS": json.dumps({name: ISSUED[name].signing_key for name in ("remote", "stranger")}),
+    }
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-I", str(EXECUTOR), env=environment, cwd="/", stdout=asyncio.subprocess.PIPE
+    )
+    try:
+        assert process.stdout is not None
+        assert (await asyncio.wait_for(process.stdout.readline(), 60)).strip() == b"ready"
+        yield process
+    finally:
+        if process.returncode is None:
+            process.kill()
+        await process.wait()
+
+
+async def test_an_outside_executor_runs_a_remote_type_and_the_worker_alone_decides_and_stores(
+    broker, tmp_path, monkeypatch
+):
+    monkeypatch.syspath_prepend(str(PLUGINS))
+    from scrapestream_echo import Remote
+
+    settings = worker_settings(
+        broker.bootstrap,
+        tmp_path,
+        auth_enabled=True,
+        principals=principals(),
+        deployment_id="remote-tests",
+        peer_secret="the-peer-secret-of-the-remote-tests-0123456789",
+    )
+    worker = Worker(settings)
+    assert "test.remote" in worker.job_types
+    assert "test.remote" not in runnable_here(settings, worker.job_types)  # outside executors run it
+    await worker.start()
+    try:
+        async with (
+            observed_system(settings, worker) as system,
+            outside_executor(settings, Remote.result_schema),
+        ):
+            signer = Signer("svc-a", ISSUED["svc-a"].signing_key, deployment=settings.deployment_id)
+            async with Client(
+                settings.kafka_bootstrap, broker.profile, settings.topic_prefix, signer
+            ) as client:
+                jobs = {
+                    kind: await client.submit(remote_job(f"https://remote.example/{kind}/Hello"))
+                    for kind in ("good", "bad", "fail", "stranger")
+                }
+            good = await system.completion(jobs["good"])
+            assert good.status is JobStatus.SUCCEEDED
+            (artifact,) = good.artifacts
+            stored = (settings.data_dir / "artifacts" / artifact.key).read_bytes()
+            assert stored == b"Hello (5 letters)"  # what the type's hook made of the checked result
+            bad = await system.completion(jobs["bad"])
+            assert (bad.status, bad.failure.code) == (JobStatus.DEAD_LETTER, "RESULT_SCHEMA_MISMATCH")
+            failed = await system.completion(jobs["fail"])
+            assert (failed.status, failed.failure.code) == (JobStatus.DEAD_LETTER, "SOURCE_GONE")
+            dead = await system.dead_input.wait_for(
+                lambda records: any("may not run job type" in r.reason for r in records), timeout_s=60
+            )
+            assert any("principal stranger may not run job type 'test.remote'" in r.reason for r in dead)
+            assert not system.completions.of_job(jobs["stranger"])  # its report changed nothing
+    finally:
+        await worker.stop()
+
+
+def remote_job(url: str) -> SubmitJob:
+    deadline = utc_now() + timedelta(minutes=5)
+    return SubmitJob(
+        caller_identity="svc-a", request=Request(url=url), job_type="test.remote", deadline_at=deadline
+    )
