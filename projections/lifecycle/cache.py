@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from projections.artifacts import kept_at_least_as_long
+from projections.artifacts import RETENTION, kept_at_least_as_long
 from projections.lifecycle.freshness import request_allows_reuse
 from projections.lifecycle.outcomes import status_failure
 from projections.lifecycle.state import Job
@@ -76,6 +76,9 @@ def cache_entry(job: Job, attempt: Attempt) -> CacheEntry | None:
         key = cache_key(key, job.accepted.capture_mode)
         limits = [stored_at + KEPT_AT_MOST]
         limits += [artifact.expires_at for artifact in attempt.artifacts if artifact.expires_at is not None]
+        kept_for = RETENTION[job.accepted.retention_class]
+        if not attempt.artifacts and kept_for is not None:  # metadata only: as long as its class keeps
+            limits.append(stored_at + kept_for)
         if attempt.fresh_for_ms is not None:
             # Clamped first: an origin may claim freshness for millennia (`Expires: … 9999`).
             fresh_for_ms = min(max(attempt.fresh_for_ms, 0), KEPT_AT_MOST // timedelta(milliseconds=1))

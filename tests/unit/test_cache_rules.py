@@ -96,6 +96,16 @@ def test_a_metadata_only_answer_is_an_entry_under_its_own_key_that_answers_as_a_
     assert entry.request_hash == cache_key(job.accepted.request_hash, CaptureMode.METADATA_ONLY)
     assert entry.artifacts == ()
     assert cached_outcome(entry, T0) == (AttemptOutcome.CACHE_HIT, None)
+    assert entry.expires_at == T0 + timedelta(days=7)
+
+
+def test_a_transient_metadata_only_answer_is_kept_no_longer_than_its_class():
+    lifecycle = Lifecycle()
+    lifecycle(submit(capture_mode=CaptureMode.METADATA_ONLY, retention_class=RetentionClass.TRANSIENT_24H))
+    job = accepted_job(lifecycle.state)
+    events = lifecycle(report(job, attempt_under(job, http_status=200)))
+    (entry,) = consequences_of(lifecycle.state, events, POLICY).cache_entries
+    assert entry.expires_at == T0 + timedelta(hours=24)
 
 
 @given(st.text(alphabet="0123456789abcdef", min_size=64, max_size=64), st.sampled_from(CaptureMode))
