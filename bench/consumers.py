@@ -134,6 +134,7 @@ async def main(records: int) -> list[dict[str, object]]:
             broker_profile="embedded",
             topic_prefix="bench",
             partitions=PARTITIONS,
+            create_topics=True,
         )
         await ensure_topics(settings)
         topic = settings.topic("submit")

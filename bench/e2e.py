@@ -28,14 +28,21 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import cast
 from uuid import UUID, uuid4
 
-from bench.processes import cpu_seconds, own_cpu_seconds, start_origin, start_worker, worker_environment
+from bench.processes import (
+    Child,
+    cpu_seconds,
+    own_cpu_seconds,
+    start_origin,
+    start_worker,
+    worker_environment,
+)
 from projections.lifecycle.submission import submission_identity
 from schemas.commands import SubmitJob
 from schemas.records import Request
@@ -47,6 +54,7 @@ from streams.clock import utc_now
 from streams.publisher import Publisher, outgoing
 
 SUBMIT_BATCH = 500
+Observer = Callable[[list[Child], dict[str, object]], contextlib.AbstractAsyncContextManager[None]]
 POM = Path(__file__).parent.parent / "tests" / "kafka" / "pom.xml"
 
 
@@ -90,7 +98,9 @@ async def main(
     workers: int = 1,
     broker_kind: str = "tansu",
     guarantee: str | None = None,
+    observe: Observer | None = None,
 ) -> dict[str, object]:
+    """One run; `observe` wraps the client's part, given the workers, and adds to the result."""
     port = free_loopback_port()
     origin = await start_origin(port)
     data_dir = Path(tempfile.mkdtemp(prefix="scrapestream-bench-"))
@@ -114,7 +124,10 @@ async def main(
                 pids |= {"worker" if n == 0 else f"worker{n}": w.pid for n, w in enumerate(running)}
                 await asyncio.sleep(8 if workers > 1 else 0)  # the group settles before the clock starts
                 run = drive_sequential if sequential else drive
-                result = await run(broker, port, jobs, pids)
+                observed: dict[str, object] = {}
+                async with observe(running, observed) if observe else contextlib.nullcontext():
+                    result = await run(broker, port, jobs, pids)
+                result |= observed
             finally:
                 for worker in running:
                     await worker.stop()

@@ -109,7 +109,11 @@ def run_fold(jobs: int, directory: Path) -> tuple[float, list[Event]]:
 async def one_partition(bootstrap: str, name: str) -> Settings:
     """Settings for one-partition topics on the embedded broker, with the topics made."""
     settings = load_settings(
-        kafka_bootstrap=bootstrap, broker_profile="embedded", partitions=1, topic_prefix=name
+        kafka_bootstrap=bootstrap,
+        broker_profile="embedded",
+        partitions=1,
+        topic_prefix=name,
+        create_topics=True,
     )
     await ensure_topics(settings)
     return settings

@@ -40,6 +40,7 @@ def own_cpu_seconds() -> float:
 class Child:
     name: str
     process: asyncio.subprocess.Process
+    address: str = ""  # host:port of its HTTP server, where it has one
 
     @property
     def pid(self) -> int:
@@ -82,7 +83,7 @@ async def start_worker(environment: dict[str, str], log_path: Path) -> Child:
     line = await asyncio.wait_for(process.stdout.readline(), 60)
     if b"serving HTTP" not in line:
         raise RuntimeError(f"the worker did not start: {line!r}; see {log_path}")
-    return Child("worker", process)
+    return Child("worker", process, line.decode().rsplit(" ", 1)[1].strip())
 
 
 def worker_environment(bootstrap: str, data_dir: Path, **settings: object) -> dict[str, str]:

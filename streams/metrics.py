@@ -127,6 +127,17 @@ class ScrapeTimeGauges(Collector):
             " fenced (the partition had moved to another worker)",
             "result",
         )
+        for kind, what in (
+            ("records", "Records"),
+            ("batches", "Record batches"),
+            ("bytes", "Bytes of record batches"),
+        ):
+            yield self._counted(
+                f"produced.{kind}.",
+                f"scrapestream_produced_{kind}",
+                f"{what} this worker's publisher wrote since it started, by topic",
+                "topic",
+            )
         lag = GaugeMetricFamily(
             "scrapestream_consumer_lag",
             "Records not yet consumed, per topic-partition this worker is assigned",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -87,8 +87,9 @@ class Sink(Protocol):
 
 
 class Publisher:
-    def __init__(self, bootstrap: str, profile: BrokerProfile) -> None:
+    def __init__(self, bootstrap: str, profile: BrokerProfile, counters: Counter[str] | None = None) -> None:
         self._bootstrap = bootstrap
+        self._counters: Counter[str] = Counter() if counters is None else counters
         self._idempotent = profile.enable_idempotence
         self._producer = new_producer(bootstrap, profile, partitioner=_PARTITIONER)
 
@@ -169,6 +170,9 @@ class Publisher:
                         raise MessageSizeTooLargeError(f"a batch for {topic} could not take its record")
                 future = await producer.send_batch(batch, topic, partition=partition)
                 pending.append((future, topic, partition, members))
+                self._counters[f"produced.batches.{topic}"] += 1
+                self._counters[f"produced.records.{topic}"] += len(members)
+                self._counters[f"produced.bytes.{topic}"] += batch.size()
         written: list[Written | None] = [None] * len(messages)
         for future, topic, partition, members in pending:
             base = (await future).offset

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
 from uuid import UUID, uuid5
 
-from projections.lifecycle.identity import JOB_NAMESPACE, event_id_for
+from projections.lifecycle.identity import JOB_NAMESPACE, event_ids
 from schemas.commands import Command
 from schemas.events import Event
 from schemas.types import build_with_defaults
@@ -33,6 +34,10 @@ class Emitter:
     sequence: int
     now: datetime
     events: list[Event] = field(default_factory=list)
+    _event_id: Callable[[int], UUID] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._event_id = event_ids(self.command_id, self.job_id)
 
     def __call__(self, event_type: type[E], **fields: Any) -> E:
         index = len(self.events)
@@ -41,7 +46,7 @@ class Emitter:
         event = build_with_defaults(
             event_type,
             {
-                "event_id": event_id_for(self.command_id, self.job_id, index),
+                "event_id": self._event_id(index),
                 "job_id": self.job_id,
                 "sequence": self.sequence + index + 1,
                 "occurred_at": self.now,

@@ -9,6 +9,7 @@ import functools
 import hashlib
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from urllib.parse import SplitResult, urlsplit, urlunsplit
@@ -155,8 +156,17 @@ def lease_id_for(job_id: UUID, attempt_number: int) -> UUID:
     return name_based(job_id, f"lease:{attempt_number}")
 
 
-def event_id_for(command_id: UUID, job_id: UUID, index: int) -> UUID:
-    return name_based(command_id, f"{uuid_text(job_id)}:{index}")
+def event_ids(command_id: UUID, job_id: UUID) -> Callable[[int], UUID]:
+    """The ids of one command's events on one job: `uuid5(command_id, "<job_id>:<index>")`,
+    the name's shared prefix hashed once."""
+    prefix = hashlib.sha1(command_id.bytes + f"{uuid_text(job_id)}:".encode(), usedforsecurity=False)
+
+    def event_id(index: int) -> UUID:
+        hashed = prefix.copy()
+        hashed.update(str(index).encode())
+        return _version_5(hashed.digest())
+
+    return event_id
 
 
 _VERSION_5 = (0x5000 << 64) | (0x8000 << 48)
@@ -165,9 +175,11 @@ _VERSION_MASK = ~((0xF000 << 64) | (0xC000 << 48))
 
 def name_based(namespace: UUID, name: str) -> UUID:
     """`uuid.uuid5(namespace, name)`, built without the checks of `UUID.__init__` (a hot path)."""
-    digest = hashlib.sha1(namespace.bytes + name.encode(), usedforsecurity=False).digest()
-    value = (int.from_bytes(digest[:16], "big") & _VERSION_MASK) | _VERSION_5
-    return uuid_from_int(value)
+    return _version_5(hashlib.sha1(namespace.bytes + name.encode(), usedforsecurity=False).digest())
+
+
+def _version_5(digest: bytes) -> UUID:
+    return uuid_from_int((int.from_bytes(digest[:16], "big") & _VERSION_MASK) | _VERSION_5)
 
 
 def job_target(job_id: UUID) -> str:

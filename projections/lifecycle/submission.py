@@ -55,11 +55,27 @@ MIN_VIEWPORT, MAX_VIEWPORT = 16, 4_096
 SUBMITTING_ROLES = frozenset({ActorRole.SERVICE, ActorRole.OPERATOR, ActorRole.ADMIN})
 
 
+IDENTITIES_KEPT = 4_096
+_IDENTITIES: dict[int, tuple[SubmitJob, tuple[UUID, str]]] = {}
+
+
 def submission_identity(command: SubmitJob) -> tuple[UUID, str]:
     """The job id and resolved idempotency key; the key defaults to the hash of what the job
     produces (`produces`).
 
     A submission its submitter may not make is placed in the submitter's own stream."""
+    # Remembered per command object: routing, the fold's target and the decision each ask it.
+    known = _IDENTITIES.get(id(command))
+    if known is not None and known[0] is command:
+        return known[1]
+    identity = _identity(command)
+    if len(_IDENTITIES) >= IDENTITIES_KEPT:
+        _IDENTITIES.clear()
+    _IDENTITIES[id(command)] = (command, identity)
+    return identity
+
+
+def _identity(command: SubmitJob) -> tuple[UUID, str]:
     key = command.idempotency_key
     if key is None:
         canonical = canonicalize(command.request)

@@ -92,11 +92,12 @@ class Intake(QuietStage):
             if command.expires_at is not None and command.expires_at < now:
                 raise RefusedError(f"the command expired at {command.expires_at.isoformat()}")
             sender = claimed_principal(record.headers)
-        job_id = submission_identity(command)[0] if isinstance(command, SubmitJob) else command.job_id
         given = command.command_id or uuid5(
             INTAKE_NAMESPACE, f"{record.topic}:{record.partition}:{record.offset}"
         )
         command = command.model_copy(update={"command_id": public_command_id(sender, given)})
+        # Keyed by the job of the command as forwarded: the one the lifecycle decides.
+        job_id = submission_identity(command)[0] if isinstance(command, SubmitJob) else command.job_id
         return outgoing(self._settings.topic("commands"), job_id, command, at=now)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -350,24 +350,28 @@ async def test_history_delete_is_refused_while_the_job_can_run_and_done_after(
 
 
 async def test_metrics_parse_and_move_with_the_work(cluster: Cluster, origin: Origin):
-    async def folded_accepts() -> float:
+    async def summed(name: str, label: str, matches: Callable[[str], bool]) -> float:
         total = 0.0
         for index in (0, 1):
             async with cluster.api(index, None) as anonymous:
                 text = (await anonymous.get("/metrics")).text
             for family in text_string_to_metric_families(text):
                 for sample in family.samples:
-                    if (
-                        sample.name == "scrapestream_events_folded_total"
-                        and sample.labels["type"] == "JobAccepted"
-                    ):
+                    if sample.name == name and matches(sample.labels[label]):
                         total += sample.value
         return total
 
-    before = await folded_accepts()
+    def accepted() -> Awaitable[float]:
+        return summed("scrapestream_events_folded_total", "type", lambda kind: kind == "JobAccepted")
+
+    def completions_written() -> Awaitable[float]:
+        return summed("scrapestream_produced_records", "topic", lambda topic: topic.endswith(".completions"))
+
+    before, completions_before = await accepted(), await completions_written()
     job_id = await cluster.submit("svc-b", origin.url("/page/metrics"))
     await cluster.system.completion(job_id)
-    assert await folded_accepts() == before + 1
+    assert await accepted() == before + 1
+    assert await completions_written() == completions_before + 1
     async with cluster.api(0, None) as anonymous:
         families = {
             family.name for family in text_string_to_metric_families((await anonymous.get("/metrics")).text)

@@ -3,14 +3,16 @@
 from dataclasses import replace
 from datetime import timedelta
 from itertools import pairwise
-from uuid import uuid4
+from uuid import uuid4, uuid5
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from projections.lifecycle.decide import decide
 from projections.lifecycle.evolve import replay
+from projections.lifecycle.identity import event_ids
 from projections.lifecycle.state import TERMINAL_STATUSES, Job, Lease, accepted_job
+from projections.lifecycle.submission import submission_identity
 from schemas.codec import decode, encode
 from schemas.commands import CancelJob, DeleteJobHistory, RedriveJob, ReportCallback
 from schemas.enums import ActorRole, AttemptOutcome, JobStatus
@@ -222,3 +224,20 @@ def test_a_duplicate_submission_never_yields_a_second_job_accepted(repeats):
         lifecycle(submit(command_id=uuid4()), T0 + timedelta(seconds=index))
     assert sum(isinstance(e, JobAccepted) for e in lifecycle.events) == 1
     assert lifecycle.job.reuse_count == repeats - 1
+
+
+@settings(max_examples=200)
+@given(st.uuids(), st.uuids(), st.integers(0, 10_000))
+def test_event_ids_are_the_uuid5_of_the_command_job_and_index(command_id, job_id, index):
+    assert event_ids(command_id, job_id)(index) == uuid5(command_id, f"{job_id}:{index}")
+
+
+@settings(max_examples=100)
+@given(st.text(min_size=1, max_size=20), st.one_of(st.none(), st.text(min_size=1, max_size=20)))
+def test_a_remembered_submission_identity_is_the_identity_of_an_equal_fresh_command(path, key):
+    command = submit(request=Request(url=f"https://example.com/{path.encode().hex()}"), idempotency_key=key)
+    first = submission_identity(command)
+    assert submission_identity(command) == first
+    assert submission_identity(command.model_copy()) == first
+    changed = command.model_copy(update={"caller_identity": command.caller_identity + "-other"})
+    assert submission_identity(changed)[0] != first[0]

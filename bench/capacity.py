@@ -1,0 +1,162 @@
+"""What one job costs each topic and each stage: the measurements docs/CAPACITY.md is built on.
+
+    .venv/bin/python -m bench.capacity --jobs 6000
+    .venv/bin/python -m bench.capacity --jobs 6000 --partitions 16
+    .venv/bin/python -m bench.capacity --jobs 6000 --workers 2
+
+Runs `bench.e2e` and, around the client's part, reads every worker's `/metrics` (records, record
+batches and bytes its publisher wrote, per topic) and samples each worker with py-spy (needs
+`pip install -e '.[bench]'`), charging each sample to the stage whose code it is in. Prints one
+JSON line: per job, the records, batches and bytes of each topic (the submit topic is the client's
+one record a job), each stage's CPU milliseconds, and jobs per CPU-second of the whole system.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import re
+import sys
+import tempfile
+from collections import Counter
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+
+from bench import e2e
+from bench.processes import Child
+
+# The first pattern found in a sample's stack, outermost frame first, names its stage.
+STAGES = (
+    ("intake", ("Intake.",)),
+    ("lifecycle", ("Lifecycle.", "JobStore.", "TimerPass", "Timers.", "projections/")),
+    (
+        "executor: fetch and store",
+        ("HttpExecutor.", "HttpFetcher.", "Renewals.", "aiohttp/", "streams/artifacts/"),
+    ),
+    ("outbox and callbacks", ("Outbox", "Callback")),
+    ("global table (cache, references, controls)", ("GlobalTable.",)),
+    ("snapshots and maintenance", ("Snapshots.", "Maintenance")),
+    ("route ledger", ("Ledger", "RouteLedger")),
+    ("HTTP API", ("uvicorn", "starlette", "fastapi", "streams/web/")),
+    ("producing (aiokafka)", ("aiokafka/producer", "Publisher.", "Flusher.")),
+    ("consuming (aiokafka)", ("aiokafka/consumer", "StageConsumer._fetch", "StageConsumer._mark")),
+    ("Kafka connections (aiokafka)", ("aiokafka/",)),
+)
+_METRIC = re.compile(r'^scrapestream_produced_(records|batches|bytes)\{topic="([^"]+)"\} ([0-9.e+]+)$')
+
+
+def stage_of(stack: str) -> str:
+    frames = stack.split(";")
+    for frame in frames:
+        for stage, patterns in STAGES:
+            if any(pattern in frame for pattern in patterns):
+                return stage
+    return "event loop and interpreter"
+
+
+async def produced(worker: Child) -> Counter[str]:
+    async with httpx.AsyncClient() as client:
+        text = (await client.get(f"http://{worker.address}/metrics")).text
+    counts: Counter[str] = Counter()
+    for line in text.splitlines():
+        matched = _METRIC.match(line)
+        if matched:
+            kind, topic, value = matched.groups()
+            counts[f"{topic} {kind}"] += int(float(value))
+    return counts
+
+
+@contextlib.asynccontextmanager
+async def sampled(workers: list[Child], observed: dict[str, object], directory: Path) -> AsyncIterator[None]:
+    before = Counter[str]()
+    for worker in workers:
+        before += await produced(worker)
+    spies = [
+        await asyncio.create_subprocess_exec(
+            str(Path(sys.executable).with_name("py-spy")),
+            "record",
+            "-p",
+            str(worker.pid),
+            "-r",
+            "100",
+            "-f",
+            "raw",
+            "-o",
+            str(directory / f"{worker.pid}.txt"),
+            "--nonblocking",
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL,
+        )
+        for worker in workers
+    ]
+    try:
+        yield
+    finally:
+        after = Counter[str]()
+        for worker in workers:
+            after += await produced(worker)
+        for spy in spies:
+            spy.send_signal(2)  # py-spy writes its samples on SIGINT
+            await spy.wait()
+    samples: Counter[str] = Counter()
+    for worker in workers:
+        for line in (directory / f"{worker.pid}.txt").read_text().splitlines():
+            stack, _, count = line.rpartition(" ")
+            samples[stage_of(stack)] += int(count)
+    observed["produced"] = dict(sorted((after - before).items()))
+    observed["samples"] = dict(samples.most_common())
+
+
+def per_job(result: dict[str, object], jobs: int) -> dict[str, object]:
+    """The run's counts divided by its jobs, and the worker CPU split by the stages' sample shares."""
+    produced = dict(result.pop("produced"))  # type: ignore[call-overload]
+    samples = dict(result.pop("samples"))  # type: ignore[call-overload]
+    topics: dict[str, dict[str, float]] = {}
+    for name, count in produced.items():
+        topic, kind = name.rsplit(" ", 1)
+        topics.setdefault(topic, {})[kind] = round(count / jobs, 3)
+    worker_ms = sum(float(str(v)) for k, v in result.items() if k.startswith("cpu_ms_per_job_worker"))
+    total = sum(samples.values()) or 1
+    stages = {stage: round(worker_ms * count / total, 3) for stage, count in samples.items()}
+    total_ms = float(str(result["cpu_ms_per_job_total"]))
+    return result | {
+        "per_job_by_topic": topics,
+        "worker_cpu_ms_per_job_by_stage": stages,
+        "jobs_per_cpu_second": round(1000 / total_ms, 1),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=6000)
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--broker", choices=["tansu", "kafka"], default="tansu")
+    arguments = parser.parse_args()
+    with tempfile.TemporaryDirectory() as scratch:
+
+        def observe(
+            workers: list[Child], observed: dict[str, object]
+        ) -> contextlib.AbstractAsyncContextManager[None]:
+            return sampled(workers, observed, Path(scratch))
+
+        result = asyncio.run(
+            e2e.main(
+                arguments.jobs,
+                64,
+                arguments.partitions,
+                sequential=False,
+                workers=arguments.workers,
+                broker_kind=arguments.broker,
+                observe=observe,
+            )
+        )
+    sys.stdout.write(json.dumps(per_job(result, arguments.jobs)) + "\n")
+
+
+if __name__ == "__main__":
+    main()

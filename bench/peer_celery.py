@@ -1,0 +1,180 @@
+"""scrapestream beside a Celery + Redis worker doing the same job, alternated: the ratio in one command.
+
+    .venv/bin/python -m bench.peer_celery --jobs 4000 --pairs 2
+
+Needs `pip install -e '.[bench]'` (Celery 5 with Redis) and Debian's `redis-server`.
+
+The Celery side: one `redis-server` (broker and result backend), a Celery worker with
+`-P prefork -c 2`, a task that fetches a 2 KiB loopback page with a pooled HTTP client
+(urllib3, one pool per worker process) and writes the body to a content-addressed file, N tasks
+submitted at once, timed from the first submit to the last result. The scrapestream side is
+`bench.e2e` with the same job count. Each pair runs Celery first, then scrapestream; the last
+line gives each pair's ratio and the median ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import celery
+import urllib3
+
+from bench import e2e
+from bench.processes import Child, cpu_seconds, own_cpu_seconds, start_origin
+from streams.broker.embedded import free_loopback_port
+
+app = celery.Celery(
+    "peer",
+    broker=os.environ.get("PEER_REDIS_URL", "redis://127.0.0.1:6379/0"),
+    backend=os.environ.get("PEER_REDIS_URL", "redis://127.0.0.1:6379/0"),
+)
+app.conf.update(
+    task_serializer="json",
+    result_serializer="json",
+    accept_content=["json"],
+    task_acks_late=False,
+    worker_hijack_root_logger=False,
+    broker_connection_retry_on_startup=True,
+)
+_pool: urllib3.PoolManager | None = None
+
+
+@app.task(name="peer.fetch")  # type: ignore[untyped-decorator]
+def fetch(url: str) -> dict[str, object]:
+    """Fetch, store content-addressed, report: what a scrapestream job does for a 2 KiB page."""
+    global _pool
+    if _pool is None:
+        _pool = urllib3.PoolManager(maxsize=4)
+    response = _pool.request("GET", url, timeout=30.0, retries=False)
+    body = response.data
+    digest = hashlib.sha256(body).hexdigest()
+    path = Path(os.environ["PEER_ARTIFACTS"]) / digest[:2] / digest
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_suffix(f".{os.getpid()}.part")
+        temporary.write_bytes(body)
+        temporary.replace(path)
+    return {"status": response.status, "sha256": digest, "size": len(body)}
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU time of a process and every live descendant (prefork children are never waited for)."""
+    total = cpu_seconds(pid)
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            total += tree_cpu_seconds(int(child))
+    return total
+
+
+async def start_redis(port: int, directory: Path) -> Child:
+    process = await asyncio.create_subprocess_exec(
+        "redis-server",
+        "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+        "--dir", str(directory), "--loglevel", "warning",
+        stdout=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+    for _ in range(200):
+        try:
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+        except OSError:
+            await asyncio.sleep(0.05)
+            continue
+        writer.close()
+        return Child("redis", process)
+    raise RuntimeError("redis-server did not start")
+
+
+async def start_celery_worker(environment: dict[str, str], log_path: Path) -> Child:
+    with log_path.open("wb") as log:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "celery", "-A", "bench.peer_celery", "worker",
+            "-P", "prefork", "-c", "2", "--without-gossip", "--without-mingle", "--without-heartbeat",
+            "--loglevel", "info",
+            env=environment, stdout=log, stderr=log,
+        )  # fmt: skip
+    for _ in range(600):
+        if b"ready." in await asyncio.to_thread(log_path.read_bytes):
+            return Child("celery", process)
+        if process.returncode is not None:
+            break
+        await asyncio.sleep(0.1)
+    raise RuntimeError(f"the Celery worker did not start; see {log_path}")
+
+
+def run_celery(jobs: int, port: int, redis_port: int) -> dict[str, object]:
+    """N tasks at once from this process; returns jobs/s and CPU per job of each process."""
+
+    async def run() -> dict[str, object]:
+        directory = Path(tempfile.mkdtemp(prefix="scrapestream-peer-"))
+        (directory / "artifacts").mkdir()
+        environment = dict(os.environ) | {
+            "PEER_REDIS_URL": f"redis://127.0.0.1:{redis_port}/0",
+            "PEER_ARTIFACTS": str(directory / "artifacts"),
+        }
+        origin = await start_origin(port)
+        redis = await start_redis(redis_port, directory)
+        worker = await start_celery_worker(environment, directory / "celery.log")
+        try:
+            app.conf.broker_url = app.conf.result_backend = environment["PEER_REDIS_URL"]
+            pids = {"redis": redis.pid, "origin": origin.pid, "worker": worker.pid}
+            urls = [f"http://127.0.0.1:{port}/c/{n}" for n in range(jobs)]
+            fetch.delay(f"http://127.0.0.1:{port}/warm").get(timeout=60)
+            before = {name: tree_cpu_seconds(pid) for name, pid in pids.items()} | {
+                "client": own_cpu_seconds()
+            }
+            started = time.monotonic()
+            results = [fetch.delay(url) for url in urls]
+            submit_s = time.monotonic() - started
+            outcomes = [result.get(timeout=600) for result in results]
+            elapsed_s = time.monotonic() - started
+            after = {name: tree_cpu_seconds(pid) for name, pid in pids.items()} | {
+                "client": own_cpu_seconds()
+            }
+        finally:
+            for child in (worker, redis, origin):
+                await child.stop()
+        assert all(outcome["status"] == 200 for outcome in outcomes)
+        stored = sum(1 for _ in (directory / "artifacts").rglob("*") if _.is_file())
+        assert stored >= 1
+        return {
+            "system": "celery",
+            "jobs": jobs,
+            "jobs_per_s": round(jobs / elapsed_s, 1),
+            "submit_per_s": round(jobs / submit_s, 1),
+        } | e2e.cpu_per_job(before, after, jobs)
+
+    return asyncio.run(run())
+
+
+def run_scrapestream(jobs: int) -> dict[str, object]:
+    return {"system": "scrapestream"} | asyncio.run(e2e.main(jobs, 64, 4, sequential=False))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=4000)
+    parser.add_argument("--pairs", type=int, default=2, help="Celery then scrapestream, this many times")
+    arguments = parser.parse_args()
+    ratios = []
+    for _ in range(arguments.pairs):
+        peer = run_celery(arguments.jobs, free_loopback_port(), free_loopback_port())
+        sys.stdout.write(json.dumps(peer) + "\n")
+        ours = run_scrapestream(arguments.jobs)
+        sys.stdout.write(json.dumps(ours) + "\n")
+        sys.stdout.flush()
+        ratios.append(round(float(str(ours["jobs_per_s"])) / float(str(peer["jobs_per_s"])), 2))
+    summary = {"ratios": ratios, "median_ratio": statistics.median(ratios)}
+    sys.stdout.write(json.dumps(summary) + "\n")
+
+
+if __name__ == "__main__":
+    main()
