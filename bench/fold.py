@@ -37,6 +37,7 @@ from schemas.records import Attempt, Request
 from streams.agents.lifecycle import fold_log, target_job
 from streams.broker.compat import EMBEDDED_TANSU
 from streams.broker.embedded import EmbeddedBroker
+from streams.cli_serve import collect_rarely
 from streams.publisher import Publisher, outgoing
 from streams.settings import Settings, load_settings
 from streams.topics import ensure_topics
@@ -144,6 +145,7 @@ async def run_replay(log: list[Event], directory: Path) -> float:
 
 
 def main(jobs: int) -> dict[str, object]:
+    collect_rarely()  # as `scrapestream worker` runs
     with tempfile.TemporaryDirectory() as folding, tempfile.TemporaryDirectory() as replaying:
         fold_rate, log = run_fold(jobs, Path(folding))
         replay_rate = asyncio.run(run_replay(log, Path(replaying)))

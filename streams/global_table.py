@@ -6,8 +6,8 @@ Both are written by the lifecycles as consequences of attempts (`projections.lif
 on compacted topics: cache entries keyed by request identity, references keyed by object and job.
 Each worker reads every partition from where its store left off (a global table, as Faust's
 GlobalTable and Kafka Streams' GlobalKTable are), so a job on any partition sees an entry made on
-any other once this worker has read it: within one fetch wait of the table's consumer (250 ms with
-the embedded broker, 500 ms with Kafka). Maintenance asks it what still points at an object.
+any other once this worker has read it: within one fetch wait of the table's consumer (500 ms with
+either broker). Maintenance asks it what still points at an object.
 A record the table cannot use (a key that is not a request hash or an object reference, a value
 that does not decode or that the fold raises on) is skipped and counted (`skipped`): one bad
 record costs one entry, never the reader or a maintenance round.

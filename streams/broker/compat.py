@@ -76,7 +76,7 @@ EMBEDDED_TANSU = BrokerProfile(
     rebalance_timeout_ms=3_000,
     fetch_max_wait_ms=5,
     end_offsets_from_fetch=True,
-    idle_fetch_max_wait_ms=250,
+    idle_fetch_max_wait_ms=500,
     settle_before_fetch_ms=10,
     isolation_level="read_uncommitted",  # no transactions there
 )
