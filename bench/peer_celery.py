@@ -16,13 +16,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import hashlib
 import json
 import os
+import shutil
+import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import celery
@@ -75,22 +80,31 @@ def tree_cpu_seconds(pid: int) -> float:
     return total
 
 
-async def start_redis(port: int, directory: Path) -> Child:
-    process = await asyncio.create_subprocess_exec(
-        "redis-server",
-        "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-        "--dir", str(directory), "--loglevel", "warning",
-        stdout=asyncio.subprocess.DEVNULL,
+@contextlib.contextmanager
+def running_redis(port: int, directory: Path) -> Iterator[int]:
+    """A `redis-server` on loopback for the whole command (the client's pools outlive each pair);
+    yields its pid."""
+    server = shutil.which("redis-server")
+    if server is None:
+        raise SystemExit("bench.peer_celery needs Debian's redis-server (apt-get install redis-server)")
+    process = subprocess.Popen(  # noqa: S603
+        [
+            server, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+            "--appendonly", "no", "--dir", str(directory), "--loglevel", "warning",
+        ],
+        stdout=subprocess.DEVNULL,
     )  # fmt: skip
-    for _ in range(200):
-        try:
-            _, writer = await asyncio.open_connection("127.0.0.1", port)
-        except OSError:
-            await asyncio.sleep(0.05)
-            continue
-        writer.close()
-        return Child("redis", process)
-    raise RuntimeError("redis-server did not start")
+    try:
+        for _ in range(200):
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
+                break
+            time.sleep(0.05)
+        else:
+            raise RuntimeError("redis-server did not start")
+        yield process.pid
+    finally:
+        process.terminate()
+        process.wait(30)
 
 
 async def start_celery_worker(environment: dict[str, str], log_path: Path) -> Child:
@@ -110,22 +124,20 @@ async def start_celery_worker(environment: dict[str, str], log_path: Path) -> Ch
     raise RuntimeError(f"the Celery worker did not start; see {log_path}")
 
 
-def run_celery(jobs: int, port: int, redis_port: int) -> dict[str, object]:
+def run_celery(jobs: int, port: int, redis_pid: int, redis_url: str) -> dict[str, object]:
     """N tasks at once from this process; returns jobs/s and CPU per job of each process."""
 
     async def run() -> dict[str, object]:
         directory = Path(tempfile.mkdtemp(prefix="scrapestream-peer-"))
         (directory / "artifacts").mkdir()
         environment = dict(os.environ) | {
-            "PEER_REDIS_URL": f"redis://127.0.0.1:{redis_port}/0",
+            "PEER_REDIS_URL": redis_url,
             "PEER_ARTIFACTS": str(directory / "artifacts"),
         }
         origin = await start_origin(port)
-        redis = await start_redis(redis_port, directory)
         worker = await start_celery_worker(environment, directory / "celery.log")
         try:
-            app.conf.broker_url = app.conf.result_backend = environment["PEER_REDIS_URL"]
-            pids = {"redis": redis.pid, "origin": origin.pid, "worker": worker.pid}
+            pids = {"redis": redis_pid, "origin": origin.pid, "worker": worker.pid}
             urls = [f"http://127.0.0.1:{port}/c/{n}" for n in range(jobs)]
             fetch.delay(f"http://127.0.0.1:{port}/warm").get(timeout=60)
             before = {name: tree_cpu_seconds(pid) for name, pid in pids.items()} | {
@@ -140,8 +152,9 @@ def run_celery(jobs: int, port: int, redis_port: int) -> dict[str, object]:
                 "client": own_cpu_seconds()
             }
         finally:
-            for child in (worker, redis, origin):
+            for child in (worker, origin):
                 await child.stop()
+            app.backend.client.flushall()  # nothing of this run is left for the next
         assert all(outcome["status"] == 200 for outcome in outcomes)
         stored = sum(1 for _ in (directory / "artifacts").rglob("*") if _.is_file())
         assert stored >= 1
@@ -165,13 +178,17 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=2, help="Celery then scrapestream, this many times")
     arguments = parser.parse_args()
     ratios = []
-    for _ in range(arguments.pairs):
-        peer = run_celery(arguments.jobs, free_loopback_port(), free_loopback_port())
-        sys.stdout.write(json.dumps(peer) + "\n")
-        ours = run_scrapestream(arguments.jobs)
-        sys.stdout.write(json.dumps(ours) + "\n")
-        sys.stdout.flush()
-        ratios.append(round(float(str(ours["jobs_per_s"])) / float(str(peer["jobs_per_s"])), 2))
+    redis_port = free_loopback_port()
+    redis_url = f"redis://127.0.0.1:{redis_port}/0"
+    app.conf.broker_url = app.conf.result_backend = redis_url
+    with tempfile.TemporaryDirectory() as scratch, running_redis(redis_port, Path(scratch)) as redis_pid:
+        for _ in range(arguments.pairs):
+            peer = run_celery(arguments.jobs, free_loopback_port(), redis_pid, redis_url)
+            sys.stdout.write(json.dumps(peer) + "\n")
+            ours = run_scrapestream(arguments.jobs)
+            sys.stdout.write(json.dumps(ours) + "\n")
+            sys.stdout.flush()
+            ratios.append(round(float(str(ours["jobs_per_s"])) / float(str(peer["jobs_per_s"])), 2))
     summary = {"ratios": ratios, "median_ratio": statistics.median(ratios)}
     sys.stdout.write(json.dumps(summary) + "\n")
 

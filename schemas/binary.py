@@ -64,6 +64,7 @@ _UUID_FORM = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-
 _UNKNOWN_SAFETY = SafeUUID.unknown  # an enum member read through its class costs a descriptor call
 
 
+@functools.lru_cache(maxsize=1 << 16)  # a job's id is read from each of its records
 def uuid_of(text: str) -> UUID:
     """`UUID(text)`, without its parsing for the canonical lower-case form every writer here uses."""
     if _UUID_FORM.fullmatch(text) is None:
@@ -91,6 +92,7 @@ def millis_of(value: _dt.datetime) -> int:
     return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
 
 
+@functools.lru_cache(maxsize=8192)  # one command's events share their instant
 def from_millis(value: int) -> _dt.datetime:
     return EPOCH + _dt.timedelta(milliseconds=value)
 
