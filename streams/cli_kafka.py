@@ -56,8 +56,8 @@ def run(main: Coroutine[Any, Any, T]) -> T:
 
 
 def connected_settings() -> Settings:
-    """Settings from the environment; the bootstrap, profile and topics of a running `dev` when the
-    environment names no Kafka."""
+    """Settings from the environment; the bootstrap, profile, topics and partitions of a running
+    `dev` when the environment names no Kafka."""
     settings = load_settings()
     if "SCRAPESTREAM_KAFKA_BOOTSTRAP" in os.environ:
         return settings
@@ -70,6 +70,8 @@ def connected_settings() -> Settings:
     update: dict[str, Any] = {"kafka_bootstrap": str(state["kafka_bootstrap"]), "broker_profile": "embedded"}
     if "SCRAPESTREAM_TOPIC_PREFIX" not in os.environ and "topic_prefix" in state:
         update["topic_prefix"] = str(state["topic_prefix"])
+    if "SCRAPESTREAM_PARTITIONS" not in os.environ and "partitions" in state:
+        update["partitions"] = int(state["partitions"])
     return settings.model_copy(update=update)
 
 

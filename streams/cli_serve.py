@@ -17,6 +17,7 @@ from streams.settings import Settings, load_settings
 from streams.worker import Worker
 
 GC_THRESHOLDS = (20_000, 20, 20)
+DEV_PARTITIONS = 1  # one process serves them all; each idle fetch asks the broker about every one
 
 
 class WorkerCrashedError(ScrapestreamError):
@@ -35,6 +36,8 @@ def serve(arguments: argparse.Namespace) -> int:
             overrides["web_port"] = 0
         if arguments.allow_private:
             overrides["allow_private_networks"] = True
+        if "SCRAPESTREAM_PARTITIONS" not in os.environ:
+            overrides["partitions"] = DEV_PARTITIONS
     settings = load_settings(**overrides)
     collect_rarely()
     run(_serve(arguments.command, settings))

@@ -36,6 +36,7 @@ async def run_dev(settings: Settings, stopped: Any) -> None:
                 "broker_pid": broker.pid,
                 "kafka_bootstrap": broker.bootstrap,
                 "topic_prefix": settings.topic_prefix,
+                "partitions": settings.partitions,
                 "web_url": f"http://{worker_settings.web_host}:{worker.web_port}",
                 "artifacts": str((data_dir / "artifacts").resolve())
                 if settings.artifact_store == "local"

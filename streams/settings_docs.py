@@ -44,7 +44,7 @@ SETTING_DOCS: dict[str, str] = {
     "SCRAPESTREAM_MIN_INSYNC_REPLICAS": "`min.insync.replicas` of every topic (unset: two with a replication factor of three or more, else one); with `acks=all` a write needs this many replicas",
     "SCRAPESTREAM_ORPHAN_GRACE_HOURS": "an artifact nothing points at (no job's record, no cache entry) is deleted once last written longer ago than this",
     "SCRAPESTREAM_OUTBOX_CONCURRENCY": "callback tries run at once per worker",
-    "SCRAPESTREAM_PARTITIONS": "partitions of every topic scrapestream creates (commands, events and snapshots must have the same count)",
+    "SCRAPESTREAM_PARTITIONS": "partitions of every topic scrapestream creates (commands, events and snapshots must have the same count); `dev` makes one unless this is set",
     "SCRAPESTREAM_PEER_SECRET": "the secret (at least 32 bytes, the same on every worker) workers prove themselves to each other with on their internal routes; required with auth on (a secret)",
     "SCRAPESTREAM_PEER_SECRET_FILE": "the peer secret, from a file",
     "SCRAPESTREAM_PEER_TIMEOUT_S": "how long a worker waits for another's answer",

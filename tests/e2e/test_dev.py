@@ -58,6 +58,11 @@ async def test_dev_serves_a_submission_end_to_end_and_stops_cleanly(origin, tmp_
         code, output = await run("submit", "ftp://example.com/file", "--wait", cwd=tmp_path)
         assert code == 1
         assert "rejected UNSUPPORTED_SCHEME" in output
+        code, output = await run("topics", "describe", cwd=tmp_path)
+        assert code == 0, output
+        assert "scrapestream.commands: 1 partitions" in output  # one process: one partition a topic
+        code, output = await run("topics", "check", cwd=tmp_path)
+        assert code == 0, output
         await the_cli_reads_and_acts_through_the_api(tmp_path, completion["job_id"])
         await mistakes_get_clear_answers(tmp_path, origin)
     finally:

@@ -21,7 +21,7 @@ import pytest
 import pytest_asyncio
 
 from projections.artifacts import content_key
-from projections.lifecycle.identity import job_id_for, lease_id_for, name_based
+from projections.lifecycle.identity import job_id_for, lease_id_for, name_based, refused_job_id_for
 from schemas.commands import CancelJob, SubmitJob
 from schemas.enums import ActorRole, JobStatus, RetentionClass
 from schemas.events import AuditRecorded, JobSucceeded, SubmissionReused
@@ -32,7 +32,7 @@ from streams.auth.principals import Principal
 from streams.auth.signing import Binding, private_key_from_text, sign
 from streams.client import Client, Signer
 from streams.clock import utc_now
-from streams.publisher import Outgoing, Publisher, outgoing
+from streams.publisher import Outgoing, Publisher, outgoing, partition_of
 from streams.settings import Settings
 from streams.worker import Worker
 from tests.e2e.conftest import Origin, System, observed_system, settled_ownership, worker_settings
@@ -306,6 +306,34 @@ async def test_another_callers_job_and_no_job_at_all_are_answered_alike(
         nothing = await answered(stranger, "POST", f"/jobs/{uuid4()}/cancel", json={"reason": "probe"})
         assert cancel.status_code in (404, 429)
         assert nothing.status_code in (404, 429)
+
+
+async def test_a_signed_submission_naming_no_submitter_is_decided_on_its_signers_stream_partition(
+    deployment: Deployment, origin: Origin
+):
+    # The signer's name is set by intake; the command is routed by the job it then is.
+    command = SubmitJob(
+        command_id=uuid4(),
+        caller_identity="svc-a",
+        idempotency_key="signed-by-another",
+        request=Request(url=origin.url("/page/signed-by-another")),
+        deadline_at=expires(60),
+        expires_at=expires(),
+    )
+    await deployment.publisher.send_all([deployment.signed("svc-b", command)])
+    job_id = refused_job_id_for("svc-b", "svc-a", "signed-by-another")
+    completion = await deployment.system.completion(job_id)
+    assert completion.failure.code == "NOT_PERMITTED"
+    events = deployment.system.events
+    seen = len(events.records)
+    placed = {
+        raw.partition
+        for raw, event in zip(events.raw[:seen], events.records[:seen], strict=True)
+        if getattr(event, "job_id", None) == job_id
+    }
+    assert placed == {partition_of(str(job_id).encode(), deployment.settings.partitions)}
+    async with deployment.api(0, "admin") as admin:
+        assert (await answered(admin, "GET", f"/jobs/{job_id}")).json()["state"] == "REJECTED"
 
 
 async def test_a_submission_as_another_caller_never_touches_that_callers_job(
