@@ -25,7 +25,15 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
 from aiokafka import AIOKafkaProducer, TopicPartition
-from aiokafka.errors import KafkaError, ProducerFenced
+from aiokafka.errors import (
+    InvalidProducerEpoch,
+    InvalidProducerIdMapping,
+    InvalidTxnState,
+    KafkaError,
+    OutOfOrderSequenceNumber,
+    ProducerFenced,
+    UnknownProducerId,
+)
 
 from streams.broker.compat import BrokerProfile, new_producer, start_whole
 from streams.errors import BrokerError
@@ -33,6 +41,17 @@ from streams.errors import BrokerError
 log = logging.getLogger(__name__)
 TRANSACTION_TIMEOUT_MS = 60_000  # an open transaction of a worker that died is aborted after this
 COMMIT_WITHIN_S = 60.0  # past aiokafka's 40 s request timeout: a commit still pending then is stuck
+
+
+# The producer's sequence or transaction state no longer agrees with the broker's (after a broker
+# stalled or lost it): retrying with it fails the same way for good, a new producer starts clean.
+PRODUCER_LOST = (
+    OutOfOrderSequenceNumber,
+    InvalidProducerEpoch,
+    InvalidProducerIdMapping,
+    UnknownProducerId,
+    InvalidTxnState,
+)
 
 
 class FencedError(BrokerError):
@@ -170,7 +189,7 @@ class PartitionTransactions:
                     raise FencedError(f"{tp} moved to another worker") from exc
                 self._counters["transactions.aborted"] += 1
                 # A stuck producer, or one in a fatal state, is replaced: the next holder's ends it.
-                if isinstance(exc, StuckCommitError) or not await _aborted(producer):
+                if isinstance(exc, (StuckCommitError, *PRODUCER_LOST)) or not await _aborted(producer):
                     await self.release({tp})
                 raise
             finally:

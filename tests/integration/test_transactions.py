@@ -10,6 +10,7 @@ from uuid import uuid4
 
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.errors import OutOfOrderSequenceNumber
 
 from streams.errors import BrokerError
 from streams.publisher import Outgoing, Publisher
@@ -133,6 +134,34 @@ async def test_an_aborted_batch_leaves_no_record_no_offset_and_runs_no_after_com
     assert ended == ["aborted", "committed"]
     assert await committed_values(broker.bootstrap, sink) == [b"committed"]
     assert await committed_offset(broker.bootstrap, group, tp) == 9
+
+
+async def test_a_producer_out_of_step_with_the_broker_is_let_go_and_the_next_one_commits(broker):
+    """A broker that lost a producer's sequence (a stall, a failover) answers every later send
+    OutOfOrderSequenceNumber: the batch aborts, the producer is let go instead of retried for good,
+    and the partition's next producer commits."""
+    tp, sink, group = await stage_topics(broker)
+    transactions = transactions_of(broker, group)
+    async with publishing(broker.bootstrap) as publisher:
+        await transactions.hold({tp})
+        try:
+            async with transactions.transaction(tp, 1):
+                await publisher.send_all(one(sink, b"first"))
+            producer = transactions._producers[tp]
+            producer._txn_manager.increment_sequence_number(TopicPartition(sink, 0), 7)  # out of step
+            with pytest.raises(OutOfOrderSequenceNumber):
+                async with transactions.transaction(tp, 2):
+                    await publisher.send_all(one(sink, b"out of step"))
+            with pytest.raises(NotHeldError):  # it let the producer go
+                async with transactions.transaction(tp, 2):
+                    pass
+            await transactions.hold({tp})
+            async with transactions.transaction(tp, 2):
+                await publisher.send_all(one(sink, b"after"))
+        finally:
+            await transactions.close()
+    assert await committed_values(broker.bootstrap, sink) == [b"first", b"after"]
+    assert await committed_offset(broker.bootstrap, group, tp) == 2
 
 
 async def test_the_next_holder_of_a_partition_fences_the_last_and_only_its_batches_count(broker):
