@@ -24,7 +24,7 @@ from projections.artifacts import content_key
 from projections.lifecycle.identity import job_id_for, lease_id_for, name_based, refused_job_id_for
 from schemas.commands import CancelJob, SubmitJob
 from schemas.enums import ActorRole, JobStatus, RetentionClass
-from schemas.events import AuditRecorded, JobSucceeded, SubmissionReused
+from schemas.events import AuditRecorded, JobRejected, JobSucceeded, SubmissionReused
 from schemas.records import Request
 from streams.auth.issue import IssuedPrincipal, issue
 from streams.auth.peering import PeerKey
@@ -101,6 +101,18 @@ async def answered(http: httpx.AsyncClient, method: str, path: str, **options: A
 
 def expires(minutes: float = 5) -> Any:
     return utc_now() + timedelta(minutes=minutes)
+
+
+def signable_submission(caller: str, key: str, url: str) -> SubmitJob:
+    """A submission as a signer publishes it by hand: with the command id and expiry signing needs."""
+    return SubmitJob(
+        command_id=uuid4(),
+        caller_identity=caller,
+        idempotency_key=key,
+        request=Request(url=url),
+        deadline_at=expires(60),
+        expires_at=expires(),
+    )
 
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
@@ -223,14 +235,7 @@ async def test_nothing_another_principal_does_grows_a_callers_job(deployment: De
         )
         for _ in range(200)
     ]
-    impostor = SubmitJob(
-        command_id=uuid4(),
-        caller_identity="svc-a",
-        idempotency_key="bounded",
-        request=Request(url=origin.url("/page/bounded")),
-        deadline_at=expires(60),
-        expires_at=expires(),
-    )
+    impostor = signable_submission("svc-a", "bounded", origin.url("/page/bounded"))
     await deployment.publisher.send_all([*cancels, deployment.signed("svc-b", impostor)])
     statuses = []
     async with deployment.api(1, "svc-b") as stranger:
@@ -312,19 +317,15 @@ async def test_a_signed_submission_naming_no_submitter_is_decided_on_its_signers
     deployment: Deployment, origin: Origin
 ):
     # The signer's name is set by intake; the command is routed by the job it then is.
-    command = SubmitJob(
-        command_id=uuid4(),
-        caller_identity="svc-a",
-        idempotency_key="signed-by-another",
-        request=Request(url=origin.url("/page/signed-by-another")),
-        deadline_at=expires(60),
-        expires_at=expires(),
-    )
+    command = signable_submission("svc-a", "signed-by-another", origin.url("/page/signed-by-another"))
     await deployment.publisher.send_all([deployment.signed("svc-b", command)])
     job_id = refused_job_id_for("svc-b", "svc-a", "signed-by-another")
     completion = await deployment.system.completion(job_id)
     assert completion.failure.code == "NOT_PERMITTED"
-    events = deployment.system.events
+    events = deployment.system.events  # appended after the completion is published: wait for them
+    await events.wait_for(
+        lambda records: any(isinstance(r, JobRejected) and r.job_id == job_id for r in records)
+    )
     seen = len(events.records)
     placed = {
         raw.partition
