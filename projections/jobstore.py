@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import cast
+from urllib.parse import urlsplit
 from uuid import UUID
 
 from projections.lifecycle.consequences import lease_expiry, next_due_at
@@ -71,23 +72,40 @@ class JobQuery:
     since: datetime | None = None
     dead_letters: bool = False
     id_prefix: str | None = None  # lower-case hex digits and dashes, as job ids are printed
+    host: str | None = None  # lower case, as hosts are compared
+    url_contains: str | None = None
+    until: datetime | None = None
 
     def matches(self, job: Listed) -> bool:
         if isinstance(job, Unaccepted):
             rejected = job.rejected
-            return rejected is not None and self._matches(
-                JobStatus.REJECTED, rejection_owner(rejected), rejected.job_type
+            return (
+                rejected is not None
+                and self._matches(
+                    JobStatus.REJECTED, rejection_owner(rejected), rejected.job_type, rejected.url
+                )
+                and self._before_until(rejected.occurred_at)
             )
-        return self._matches(job.status, job.accepted.caller_identity, job.accepted.job_type)
+        accepted = job.accepted
+        return self._matches(
+            job.status, accepted.caller_identity, accepted.job_type, accepted.request.url
+        ) and self._before_until(accepted.occurred_at)
 
-    def _matches(self, status: JobStatus, caller: str, job_type: str) -> bool:
+    def _matches(self, status: JobStatus, caller: str, job_type: str, url: str) -> bool:
         if self.dead_letters and status is not JobStatus.DEAD_LETTER:
             return False
         if self.caller is not None and caller != self.caller:
             return False
         if self.statuses is not None and status not in self.statuses:
             return False
-        return self.job_type is None or job_type == self.job_type
+        if self.job_type is not None and job_type != self.job_type:
+            return False
+        if self.url_contains is not None and self.url_contains not in url:
+            return False
+        return self.host is None or (urlsplit(url).hostname or "") == self.host
+
+    def _before_until(self, at: datetime) -> bool:
+        return self.until is None or at <= self.until
 
 
 _MAX_UUID = UUID(int=2**128 - 1)

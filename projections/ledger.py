@@ -169,6 +169,11 @@ class RouteLedger:
         if held.period in self.periods:
             self.periods[held.period] += change
 
+    @property
+    def outstanding(self) -> int:
+        """Granted reservations not yet reconciled (calls under way, or whose report is still due)."""
+        return len(self._held)
+
     def spent_in(self, period: int) -> Decimal:
         return self.periods.get(period, ZERO)
 

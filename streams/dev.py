@@ -65,6 +65,7 @@ def _announce(state: dict[str, Any]) -> None:
         "scrapestream dev: started from a clean state (the embedded broker keeps its log in memory)",
         f"  kafka bootstrap  {state['kafka_bootstrap']}",
         f"  http api         {state['web_url']}   (docs: {state['web_url']}/docs)",
+        f"  console          {state['web_url']}/ui",
         "  auth             off: every HTTP request and every command is trusted as ADMIN (dev only)",
         f"  artifacts        {state['artifacts']}",
         "  try: scrapestream submit https://example.com/ --wait      Ctrl-C stops everything",

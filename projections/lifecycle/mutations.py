@@ -25,13 +25,15 @@ from projections.lifecycle.limits import (
     oversized_field,
 )
 from projections.lifecycle.policy import Policy
-from projections.lifecycle.state import Job, State, Unaccepted, accepted_job
+from projections.lifecycle.state import TERMINAL_STATUSES, Job, State, Unaccepted, accepted_job
 from schemas.commands import CancelJob, Command, DeleteJobHistory, MutationCommand, RecordAudit, RedriveJob
 from schemas.enums import ActorRole, AuditAction, AuditOutcome, CacheMode, JobStatus
 from schemas.events import JobCancelled, JobHistoryDeleted, JobRedriven
 from schemas.types import to_utc_millis
 
 CANCELLING_ROLES = frozenset({ActorRole.SERVICE, ActorRole.OPERATOR, ActorRole.ADMIN})
+REDRIVING_ROLES = frozenset({ActorRole.ADMIN})
+DELETING_ROLES = frozenset({ActorRole.ADMIN})
 MAX_AUDIT_RECORDS = 1_000  # per principal and hour; what comes later is counted, not recorded
 ACTIONS: dict[type[MutationCommand], AuditAction] = {
     CancelJob: AuditAction.JOB_CANCEL,
@@ -71,6 +73,20 @@ def mutate(state: Job | None, command: MutationCommand, emit: Emitter, policy: P
             _audit(emit, command, "history deleted")
         case _:
             assert_never(command)
+
+
+def offered_mutations(role: ActorRole, status: JobStatus) -> frozenset[AuditAction]:
+    """What a console offers `role` on a job in `status` that it may read; a hint only: the
+    lifecycle decides each command as it comes."""
+    if status is JobStatus.REJECTED:
+        return frozenset()
+    terminal = status in TERMINAL_STATUSES
+    offered = {
+        AuditAction.JOB_CANCEL: role in CANCELLING_ROLES and not terminal,
+        AuditAction.JOB_REDRIVE: role in REDRIVING_ROLES and status is JobStatus.DEAD_LETTER,
+        AuditAction.JOB_HISTORY_DELETE: role in DELETING_ROLES and terminal,
+    }
+    return frozenset(action for action, allowed in offered.items() if allowed)
 
 
 def refusal_of(state: State, command: Command, now: datetime) -> RecordAudit | None:
@@ -180,7 +196,7 @@ def _cancel_denial(job: Job, command: CancelJob) -> Refusal | None:
 
 
 def _redrive_denial(job: Job, command: RedriveJob, now: datetime) -> Refusal | None:
-    if command.actor_role is not ActorRole.ADMIN:
+    if command.actor_role not in REDRIVING_ROLES:
         return Refusal(FORBIDDEN, f"role {command.actor_role} may not redrive jobs; ADMIN may")
     if job.status is not JobStatus.DEAD_LETTER:
         return Refusal(CONFLICT, f"job is {job.status}, not DEAD_LETTER")
@@ -191,7 +207,7 @@ def _redrive_denial(job: Job, command: RedriveJob, now: datetime) -> Refusal | N
 
 
 def _delete_denial(job: Job, command: DeleteJobHistory) -> Refusal | None:
-    if command.actor_role is not ActorRole.ADMIN:
+    if command.actor_role not in DELETING_ROLES:
         return Refusal(FORBIDDEN, f"role {command.actor_role} may not delete history; ADMIN may")
     return _still_active(job)
 

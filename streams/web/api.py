@@ -11,6 +11,7 @@ from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
 from streams.web import artifacts, controls, jobs, listings, operations
+from streams.web.console import pages as console
 from streams.web.context import ApiContext
 from streams.web.errors import install
 from streams.web.fastpath import FastJobReads
@@ -46,11 +47,14 @@ def documented_api(context: ApiContext) -> FastAPI:
             swagger_favicon_url=f"{DOCS_ASSETS}/favicon.png",
         )
 
+    console_assets = StaticFiles(directory=str(files("streams.web.console") / "static"))
+    app.mount("/ui/static", console_assets, name="console-assets")
     app.state.context = context
     app.state.principals = context.principals
     app.state.peer_key = context.peer_key
     for router in (operations.router, controls.router, jobs.router, listings.router, artifacts.router):
         app.include_router(router)
+    app.include_router(console.router)
     install(app)
     generated = app.openapi
 

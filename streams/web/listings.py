@@ -7,6 +7,7 @@ document) take the position itself and answer with the partitions they covered.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -30,6 +31,11 @@ Limit = Annotated[int, Query(ge=1, le=MAX_LIMIT, description="Items per page")]
 Cursor = Annotated[str | None, Query(description="`next_cursor` of the previous page")]
 States = Annotated[list[JobStatus] | None, Query(description="Any of these states (repeatable)")]
 Since = Annotated[datetime | None, Query(description="Only jobs accepted at or after this time")]
+Until = Annotated[datetime | None, Query(description="Only jobs accepted at or before this time")]
+Host = Annotated[
+    str | None, Query(max_length=253, description="Only jobs whose URL is on this host (no port)")
+]
+UrlText = Annotated[str | None, Query(max_length=2048, description="Only jobs whose URL contains this text")]
 JobType = Annotated[str | None, Query(alias="type", description="A job type, e.g. `http.fetch`")]
 Target = Annotated[str | None, Query(description="What the record is about: `job:<id>` or `artifact:<id>`")]
 Actor = Annotated[str | None, Query(description="A principal's name")]
@@ -59,11 +65,15 @@ async def jobs(
     state: States = None,
     job_type: JobType = None,
     since: Since = None,
+    until: Until = None,
+    host: Host = None,
+    url: UrlText = None,
     id_prefix: IdPrefix = None,
     limit: Limit = 50,
     cursor: Cursor = None,
 ) -> Response:
     query = _job_query(principal, caller, state, job_type, since, dead_letters=False, id_prefix=id_prefix)
+    query = replace(query, until=until, host=_host(host), url_contains=url or None)
     return await _list_jobs(request, principal, query, cursor, limit)
 
 
@@ -89,12 +99,16 @@ async def jobs_shard(
     job_type: JobType = None,
     since: Since = None,
     dead_letters: bool = False,
+    until: Until = None,
+    host: Host = None,
+    url: UrlText = None,
     id_prefix: IdPrefix = None,
     after: After = None,
     limit: Limit = 50,
 ) -> Response:
     context = context_of(request)
     query = _job_query(principal, caller, state, job_type, since, dead_letters, id_prefix)
+    query = replace(query, until=until, host=_host(host), url_contains=url or None)
     owned = context.lifecycle.owned
     return Response(shard_json(owned, _local_jobs(context, query, after, limit)(owned)), media_type=JSON)
 
@@ -212,4 +226,11 @@ def _job_params(query: JobQuery) -> dict[str, Any]:
         "since": None if query.since is None else query.since.isoformat(),
         "dead_letters": "true" if query.dead_letters else None,
         "id_prefix": query.id_prefix,
+        "until": None if query.until is None else query.until.isoformat(),
+        "host": query.host,
+        "url": query.url_contains,
     }
+
+
+def _host(host: str | None) -> str | None:
+    return host.strip().lower().rstrip(".") or None if host else None

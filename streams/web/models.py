@@ -73,6 +73,9 @@ class RouteInfo(BaseModel):
     rate: int = Field(description="Reservations granted within the last second")
     granted: int
     denied: int
+    reservations_outstanding: int = Field(
+        description="Granted reservations not yet reconciled: calls under way, or whose report is due"
+    )
     periods: list[PeriodSpend] = Field(description="Spend of the most recent periods, oldest first")
 
 

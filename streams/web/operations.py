@@ -167,6 +167,7 @@ async def routes(request: Request, principal: Caller) -> RouteList:
                 spent_total=str(ledger.spent_total),
                 rate=ledger.rate(now),
                 granted=ledger.granted,
+                reservations_outstanding=ledger.outstanding,
                 denied=ledger.denied,
                 periods=[
                     PeriodSpend(starts_at=ledger.period_start(period), spent=str(spent))

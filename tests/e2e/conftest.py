@@ -146,6 +146,11 @@ class Origin:
         """503 until the test sets `mended`."""
         return web.Response(text="mended") if self.mended.is_set() else web.Response(status=503)
 
+    async def _hostile(self, request: web.Request, count: int) -> web.Response:
+        """A page whose markup would run script wherever it is rendered as HTML."""
+        body = '<script>window.pwned = "script"</script><img src="x" onerror="window.pwned = \'onerror\'">'
+        return web.Response(text=f"<html><body>{body}hostile</body></html>", content_type="text/html")
+
     async def _slow(self, request: web.Request, count: int) -> web.Response:
         await self.release.wait()
         return web.Response(text="slow")

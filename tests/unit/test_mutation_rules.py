@@ -6,8 +6,9 @@ from uuid import uuid4
 import pytest
 
 from projections.lifecycle.consequences import consequences_of
+from projections.lifecycle.mutations import offered_mutations, refusal_of
 from projections.lifecycle.state import Unaccepted
-from schemas.commands import DeleteJobHistory, RecordAudit, RedriveJob
+from schemas.commands import CancelJob, DeleteJobHistory, RecordAudit, RedriveJob
 from schemas.enums import (
     ActorRole,
     AttemptOutcome,
@@ -199,3 +200,27 @@ def test_a_redrive_asks_the_origin_again_unless_told_to_use_the_cache():
     again = dead_lettered()
     events = again(redrive(again, cache_mode=CacheMode.REUSE_VALID))
     assert [w.cache_mode for w in consequences_of(again.state, events, POLICY).due] == [CacheMode.REUSE_VALID]
+
+
+@pytest.mark.parametrize("role", list(ActorRole))
+def test_what_a_console_offers_is_what_the_lifecycle_allows(role):
+    leased = Lifecycle()
+    leased(submit())
+    for lifecycle in (dead_lettered(), leased):
+        job = lifecycle.job
+        now = job.completed_at or job.accepted.occurred_at
+        cancel = CancelJob(
+            command_id=uuid4(),
+            job_id=job.job_id,
+            actor_id=job.accepted.caller_identity,
+            actor_role=role,
+            reason="not needed",
+        )
+        commands = {
+            AuditAction.JOB_CANCEL: cancel,
+            AuditAction.JOB_REDRIVE: redrive(lifecycle, role),
+            AuditAction.JOB_HISTORY_DELETE: delete(job.job_id, role),
+        }
+        offered = offered_mutations(role, job.status)
+        for action, command in commands.items():
+            assert (action in offered) == (refusal_of(job, command, now) is None), (job.status, action)

@@ -1,0 +1,397 @@
+"""The console's pages and actions; each asks the API what to show or do and renders the answer."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from urllib.parse import parse_qs, urlencode
+
+import httpx
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import HTMLResponse, RedirectResponse
+from jinja2 import Environment, PackageLoader, select_autoescape
+
+from projections.access import READERS_OF_EVERYTHING
+from projections.lifecycle.mutations import REDRIVING_ROLES, offered_mutations
+from schemas.enums import AuditAction, JobStatus
+from streams.auth.principals import Principals
+from streams.clock import utc_now
+from streams.web.console import summary
+from streams.web.console.api import ConsoleApi, ConsoleError
+from streams.web.console.session import Session, csrf_refusal, protect, session_of, sign_in, sign_out
+from streams.web.context import context_of
+
+RECENT = timedelta(hours=1)
+RECENT_PAGES = 4
+PAGE_SIZE = 50
+MAX_PAGE_SIZE = 500
+MAX_FORM_BYTES = 64 * 1024
+IMAGE_TYPES = ("image/png", "image/jpeg", "image/webp", "image/gif")
+MAX_IMAGE_BYTES = 16 * 1024 * 1024
+TEXT_PREVIEWS = 3
+PEER_METRICS_TIMEOUT_S = 2.0
+ACTIONS = {
+    "cancel": AuditAction.JOB_CANCEL,
+    "redrive": AuditAction.JOB_REDRIVE,
+    "delete-history": AuditAction.JOB_HISTORY_DELETE,
+}
+Built = Response | tuple[str, dict[str, Any]]
+Build = Callable[[Session, ConsoleApi], Awaitable[Built]]
+
+templates = Environment(
+    loader=PackageLoader("streams.web.console", "templates"),
+    autoescape=select_autoescape(default=True, default_for_string=True),
+)
+templates.filters["when"] = lambda at: "" if not at else str(at).replace("T", " ")[:19]
+router = APIRouter(prefix="/ui", include_in_schema=False)
+
+
+@router.get("")
+async def overview(request: Request) -> Response:
+    return await _serve(request, lambda session, api: _overview(request, session, api, "overview.html"))
+
+
+@router.get("/overview/live")
+async def overview_live(request: Request) -> Response:
+    return await _serve(request, lambda session, api: _overview(request, session, api, "overview_body.html"))
+
+
+async def _overview(request: Request, session: Session, api: ConsoleApi, template: str) -> Built:
+    now = utc_now()
+    recent = await _recent_jobs(api, now)
+    values: dict[str, Any] = {
+        "chart": summary.completions_per_second(recent, now, RECENT).spec(),
+        "mix": summary.outcome_mix(recent),
+        "latency": summary.latency_percentiles(recent),
+        "recent_count": len(recent),
+        "everything": session.principal.role in READERS_OF_EVERYTHING,
+    }
+    if values["everything"]:
+        context = context_of(request)
+        cluster = summary.cluster_metrics(await _expositions(request))
+        workers = summary.partitions_by_worker(context.routing.owners, context.routing.everyone())
+        unowned = sorted(set(range(context.partitions)) - set(context.routing.owners))
+        values |= {
+            "states": dict(sorted(cluster.jobs.items())),
+            "lag": dict(sorted(cluster.lag.items())),
+            "behind": cluster.behind(),
+            "workers": workers,
+            "unowned": unowned,
+            "other_unowned": context.consumer.unowned(),
+        }
+    else:
+        values["states"] = summary.states_of(recent)
+    return template, values
+
+
+async def _recent_jobs(api: ConsoleApi, now: datetime) -> list[dict[str, Any]]:
+    jobs: list[dict[str, Any]] = []
+    cursor = None
+    for _ in range(RECENT_PAGES):
+        page = await api.get("/jobs", {"since": (now - RECENT).isoformat(), "limit": 500, "cursor": cursor})
+        jobs += page["items"]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    return jobs
+
+
+async def _expositions(request: Request) -> list[str]:
+    """Every worker's metrics: this one's from memory, the others' over HTTP (unreachable: left out)."""
+    context = context_of(request)
+    texts = [context.metrics.exposition().decode()]
+    async with httpx.AsyncClient(timeout=PEER_METRICS_TIMEOUT_S) as client:
+        answers = await asyncio.gather(
+            *(client.get(f"{peer}/metrics") for peer in context.routing.everyone()[1:]),
+            return_exceptions=True,
+        )
+    texts += [answer.text for answer in answers if isinstance(answer, httpx.Response) and answer.is_success]
+    return texts
+
+
+@router.get("/login")
+async def login_page(request: Request, next: str = "/ui") -> Response:
+    session = session_of(request)
+    if session is not None and session.token is None:
+        return protect(request, RedirectResponse("/ui", 303), session)
+    return _render(request, None, "login.html", 200, next=_local(next), problem=None)
+
+
+@router.post("/login")
+async def login(request: Request) -> Response:
+    form = await _form(request)
+    principals: Principals | None = request.app.state.principals
+    token = form.get("token", "").strip()
+    target = _local(form.get("next", "/ui"))
+    principal = None if principals is None else principals.by_token(token)
+    if principal is None:
+        problem = "that token matches no principal (revoked, mistyped or for another deployment)"
+        return _render(request, None, "login.html", 401, next=target, problem=problem)
+    response = RedirectResponse(target, 303)
+    sign_in(request, response, token)
+    return protect(request, response, None)
+
+
+@router.post("/logout")
+async def logout(request: Request) -> Response:
+    response = RedirectResponse("/ui/login", 303)
+    sign_out(response)
+    return protect(request, response, None)
+
+
+@router.get("/jobs")
+async def jobs_page(request: Request) -> Response:
+    return await _serve(request, lambda session, api: _jobs(request, api, "jobs.html"))
+
+
+@router.get("/jobs/rows")
+async def jobs_rows(request: Request) -> Response:
+    return await _serve(request, lambda session, api: _jobs(request, api, "jobs_rows.html"))
+
+
+async def _jobs(request: Request, api: ConsoleApi, template: str) -> Built:
+    filters = _job_filters(request)
+    cursor = request.query_params.get("cursor") or None
+    page = await api.get("/jobs", _api_params(filters) | {"limit": filters["limit"], "cursor": cursor})
+    shown = {name: value for name, value in filters.items() if value and value != PAGE_SIZE}
+    return template, {
+        "filters": filters,
+        "states": [state.value for state in JobStatus],
+        "jobs": page["items"],
+        "next_url": None
+        if page["next_cursor"] is None
+        else "/ui/jobs?" + urlencode(shown | {"cursor": page["next_cursor"]}, doseq=True),
+        "rows_url": "/ui/jobs/rows?" + urlencode(shown, doseq=True),
+        "live": cursor is None,
+    }
+
+
+def _job_filters(request: Request) -> dict[str, Any]:
+    query = request.query_params
+    return {
+        "state": [state for state in query.getlist("state") if state in JobStatus.__members__],
+        "caller": query.get("caller", "").strip(),
+        "type": query.get("type", "").strip(),
+        "host": query.get("host", "").strip(),
+        "since": query.get("since", "").strip(),
+        "until": query.get("until", "").strip(),
+        "q": query.get("q", "").strip(),
+        "limit": _page_size(query.get("limit", "")),
+    }
+
+
+def _page_size(text: str) -> int:
+    return min(int(text), MAX_PAGE_SIZE) if text.isdigit() and int(text) > 0 else PAGE_SIZE
+
+
+def _api_params(filters: dict[str, Any]) -> dict[str, Any]:
+    """The API's query for the console's filters; `q` is a job id (or its start) or text of a URL."""
+    search = filters["q"].lower()
+    is_id = 0 < len(search) <= 36 and all(char in "0123456789abcdef-" for char in search)
+    return {
+        "state": filters["state"],
+        "caller": filters["caller"],
+        "type": filters["type"],
+        "host": filters["host"],
+        "since": _instant(filters["since"]),
+        "until": _instant(filters["until"]),
+        "id_prefix": search if is_id else None,
+        "url": None if is_id else filters["q"],
+    }
+
+
+def _instant(text: str) -> str | None:
+    """A form's time (UTC unless it names an offset), as the API takes it."""
+    if not text:
+        return None
+    try:
+        at = datetime.fromisoformat(text)
+    except ValueError as exc:
+        raise ConsoleError(400, f"{text!r} is not a time: use YYYY-MM-DDTHH:MM (UTC)") from exc
+    return (at if at.tzinfo is not None else at.replace(tzinfo=UTC)).isoformat()
+
+
+@router.get("/jobs/{job_id}")
+async def job_page(job_id: str, request: Request) -> Response:
+    return await _serve(request, lambda session, api: _job(session, api, job_id, "job.html", request))
+
+
+@router.get("/jobs/{job_id}/live")
+async def job_live(job_id: str, request: Request) -> Response:
+    return await _serve(request, lambda session, api: _job(session, api, job_id, "job_live.html", request))
+
+
+async def _job(session: Session, api: ConsoleApi, job_id: str, template: str, request: Request) -> Built:
+    job = await api.get(f"/jobs/{job_id}")
+    events = (await api.get(f"/jobs/{job_id}/events"))["items"]
+    values: dict[str, Any] = {
+        "job": job,
+        "events": events,
+        "callbacks": [event for event in events if event["type"].startswith("Callback")],
+        "offered": {name for name, action in ACTIONS.items() if action in _offered(session, job)},
+        "done": request.query_params.get("done"),
+    }
+    if template == "job.html":
+        values["audit"] = (
+            (await api.get("/audit", {"target": f"job:{job['job_id']}", "limit": 100}))["items"]
+            if session.principal.role in READERS_OF_EVERYTHING
+            else None
+        )
+        values["previews"] = await _previews(api, job)
+    return template, values
+
+
+def _offered(session: Session, job: dict[str, Any]) -> frozenset[AuditAction]:
+    return offered_mutations(session.principal.role, JobStatus(job["state"]))
+
+
+async def _previews(api: ConsoleApi, job: dict[str, Any]) -> dict[str, Any]:
+    """Each artifact's preview: images by URL, text as (escaped) source, at most a few downloads."""
+    previews: dict[str, Any] = {}
+    for artifact in job["artifacts"]:
+        kind = artifact["content_type"].split(";")[0].strip().lower()
+        if kind in IMAGE_TYPES:
+            previews[artifact["artifact_id"]] = {"image": f"/ui/artifacts/{artifact['artifact_id']}"}
+        elif (kind.startswith("text/") or kind.endswith(("json", "xml"))) and len(previews) < TEXT_PREVIEWS:
+            try:
+                found = await api.artifact(artifact["artifact_id"])
+            except ConsoleError as error:
+                previews[artifact["artifact_id"]] = {"problem": error.message}
+                continue
+            text = found.body.decode("utf-8", errors="replace")
+            previews[artifact["artifact_id"]] = {"text": text, "truncated": found.truncated}
+    return previews
+
+
+@router.post("/jobs/{job_id}/{action}")
+async def job_action(job_id: str, action: str, request: Request) -> Response:
+    async def act(session: Session, api: ConsoleApi) -> Built:
+        if action not in ACTIONS:
+            raise ConsoleError(404, f"no action {action!r}")
+        form = await _checked_form(request)
+        await api.post(f"/jobs/{job_id}/{action}", {"reason": form.get("reason", "")})
+        return RedirectResponse(f"/ui/jobs/{job_id}?done={action}", 303)
+
+    return await _serve(request, act)
+
+
+@router.get("/artifacts/{artifact_id}")
+async def artifact_image(artifact_id: str, request: Request) -> Response:
+    async def image(session: Session, api: ConsoleApi) -> Built:
+        found = await api.artifact(artifact_id, MAX_IMAGE_BYTES)
+        kind = found.content_type.split(";")[0].strip().lower()
+        if kind not in IMAGE_TYPES or found.truncated:
+            raise ConsoleError(404, "the console shows images only; download other artifacts from the API")
+        return Response(found.body, media_type=kind, headers={"Content-Security-Policy": "sandbox"})
+
+    return await _serve(request, image)
+
+
+@router.get("/dead-letters")
+async def dead_letters(request: Request) -> Response:
+    async def build(session: Session, api: ConsoleApi) -> Built:
+        cursor = request.query_params.get("cursor") or None
+        page = await api.get("/dead-letters", {"limit": 500, "cursor": cursor})
+        return "dead_letters.html", {
+            "groups": summary.dead_letters_by_failure(page["items"]),
+            "next_url": None
+            if page["next_cursor"] is None
+            else "/ui/dead-letters?" + urlencode({"cursor": page["next_cursor"]}),
+            "may_redrive": session.principal.role in REDRIVING_ROLES,
+            "results": None,
+        }
+
+    return await _serve(request, build)
+
+
+@router.post("/dead-letters/redrive")
+async def redrive_dead_letters(request: Request) -> Response:
+    async def build(session: Session, api: ConsoleApi) -> Built:
+        form = await _checked_form(request, multiple=("job",))
+        results: list[tuple[str, str]] = []
+        for job_id in form.get("job", []):
+            try:
+                await api.post(f"/jobs/{job_id}/redrive", {"reason": form.get("reason", "")})
+                results.append((job_id, "redriven"))
+            except ConsoleError as error:
+                results.append((job_id, f"refused ({error.status}): {error.message}"))
+        if results and all(outcome.startswith("refused (403)") for _, outcome in results):
+            raise ConsoleError(403, results[0][1].split(": ", 1)[1])
+        return "dead_letters.html", {
+            "groups": {},
+            "next_url": None,
+            "may_redrive": False,
+            "results": results,
+        }
+
+    return await _serve(request, build)
+
+
+@router.get("/routes")
+async def routes(request: Request) -> Response:
+    async def build(session: Session, api: ConsoleApi) -> Built:
+        items = (await api.get("/routes"))["items"]
+        for route in items:
+            route["chart"] = summary.Chart(
+                ["spent"],
+                [int(datetime.fromisoformat(period["starts_at"]).timestamp()) for period in route["periods"]],
+                [[float(period["spent"]) for period in route["periods"]]],
+                "spend per period",
+            ).spec()
+        return "routes.html", {"routes": items}
+
+    return await _serve(request, build)
+
+
+async def _serve(request: Request, build: Build) -> Response:
+    session = session_of(request)
+    if session is None:
+        return _to_login(request)
+    async with ConsoleApi(request, session) as api:
+        try:
+            built = await build(session, api)
+        except ConsoleError as error:
+            if error.status == 401:
+                return _to_login(request)
+            return _render(request, session, "error.html", error.status, problem=error.message)
+    if isinstance(built, Response):
+        return protect(request, built, session)
+    name, values = built
+    return _render(request, session, name, 200, **values)
+
+
+def _render(request: Request, session: Session | None, name: str, status: int, **values: Any) -> Response:
+    page = templates.get_template(name).render(session=session, path=request.url.path, **values)
+    return protect(request, HTMLResponse(page, status), session)
+
+
+def _to_login(request: Request) -> Response:
+    target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    response: Response = RedirectResponse("/ui/login?" + urlencode({"next": target}), 303)
+    if request.headers.get("HX-Request"):  # a live fragment: have htmx load the sign-in page whole
+        response = Response(status_code=204, headers={"HX-Redirect": "/ui/login"})
+    return protect(request, response, None)
+
+
+def _local(target: str) -> str:
+    """Only a console path is a place to go after signing in (never another site)."""
+    safe = target.startswith("/ui") and not target.startswith("//") and "\\" not in target
+    return target if safe else "/ui"
+
+
+async def _form(request: Request, multiple: tuple[str, ...] = ()) -> dict[str, Any]:
+    body = await request.body()
+    if len(body) > MAX_FORM_BYTES:
+        raise ConsoleError(413, "the form is too large")
+    fields = parse_qs(body.decode("utf-8", errors="replace"), keep_blank_values=True)
+    return {name: values if name in multiple else values[-1] for name, values in fields.items()}
+
+
+async def _checked_form(request: Request, multiple: tuple[str, ...] = ()) -> dict[str, Any]:
+    form = await _form(request, multiple)
+    refusal = csrf_refusal(request, str(form.get("csrf", "")))
+    if refusal is not None:
+        raise ConsoleError(403, refusal)
+    return form

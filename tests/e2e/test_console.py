@@ -1,0 +1,356 @@
+"""The console at `/ui`, driven in Debian's Chromium through Playwright, against a worker with auth on.
+
+Each test acts as the person at the browser would: signs in with a token, clicks, reads what the
+page shows, and, as an attacker would, forges requests the page never offered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import pytest
+import pytest_asyncio
+from playwright.async_api import Browser, BrowserContext, Page, async_playwright
+
+from schemas.enums import ActorRole
+from streams.auth.issue import IssuedPrincipal, issue
+from streams.web.console.session import CSRF_COOKIE, SESSION_COOKIE
+from tests.browser_pages import Pages, chromium_or_skip, serving_pages
+from tests.e2e.conftest import Origin, running_system, worker_settings
+
+pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.one_broker]
+ROLES = {
+    "admin": ActorRole.ADMIN,
+    "operator": ActorRole.OPERATOR,
+    "viewer": ActorRole.VIEWER,
+    "svc-a": ActorRole.SERVICE,
+    "svc-b": ActorRole.SERVICE,
+}
+ISSUED: dict[str, IssuedPrincipal] = {name: issue(name, role) for name, role in ROLES.items()}
+PRINCIPALS = json.dumps({"principals": [issued.entry for issued in ISSUED.values()]})
+TERMINAL = {"SUCCEEDED", "DEAD_LETTER", "CANCELLED", "REJECTED"}
+
+
+@dataclass
+class Console:
+    base: str
+    browser: Browser
+    origin: Origin
+    pages: Pages
+    jobs: dict[str, str] = field(default_factory=dict)  # what each job shows, by name
+
+    def api(self, principal: str) -> httpx.AsyncClient:
+        headers = {"Authorization": f"Bearer {ISSUED[principal].token}"}
+        return httpx.AsyncClient(base_url=self.base, headers=headers, timeout=30)
+
+    async def submit(self, principal: str, url: str, **fields: Any) -> httpx.Response:
+        async with self.api(principal) as http:
+            return await http.post("/jobs", json={"caller_identity": principal, "url": url, **fields})
+
+    async def finished(self, job_id: str, principal: str = "admin") -> dict[str, Any]:
+        async with self.api(principal) as http:
+            for _ in range(600):
+                answer = await http.get(f"/jobs/{job_id}")
+                if answer.status_code == 200 and answer.json()["state"] in TERMINAL:
+                    found: dict[str, Any] = answer.json()
+                    return found
+                await asyncio.sleep(0.1)
+        raise AssertionError(f"job {job_id} did not finish")
+
+    @contextlib.asynccontextmanager
+    async def signed_in(self, principal: str) -> AsyncIterator[Watched]:
+        context = await self.browser.new_context(base_url=self.base)
+        cookie = {"name": SESSION_COOKIE, "value": ISSUED[principal].token, "url": self.base}
+        await context.add_cookies([cookie])
+        try:
+            yield await watched(context)
+        finally:
+            await context.close()
+
+
+@dataclass
+class Watched:
+    """A page, and every console error or uncaught exception it met."""
+
+    context: BrowserContext
+    page: Page
+    errors: list[str]
+
+    async def open(self, path: str) -> int:
+        answer = await self.page.goto(path)
+        assert answer is not None
+        await self.page.wait_for_load_state("networkidle")
+        return answer.status
+
+    async def post(self, path: str, form: dict[str, str]) -> httpx.Response:
+        """A request the page never offered, with this browser's cookies, as a forger would send it."""
+        cookies = {cookie["name"]: cookie["value"] for cookie in await self.context.cookies()}
+        base = self.page.url.split("/ui", 1)[0]
+        async with httpx.AsyncClient(base_url=base, cookies=cookies) as http:
+            return await http.post(path, data=form)
+
+
+async def watched(context: BrowserContext) -> Watched:
+    page = await context.new_page()
+    errors: list[str] = []
+    page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    return Watched(context, page, errors)
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def console(broker, origin: Origin, tmp_path_factory) -> AsyncIterator[Console]:
+    settings = worker_settings(
+        broker.bootstrap,
+        tmp_path_factory.mktemp("console"),
+        auth_enabled=True,
+        principals=PRINCIPALS,
+        peer_secret="the-peer-secret-of-the-console-tests-0123456789",
+        browser_executable=chromium_or_skip(),
+        allow_private_networks=False,
+        allowed_networks=["127.0.0.1/32"],
+        routes={
+            "direct": {"kind": "direct", "price_per_gb": "100", "budget": "50", "period_s": 3600},
+            "browser": {"kind": "browser"},
+        },
+        profiles={"http.fetch": (8_000, 2)},
+    )
+    async with (
+        serving_pages() as pages,
+        running_system(settings) as system,
+        async_playwright() as playwright,
+    ):
+        assert system.worker is not None
+        browser = await playwright.chromium.launch(executable_path=chromium_or_skip())
+        try:
+            found = Console(f"http://127.0.0.1:{system.worker.web_port}", browser, origin, pages)
+            await _jobs_of_every_outcome(found)
+            yield found
+        finally:
+            await browser.close()
+
+
+async def _jobs_of_every_outcome(console: Console) -> None:
+    submitted = {
+        "succeeded": await console.submit("svc-a", console.origin.url("/page/console-ok")),
+        "hostile": await console.submit("svc-a", console.origin.url("/hostile/console")),
+        "dead": await console.submit("svc-a", console.origin.url("/missing/console-dead")),
+        "screenshot": await console.submit(
+            "svc-a", console.pages.url("/late"), job_type="browser.render", capture_mode="SCREENSHOT"
+        ),
+        "other": await console.submit("svc-b", console.origin.url("/page/svc-b-secret")),
+        "rejected": await console.submit("svc-a", console.origin.url("/page/x"), job_type="no.such.type"),
+    }
+    for name, answer in submitted.items():
+        assert answer.status_code in (200, 201, 422), (name, answer.text)
+        console.jobs[name] = answer.json()["job_id"]
+    for name in ("succeeded", "hostile", "dead", "screenshot", "other"):
+        await console.finished(console.jobs[name])
+
+
+async def test_signing_in_sets_a_strict_httponly_cookie_and_pages_carry_a_strict_csp(console):
+    context = await console.browser.new_context(base_url=console.base)
+    try:
+        visit = await watched(context)
+        await visit.open("/ui")
+        assert "/ui/login" in visit.page.url
+        await visit.page.fill("input[name=token]", "not-a-token")
+        await visit.page.click("button[type=submit]")
+        assert "matches no principal" in await visit.page.inner_text("main")
+        visit.errors.clear()  # the refused sign-in is answered 401, which the browser logs
+        await visit.page.fill("input[name=token]", ISSUED["viewer"].token)
+        await visit.page.click("button[type=submit]")
+        await visit.page.wait_for_url("**/ui")
+        assert "viewer · VIEWER" in await visit.page.inner_text("#principal")
+        cookies = {cookie["name"]: cookie for cookie in await context.cookies()}
+        for name in (SESSION_COOKIE, CSRF_COOKIE):
+            assert cookies[name]["httpOnly"] is True
+            assert cookies[name]["sameSite"] == "Strict"
+        answer = await visit.page.goto("/ui/jobs")
+        assert answer is not None
+        policy = answer.headers["content-security-policy"]
+        assert "script-src 'self'" in policy
+        assert "unsafe-inline" not in policy
+        assert "frame-ancestors 'none'" in policy
+        assert visit.errors == []
+    finally:
+        await context.close()
+
+
+async def test_every_page_loads_without_console_errors(console):
+    paths = ["/ui", "/ui/jobs", "/ui/dead-letters", "/ui/routes"]
+    paths += [f"/ui/jobs/{job_id}" for job_id in console.jobs.values()]
+    async with console.signed_in("admin") as visit:
+        for path in paths:
+            assert await visit.open(path) == 200, path
+            assert visit.errors == [], (path, visit.errors)
+        await visit.open("/ui")
+        assert await visit.page.locator(".chart canvas").count() >= 1  # the chart was drawn
+        states = await visit.page.inner_text("#states")
+        assert "SUCCEEDED" in states
+        assert "DEAD_LETTER" in states
+        assert console.base.removeprefix("http://") in await visit.page.inner_text("#workers")
+
+
+async def test_the_jobs_table_filters_and_pages(console):
+    async with console.signed_in("admin") as visit:
+        await visit.open("/ui/jobs?state=DEAD_LETTER")
+        rows = visit.page.locator("#job-rows tr[data-job]")
+        assert await rows.count() >= 1
+        for text in await rows.all_inner_texts():
+            assert "DEAD_LETTER" in text
+        await visit.open(f"/ui/jobs?q={console.jobs['screenshot'][:8]}")
+        assert await rows.count() == 1
+        await visit.open("/ui/jobs?q=hostile/console")
+        assert [await row.get_attribute("data-job") for row in await rows.all()] == [console.jobs["hostile"]]
+        await visit.open("/ui/jobs?host=127.0.0.1&caller=svc-b")
+        assert [await row.get_attribute("data-job") for row in await rows.all()] == [console.jobs["other"]]
+
+        await visit.open("/ui/jobs?limit=2")
+        first = [await row.get_attribute("data-job") for row in await rows.all()]
+        await visit.page.click("#next-page")
+        await visit.page.wait_for_load_state("networkidle")
+        second = [await row.get_attribute("data-job") for row in await rows.all()]
+        assert len(first) == 2
+        assert second
+        assert not set(first) & set(second)
+        assert visit.errors == []
+
+
+async def test_a_completion_while_the_page_is_open_appears_without_a_reload(console):
+    async with console.signed_in("svc-a") as visit:
+        await visit.open("/ui/jobs")
+        await visit.page.evaluate("window.stillTheSamePage = true")
+        answer = await console.submit("svc-a", console.origin.url("/page/appears-live"))
+        job_id = answer.json()["job_id"]
+        row = visit.page.locator(f"#job-rows tr[data-job='{job_id}']")
+        await row.filter(has_text="SUCCEEDED").wait_for(timeout=30_000)
+        assert await visit.page.evaluate("window.stillTheSamePage") is True
+        assert visit.errors == []
+
+
+async def test_a_jobs_timeline_lists_its_events_in_order(console):
+    job_id = console.jobs["dead"]
+    async with console.api("admin") as http:
+        events = (await http.get(f"/jobs/{job_id}/events")).json()["items"]
+    async with console.signed_in("admin") as visit:
+        await visit.open(f"/ui/jobs/{job_id}")
+        shown = await visit.page.locator("#timeline li").evaluate_all(
+            "items => items.map(item => item.dataset.type)"
+        )
+        assert shown == [event["type"] for event in events]
+        assert shown[0] == "JobAccepted"
+        assert shown[-1] == "JobDeadLettered"
+        assert "404" in await visit.page.inner_text("#attempts")
+
+
+async def test_a_screenshot_shows_as_an_image(console):
+    async with console.signed_in("svc-a") as visit:
+        await visit.open(f"/ui/jobs/{console.jobs['screenshot']}")
+        image = visit.page.locator("img.preview")
+        assert await image.count() == 1
+        width = await image.evaluate("element => element.complete && element.naturalWidth")
+        assert width == 1280
+        assert visit.errors == []
+
+
+async def test_a_stored_page_with_script_is_shown_as_inert_text(console):
+    async with console.signed_in("svc-a") as visit:
+        await visit.open(f"/ui/jobs/{console.jobs['hostile']}")
+        source = await visit.page.inner_text("pre.source")
+        assert '<script>window.pwned = "script"</script>' in source
+        assert "onerror=" in source
+        assert await visit.page.evaluate("window.pwned === undefined")
+        assert await visit.page.locator("main img[src='x']").count() == 0
+        assert visit.errors == []
+
+
+async def test_a_viewer_sees_no_action_and_a_forged_one_is_refused(console):
+    job_id = console.jobs["dead"]
+    async with console.signed_in("viewer") as visit:
+        await visit.open(f"/ui/jobs/{job_id}")
+        assert await visit.page.locator("#actions, form.action").count() == 0
+        await visit.open("/ui/dead-letters")
+        assert await visit.page.locator("#redrive-selected, input[name=job]").count() == 0
+        csrf = {cookie["name"]: cookie["value"] for cookie in await visit.context.cookies()}[CSRF_COOKIE]
+        forged = await visit.post(f"/ui/jobs/{job_id}/redrive", {"csrf": csrf, "reason": "forged"})
+        assert forged.status_code == 403
+        assert "may not redrive" in forged.text
+        forged = await visit.post("/ui/dead-letters/redrive", {"csrf": csrf, "reason": "x", "job": job_id})
+        assert forged.status_code == 403
+    async with console.signed_in("admin") as visit:
+        await visit.open("/ui")
+        no_token = await visit.post(f"/ui/jobs/{job_id}/redrive", {"csrf": "guessed" * 8, "reason": "x"})
+        assert no_token.status_code == 403
+        assert "CSRF" in no_token.text
+        assert (await console.finished(job_id))["state"] == "DEAD_LETTER"
+
+
+async def test_an_operator_cancels_a_job_and_the_audit_shows_it(console):
+    answer = await console.submit("svc-a", console.origin.url("/slow/console-cancel"))
+    job_id = answer.json()["job_id"]
+    async with console.signed_in("operator") as visit:
+        await visit.open(f"/ui/jobs/{job_id}")
+        await visit.page.fill("form.action input[name=reason]", "stuck on a slow origin")
+        await visit.page.click("button[data-action=cancel]")
+        await visit.page.wait_for_selector("#done")
+        await visit.page.locator("#job-state", has_text="CANCELLED").wait_for(timeout=30_000)
+        await visit.open(f"/ui/jobs/{job_id}")
+        audit = await visit.page.inner_text("#audit")
+        assert "JOB_CANCEL" in audit
+        assert "operator (OPERATOR)" in audit
+        assert "stuck on a slow origin" in audit
+        assert visit.errors == []
+
+
+async def test_a_service_cannot_see_another_callers_job(console):
+    other = console.jobs["other"]
+    async with console.signed_in("svc-b") as visit:
+        assert await visit.open(f"/ui/jobs/{other}") == 200
+    async with console.signed_in("svc-a") as visit:
+        assert await visit.open(f"/ui/jobs/{other}") == 404
+        assert "svc-b-secret" not in await visit.page.content()
+        await visit.open("/ui/jobs")
+        listed = await visit.page.inner_text("#jobs")
+        assert "svc-b" not in listed
+        await visit.open("/ui/jobs?q=svc-b-secret")
+        assert await visit.page.locator("#job-rows tr[data-job]").count() == 0
+        await visit.open(f"/ui/jobs?q={other[:13]}")
+        assert await visit.page.locator("#job-rows tr[data-job]").count() == 0
+        assert await visit.open("/ui/jobs?caller=svc-b") == 403
+        await visit.open("/ui/dead-letters")
+        assert "svc-b" not in await visit.page.inner_text("main")
+
+
+async def test_an_admin_redrives_dead_letters_in_bulk_from_their_group(console):
+    answer = await console.submit("svc-a", console.origin.url("/missing/console-bulk"))
+    job_id = answer.json()["job_id"]
+    assert (await console.finished(job_id))["state"] == "DEAD_LETTER"
+    async with console.signed_in("admin") as visit:
+        await visit.open("/ui/dead-letters")
+        group = visit.page.locator("section[data-failure='HTTP_404']")
+        await group.locator(f"input[name=job][value='{job_id}']").check()
+        await visit.page.fill("input[name=reason]", "origin fixed")
+        await visit.page.click("#redrive-selected")
+        await visit.page.wait_for_selector("#results")
+        assert f"{job_id}\tredriven" in await visit.page.inner_text("#results")
+        await visit.open(f"/ui/jobs/{job_id}")
+        assert "JOB_REDRIVE" in await visit.page.inner_text("#audit")
+        assert visit.errors == []
+
+
+async def test_a_routes_budget_shows_as_a_gauge_and_its_spend_as_a_chart(console):
+    async with console.signed_in("viewer") as visit:
+        await visit.open("/ui/routes")
+        direct = visit.page.locator("section[data-route='direct']")
+        meter = direct.locator("meter")
+        assert float(await meter.get_attribute("max") or "0") == 50
+        assert float(await meter.get_attribute("value") or "0") > 0  # the jobs above spent on it
+        assert await direct.locator(".chart canvas").count() == 1
+        assert visit.errors == []
