@@ -74,7 +74,14 @@ def _submit_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]
         "SCRAPESTREAM_PRINCIPAL when a signing key is set) and say whether it created a job, reused "
         "one or was rejected. Unset options leave the field to the submission's own default.",
     )
-    submit.add_argument("url", help="the page to fetch (http or https)")
+    submit.add_argument("url", nargs="?", help="the page to fetch (http or https)")
+    submit.add_argument(
+        "--from",
+        dest="source",
+        metavar="FILE",
+        help="submit every line of FILE (`-`: standard input): a URL, or a JSON object with the fields "
+        "POST /jobs takes; the options below are the defaults of each line",
+    )
     submit.add_argument("--type", dest="job_type", default=None, help="job type [default: http.fetch]")
     submit.add_argument(
         "--transport", choices=list(TransportPolicy), help="routes the job may use [default: DIRECT_ONLY]"
@@ -99,7 +106,9 @@ def _submit_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]
     submit.add_argument("--full-page", action="store_true", help="rendering: screenshot the whole page")
     submit.add_argument("--caller", default="cli", help="caller identity")
     submit.add_argument("--callback-url", help="where the outcome is POSTed, signed")
-    submit.add_argument("--idempotency-key", help="[default: a hash of the request and its options]")
+    submit.add_argument(
+        "--idempotency-key", help="[default: a hash of the request and its options] (not with --from)"
+    )
     submit.add_argument("--deadline-s", type=float, default=3600.0, help="deadline from now, in seconds")
     submit.add_argument(
         "--wait", action="store_true", help="show where the job is until it ends; exit 0 if it succeeds"
@@ -154,6 +163,13 @@ def _api_command(
     return parser
 
 
+def _check_submit(parser: argparse.ArgumentParser, arguments: argparse.Namespace) -> None:
+    if (arguments.url is None) == (arguments.source is None):
+        parser.error("submit: give a URL or --from FILE (one of them)")
+    if arguments.source is not None and arguments.idempotency_key is not None:
+        parser.error("submit: --idempotency-key names one job; with --from, give each line its own key")
+
+
 def _viewport(text: str) -> tuple[int, int]:
     width, separator, height = text.lower().partition("x")
     if not separator or not width.isdigit() or not height.isdigit():
@@ -162,7 +178,10 @@ def _viewport(text: str) -> tuple[int, int]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    arguments = _parser().parse_args(argv)
+    parser = _parser()
+    arguments = parser.parse_args(argv)
+    if arguments.command == "submit":
+        _check_submit(parser, arguments)
     from schemas.errors import ScrapestreamError
     from streams.logs import configure
 

@@ -79,8 +79,8 @@ def client_of(settings: Settings, signer: Signer | None = None) -> Client:
     return Client(settings.kafka_bootstrap, settings.client_profile, settings.topic_prefix, signer)
 
 
-def submission_of(arguments: argparse.Namespace) -> SubmitJob:
-    """The `submit` command's job; render options only when a rendering flag is given."""
+def render_options_of(arguments: argparse.Namespace) -> RenderOptions | None:
+    """Render options only when a rendering flag is given."""
     width, height = arguments.viewport or (None, None)
     given = {
         "wait_until": arguments.wait_until,
@@ -90,6 +90,11 @@ def submission_of(arguments: argparse.Namespace) -> SubmitJob:
         "full_page": arguments.full_page or None,
     }
     rendering = _given(given)
+    return RenderOptions(**rendering) if rendering else None
+
+
+def submission_of(arguments: argparse.Namespace) -> SubmitJob:
+    """The `submit` command's job."""
     chosen = {
         "job_type": arguments.job_type,
         "transport_policy": arguments.transport,
@@ -97,7 +102,7 @@ def submission_of(arguments: argparse.Namespace) -> SubmitJob:
         "policy_class": arguments.policy_class,
         "cache_mode": arguments.cache_mode,
         "retention_class": arguments.retention,
-        "render": RenderOptions(**rendering) if rendering else None,
+        "render": render_options_of(arguments),
     }
     return SubmitJob(
         caller_identity=arguments.caller,
@@ -117,6 +122,11 @@ async def _submit(arguments: argparse.Namespace) -> int:
     from rich.console import Console
 
     settings = connected_settings()
+    if arguments.source is not None:
+        from streams.cli_bulk import submit_file
+
+        async with client_of(settings, signer_of(settings)) as client:
+            return await submit_file(arguments, client)
     command = submission_of(arguments)
     console = Console(stderr=True)
     async with client_of(settings, signer_of(settings)) as client:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from datetime import timedelta
 from enum import StrEnum
 from types import TracebackType
@@ -25,7 +26,7 @@ from schemas.types import Record
 from streams.auth.signing import Binding, private_key_from_text, sign
 from streams.broker.compat import BrokerProfile, FetchPacer, refresh_metadata, start_whole
 from streams.clock import utc_now
-from streams.publisher import Publisher, outgoing, partition_of
+from streams.publisher import Outgoing, Publisher, outgoing, partition_of
 
 T = TypeVar("T")
 C = TypeVar("C", SubmitJob, CancelJob, RedriveJob, DeleteJobHistory)
@@ -102,16 +103,27 @@ class Client:
 
     async def submit(self, command: SubmitJob) -> UUID:
         """Publish a submission; returns the job id it resolves to (`wait_for` follows this submission)."""
-        command = self._stamped(command)
-        job_id, key = submission_identity(command)
-        await self._send(job_id, command)
-        sent = public_command_id(self._sender, command.command_id or uuid4())
-        self._submissions[job_id] = sent
-        if self._signer is not None and self._signer.principal != command.caller_identity:
-            # Refused (a service submitting as another caller), it is decided in this signer's stream.
-            refused = refused_job_id_for(self._signer.principal, command.caller_identity, key)
-            self._refused_streams[job_id] = refused
+        ((job_id, _),) = await self.submit_all([command])
         return job_id
+
+    async def submit_all(self, commands: Sequence[SubmitJob]) -> list[tuple[UUID, UUID]]:
+        """Publish submissions together; for each, in order, the job id it resolves to and the command
+        id its decision (`JobAccepted`, `SubmissionReused` or `JobRejected`) carries."""
+        messages: list[Outgoing] = []
+        sent: list[tuple[UUID, UUID]] = []
+        for given in commands:
+            command = self._stamped(given)
+            job_id, key = submission_identity(command)
+            messages.append(self._message(job_id, command))
+            decided_as = public_command_id(self._sender, command.command_id or uuid4())
+            self._submissions[job_id] = decided_as
+            if self._signer is not None and self._signer.principal != command.caller_identity:
+                # Refused (a service submitting as another caller), it is decided in this signer's stream.
+                refused = refused_job_id_for(self._signer.principal, command.caller_identity, key)
+                self._refused_streams[job_id] = refused
+            sent.append((job_id, decided_as))
+        await self._publish(messages)
+        return sent
 
     async def cancel(self, command: CancelJob) -> None:
         await self._send(command.job_id, self._stamped(command))
@@ -136,15 +148,47 @@ class Client:
         return command.model_copy(update=update) if update else command
 
     async def _send(self, job_id: UUID, command: Record) -> None:
+        await self._publish([self._message(job_id, command)])
+
+    def _message(self, job_id: UUID, command: Record) -> Outgoing:
         topic = f"{self._prefix}.submit"
         message = outgoing(topic, str(job_id), command)
         if self._signer is not None:
             binding = Binding(self._signer.deployment, topic)
             headers = sign(self._signer.principal, self._signer.private_key, message.value, binding)
             message = dataclasses.replace(message, headers=tuple(headers))
+        return message
+
+    async def _publish(self, messages: list[Outgoing]) -> None:
         if self._publisher is None:
             raise ScrapestreamError("use the client in `async with Client(...) as client:`")
-        await self._publisher.send_all([message])
+        await self._publisher.send_all(messages)
+
+    @contextlib.asynccontextmanager
+    async def outcomes(self, completions: bool) -> AsyncIterator[AsyncIterator[Decided | JobCompleted]]:
+        """Decisions on the submissions published once this is entered, and, when `completions`,
+        every completion from the topic's start; read until the caller leaves."""
+        consumer = self._consumer()
+        try:
+            await start_whole(consumer.start, consumer.stop)
+            await refresh_metadata(consumer)
+            events = self._partitions(consumer, f"{self._prefix}.events")
+            done = self._partitions(consumer, f"{self._prefix}.completions") if completions else []
+            consumer.assign(events + done)
+            await consumer.seek_to_end(*events)
+            for partition in events:
+                await consumer.position(partition)  # fixed now: nothing published later is missed
+            if done:
+                await consumer.seek_to_beginning(*done)
+            yield self._outcomes_of(consumer)
+        finally:
+            await consumer.stop()
+
+    async def _outcomes_of(self, consumer: AIOKafkaConsumer) -> AsyncIterator[Decided | JobCompleted]:
+        async for record in self._records(consumer):
+            found = decode(record.value)
+            if type(found) in OUTCOMES or isinstance(found, JobCompleted):
+                yield cast(Decided | JobCompleted, found)
 
     async def completions(self, from_beginning: bool = True) -> AsyncGenerator[JobCompleted, None]:
         """Every completion on the topic, from its start or from now, until the caller stops."""
@@ -288,7 +332,12 @@ class Client:
     @staticmethod
     def _partition_of(consumer: AIOKafkaConsumer, topic: str, key: bytes) -> TopicPartition:
         """The partition Kafka's default partitioner gives `key`, as every scrapestream producer uses."""
+        partitions = Client._partitions(consumer, topic)
+        return TopicPartition(topic, partition_of(key, len(partitions)))
+
+    @staticmethod
+    def _partitions(consumer: AIOKafkaConsumer, topic: str) -> list[TopicPartition]:
         partitions = sorted(consumer.partitions_for_topic(topic) or ())
         if not partitions:
             raise ScrapestreamError(f"topic {topic} does not exist: is a worker running?")
-        return TopicPartition(topic, partition_of(key, len(partitions)))
+        return [TopicPartition(topic, number) for number in partitions]

@@ -11,7 +11,6 @@ import os
 import shutil
 import signal
 import socket
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -107,14 +106,14 @@ async def main() -> None:
     origin_port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
     with tempfile.TemporaryDirectory() as scratch:
         environment = os.environ | {"SCRAPESTREAM_WEB_PORT": str(port)}
-        dev = subprocess.Popen(  # noqa: S603
-            [str(SCRAPESTREAM), "dev", "--allow-private"], cwd=scratch, env=environment
+        dev = await asyncio.create_subprocess_exec(
+            str(SCRAPESTREAM), "dev", "--allow-private", cwd=scratch, env=environment
         )
         try:
             await photograph(f"http://127.0.0.1:{port}", f"http://127.0.0.1:{origin_port}")
         finally:
             dev.send_signal(signal.SIGINT)
-            dev.wait(60)
+            await asyncio.wait_for(dev.wait(), 60)
             await runner.cleanup()
 
 

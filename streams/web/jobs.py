@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -18,10 +17,8 @@ from projections.views import EventList, JobView, audit_view, event_view
 from schemas.commands import CancelJob, DeleteJobHistory, MutationCommand, RecordAudit, RedriveJob, SubmitJob
 from schemas.enums import AuditAction, AuditOutcome
 from schemas.events import AuditRecorded, JobAccepted, JobRejected, SubmissionReused
-from schemas.records import Request as JobRequest
 from streams.agents.lifecycle import Decided
 from streams.auth.principals import Principal
-from streams.clock import utc_now
 from streams.jobtypes import history_deletion_veto
 from streams.publisher import outgoing
 from streams.web.auth import Caller
@@ -107,14 +104,10 @@ async def submit(body: SubmitBody, request: Request, principal: Caller) -> Respo
 
 def submission(body: SubmitBody, principal: Principal, verified: bool) -> SubmitJob:
     """The command a body asks for, made by the authenticated principal (its id in their namespace)."""
-    fields = body.model_dump(exclude={"url", "method", "headers", "deadline_s"})
-    return SubmitJob(
+    return body.command(
         command_id=public_command_id(principal.name, uuid4()),
-        request=JobRequest(url=body.url, method=body.method, headers=body.headers),
-        deadline_at=utc_now() + timedelta(seconds=body.deadline_s),
         submitted_by=principal.name if verified else None,
         submitter_role=principal.role if verified else None,
-        **fields,
     )
 
 

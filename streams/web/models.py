@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Literal
 from uuid import UUID
 
@@ -12,7 +12,8 @@ from projections.lifecycle.limits import MAX_REASON_BYTES
 from projections.views import AuditView
 from schemas.commands import SubmitJob
 from schemas.enums import CacheMode, CaptureMode, HttpMethod, PolicyClass, RetentionClass, TransportPolicy
-from schemas.records import RenderOptions
+from schemas.records import RenderOptions, Request
+from streams.clock import utc_now
 
 _SUBMIT = SubmitJob.model_fields
 
@@ -177,6 +178,17 @@ class SubmitBody(BaseModel):
         max_length=64,
         description="The name of a credential the deployment holds (SCRAPESTREAM_CREDENTIALS), not its value",
     )
+
+    def command(self, **envelope: Any) -> SubmitJob:
+        """The `SubmitJob` this body asks for, its deadline counted from now; `envelope` sets who
+        sends it (command id, submitter)."""
+        fields = self.model_dump(exclude={"url", "method", "headers", "deadline_s"})
+        return SubmitJob(
+            request=Request(url=self.url, method=self.method, headers=self.headers),
+            deadline_at=utc_now() + timedelta(seconds=self.deadline_s),
+            **fields,
+            **envelope,
+        )
 
 
 class SubmissionResult(BaseModel):

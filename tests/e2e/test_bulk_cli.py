@@ -1,0 +1,124 @@
+"""The CLI for bulk work as a user runs it against `scrapestream dev`: `submit --from`, in a terminal."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import signal
+from collections import Counter
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import pytest_asyncio
+
+from tests.commands import in_terminal, run, start
+from tests.e2e.conftest import Origin
+from tests.e2e.test_dev import wait_for_file
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+URLS = 10_000
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def dev(tmp_path_factory) -> AsyncIterator[tuple[Path, str]]:
+    from streams.broker.embedded import free_loopback_port
+
+    directory = tmp_path_factory.mktemp("bulk")
+    process = await start("dev", "--allow-private", cwd=directory, web_port=str(free_loopback_port()))
+    try:
+        state = await wait_for_file(directory / ".scrapestream" / "dev.json")
+        yield directory, str(state["web_url"])
+    finally:
+        if process.returncode is None:
+            process.send_signal(signal.SIGINT)
+        await asyncio.wait_for(process.communicate(), 60)
+
+
+def submissions(output: str) -> Counter[str]:
+    """`submit --from --json`'s answer per line: each line is said once."""
+    said = [json.loads(line) for line in output.splitlines() if line.startswith('{"line"')]
+    assert len({item["line"] for item in said}) == len(said)
+    return Counter(item["submission"] for item in said)
+
+
+async def jobs_kept(web_url: str) -> int:
+    async with httpx.AsyncClient(base_url=web_url) as http:
+        metrics = (await http.get("/metrics")).text
+    counts = re.findall(r"^scrapestream_jobs\{[^}]*\} (\S+)$", metrics, re.MULTILINE)
+    return sum(int(float(count)) for count in counts)
+
+
+@pytest.mark.timeout(600)
+async def test_ten_thousand_urls_show_progress_resume_after_ctrl_c_and_create_nothing_twice(
+    dev: tuple[Path, str], origin: Origin
+):
+    directory, web_url = dev
+    listing = directory / "urls.txt"
+    listing.write_text("".join(origin.url(f"/page/bulk-{number}") + "\n" for number in range(URLS)))
+
+    first = await in_terminal("submit", "--from", "urls.txt", cwd=directory)
+    decided = await first.read_until(r"submitted\s.*?\s(\d{4,5})/10000")
+    await first.read_until(r"\d+/s")  # a rate, and then the time left
+    first.interrupt()
+    assert await first.finish() == 130, first.text
+    stopped = re.search(r"interrupted: ([\d,]+) of 10,000 submitted \(([\d,]+) decided\)", first.text)
+    assert stopped is not None, first.text
+    assert "again to submit the rest" in first.text
+    assert int(stopped[2].replace(",", "")) >= int(decided[1])
+
+    code, output = await run("submit", "--from", "urls.txt", "--json", cwd=directory)
+    assert code == 0, output[-2000:]
+    resumed = submissions(output)
+    assert resumed["created"] + resumed["reused"] == URLS
+    assert resumed["reused"] >= int(decided[1])  # what the first run submitted was not created again
+    assert resumed["created"] > 0
+
+    code, output = await run("submit", "--from", "urls.txt", "--json", cwd=directory)
+    assert code == 0, output[-2000:]
+    assert submissions(output) == {"reused": URLS}
+    assert await jobs_kept(web_url) == URLS
+
+
+async def test_a_mixed_file_waited_for_shows_live_counts_and_a_summary(dev: tuple[Path, str], origin: Origin):
+    directory, _ = dev
+    lines: list[Any] = [
+        origin.url("/page/mixed-a"),
+        {"url": origin.url("/page/mixed-b"), "labels": {"batch": "mixed"}},
+        {"url": origin.url("/missing/mixed-c")},
+        "ftp://example.com/not-fetched",
+        '{"url": 5}',
+        "# a comment, and a blank line next",
+        "",
+    ]
+    text = "\n".join(line if isinstance(line, str) else json.dumps(line) for line in lines)
+    (directory / "mixed.jsonl").write_text(text + "\n")
+    terminal = await in_terminal("submit", "--from", "mixed.jsonl", "--wait", cwd=directory)
+    await terminal.read_until(r"succeeded 2")
+    assert await terminal.finish() == 1  # one rejected, one invalid, one dead-lettered
+    shown = terminal.text
+    assert "line 5: url: Input should be a valid string (not submitted)" in shown
+    assert re.search(r"dead_letter 1 · succeeded 2", shown)
+    for outcome, count in (("created", 3), ("rejected", 1), ("invalid line", 1)):
+        assert re.search(rf"{outcome}\s*│\s*{count}\s*│", shown), shown
+    assert re.search(r"SUCCEEDED\s*│\s*2\s*│", shown)
+    assert re.search(r"DEAD_LETTER\s*│\s*1\s*│", shown)
+
+
+async def test_submit_from_standard_input_and_the_mistakes_it_refuses(dev: tuple[Path, str], origin: Origin):
+    directory, _ = dev
+    given = f"{origin.url('/page/stdin-a')}\n{origin.url('/page/stdin-b')}\n".encode()
+    code, output = await run("submit", "--from", "-", "--json", cwd=directory, given=given)
+    assert code == 0, output
+    assert sum(submissions(output).values()) == 2
+    code, output = await run("submit", "--from", "missing.txt", cwd=directory)
+    assert code == 2
+    assert "cannot read missing.txt" in output
+    code, output = await run("submit", origin.url("/page/x"), "--from", "urls.txt", cwd=directory)
+    assert code == 2
+    assert "give a URL or --from FILE" in output
+    code, output = await run("submit", "--from", "urls.txt", "--idempotency-key", "k", cwd=directory)
+    assert code == 2
