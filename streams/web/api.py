@@ -10,7 +10,7 @@ from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
-from streams.web import artifacts, controls, jobs, listings, operations
+from streams.web import artifacts, controls, jobs, listings, operations, overview
 from streams.web.console import pages as console
 from streams.web.context import ApiContext
 from streams.web.errors import install
@@ -52,7 +52,8 @@ def documented_api(context: ApiContext) -> FastAPI:
     app.state.context = context
     app.state.principals = context.principals
     app.state.peer_key = context.peer_key
-    for router in (operations.router, controls.router, jobs.router, listings.router, artifacts.router):
+    routers = (operations.router, overview.router, controls.router, jobs.router, listings.router)
+    for router in (*routers, artifacts.router):
         app.include_router(router)
     app.include_router(console.router)
     install(app)

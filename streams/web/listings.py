@@ -6,6 +6,7 @@ document) take the position itself and answer with the partitions they covered.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
@@ -150,6 +151,28 @@ async def audit_shard(
     matches = _audit_filter(principal, target, actor)
     owned = context.lifecycle.owned
     return Response(shard_json(owned, _local_audit(context, matches, after, limit)(owned)), media_type=JSON)
+
+
+async def recent_jobs(
+    request: Request, principal: Principal, since: datetime, most: int
+) -> list[dict[str, Any]]:
+    """Up to `most` of the jobs accepted since `since` that `principal` may list, newest first."""
+    context = context_of(request)
+    query = _job_query(principal, None, None, None, since, dead_letters=False)
+    params = _job_params(query)
+    found: list[dict[str, Any]] = []
+    after = None
+    while len(found) < most:
+        limit = min(MAX_LIMIT, most - len(found))
+        local = _local_jobs(context, query, after, limit)
+        page = await context.gather(
+            principal, "/_shard/jobs", params | {"after": after, "limit": limit}, local, limit
+        )
+        found += [json.loads(item) for _, item in page.items]
+        after = page.resume_after
+        if after is None:
+            break
+    return found
 
 
 def _job_query(

@@ -198,3 +198,41 @@ class SubmissionResult(BaseModel):
     )
     reason: str | None = Field(default=None, description="For a rejected submission: the rejection reason")
     detail: str | None = Field(default=None, description="For a rejected submission: why, in words")
+
+
+class Chart(BaseModel):
+    """A time series: `x` in Unix seconds, one list in `y` per label."""
+
+    labels: list[str]
+    x: list[int]
+    y: list[list[float]]
+    unit: str
+
+
+class HostLoad(BaseModel):
+    host: str
+    jobs: int = Field(description="Jobs on this host accepted in the last hour (of those read)")
+    active: int = Field(description="Of them, those still to run or running")
+
+
+class Cluster(BaseModel):
+    """What every worker reports (viewers, operators and admins only)."""
+
+    jobs: dict[str, int] = Field(description="Jobs per state, summed over every worker")
+    lag: dict[str, int] = Field(description="Records not yet consumed, per topic, over every worker")
+    behind: list[str] = Field(description="Topics at least 1,000 records behind")
+    workers: dict[str, list[int]] = Field(description="Each worker's URL and the commands partitions it has")
+    unowned: list[int] = Field(description="Commands partitions no worker keeps")
+    unowned_elsewhere: dict[str, list[int]] = Field(description="Other topics' partitions no worker holds")
+
+
+class Overview(BaseModel):
+    at: datetime
+    states: dict[str, int]
+    states_of: str = Field(description="Whose jobs `states` counts: every job, or the caller's recent ones")
+    recent_jobs: int = Field(description="Jobs accepted in the last hour that these figures are from")
+    outcomes: dict[str, int] = Field(description="Of the recent jobs, how many ended each way")
+    latency_ms: dict[str, float] | None = Field(description="Submit→completion p50, p90, p99 of those")
+    completions: Chart = Field(description="Completions per second by outcome, per minute of the hour")
+    hosts: list[HostLoad]
+    cluster: Cluster | None = Field(description="Cluster-wide figures, for readers of every job")

@@ -354,3 +354,19 @@ async def test_a_routes_budget_shows_as_a_gauge_and_its_spend_as_a_chart(console
         assert float(await meter.get_attribute("value") or "0") > 0  # the jobs above spent on it
         assert await direct.locator(".chart canvas").count() == 1
         assert visit.errors == []
+
+
+async def test_the_overview_gives_a_service_its_own_jobs_and_readers_the_cluster(console):
+    async with console.api("svc-b") as http:
+        mine = (await http.get("/overview")).json()
+    assert mine["cluster"] is None
+    assert mine["states"] == {"SUCCEEDED": 1}  # its one job, none of svc-a's
+    assert [load["host"] for load in mine["hosts"]] == ["127.0.0.1"]
+    async with console.api("viewer") as http:
+        everything = (await http.get("/overview")).json()
+    assert sum(everything["cluster"]["jobs"].values()) >= len(console.jobs) - 1  # the rejected one is no job
+    assert list(everything["cluster"]["workers"]) == [console.base]
+    assert everything["cluster"]["unowned"] == []
+    assert everything["outcomes"]["DEAD_LETTER"] >= 1
+    async with httpx.AsyncClient(base_url=console.base) as anonymous:
+        assert (await anonymous.get("/overview")).status_code == 401

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from projections.jobstore import JobQuery
 from schemas.records import Request
-from streams.web.console import summary
+from streams.web import summary
 from tests.lifecycle import T0, Lifecycle, submit
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
@@ -100,3 +100,16 @@ def test_a_listing_filters_by_host_url_text_and_acceptance_time():
     assert not JobQuery(url_contains="items?page=3").matches(accepted)
     assert JobQuery(until=accepted.accepted.occurred_at).matches(accepted)
     assert not JobQuery(until=accepted.accepted.occurred_at - timedelta(milliseconds=1)).matches(accepted)
+
+
+def test_the_busiest_hosts_come_first_with_what_is_still_running():
+    jobs = [
+        {"state": "SUCCEEDED", "request": {"url": "https://a.example/1"}},
+        {"state": "LEASED", "request": {"url": "https://a.example:8443/2"}},
+        {"state": "PENDING", "request": {"url": "https://b.example/"}},
+    ]
+    loads = summary.busiest_hosts(jobs)
+    assert [(load.host, load.jobs, load.active) for load in loads] == [
+        ("a.example", 2, 1),
+        ("b.example", 1, 1),
+    ]

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import parse_qs, urlencode
 
-import httpx
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse, RedirectResponse
 from jinja2 import Environment, PackageLoader, select_autoescape
@@ -17,11 +15,9 @@ from projections.access import READERS_OF_EVERYTHING
 from projections.lifecycle.mutations import REDRIVING_ROLES, offered_mutations
 from schemas.enums import AuditAction, JobStatus
 from streams.auth.principals import Principals
-from streams.clock import utc_now
-from streams.web.console import summary
+from streams.web import summary
 from streams.web.console.api import ConsoleApi, ConsoleError
 from streams.web.console.session import Session, csrf_refusal, protect, session_of, sign_in, sign_out
-from streams.web.context import context_of
 
 RECENT = timedelta(hours=1)
 RECENT_PAGES = 4
@@ -59,56 +55,7 @@ async def overview_live(request: Request) -> Response:
 
 
 async def _overview(request: Request, session: Session, api: ConsoleApi, template: str) -> Built:
-    now = utc_now()
-    recent = await _recent_jobs(api, now)
-    values: dict[str, Any] = {
-        "chart": summary.completions_per_second(recent, now, RECENT).spec(),
-        "mix": summary.outcome_mix(recent),
-        "latency": summary.latency_percentiles(recent),
-        "recent_count": len(recent),
-        "everything": session.principal.role in READERS_OF_EVERYTHING,
-    }
-    if values["everything"]:
-        context = context_of(request)
-        cluster = summary.cluster_metrics(await _expositions(request))
-        workers = summary.partitions_by_worker(context.routing.owners, context.routing.everyone())
-        unowned = sorted(set(range(context.partitions)) - set(context.routing.owners))
-        values |= {
-            "states": dict(sorted(cluster.jobs.items())),
-            "lag": dict(sorted(cluster.lag.items())),
-            "behind": cluster.behind(),
-            "workers": workers,
-            "unowned": unowned,
-            "other_unowned": context.consumer.unowned(),
-        }
-    else:
-        values["states"] = summary.states_of(recent)
-    return template, values
-
-
-async def _recent_jobs(api: ConsoleApi, now: datetime) -> list[dict[str, Any]]:
-    jobs: list[dict[str, Any]] = []
-    cursor = None
-    for _ in range(RECENT_PAGES):
-        page = await api.get("/jobs", {"since": (now - RECENT).isoformat(), "limit": 500, "cursor": cursor})
-        jobs += page["items"]
-        cursor = page["next_cursor"]
-        if cursor is None:
-            break
-    return jobs
-
-
-async def _expositions(request: Request) -> list[str]:
-    """Every worker's metrics: this one's from memory, the others' over HTTP (unreachable: left out)."""
-    context = context_of(request)
-    texts = [context.metrics.exposition().decode()]
-    async with httpx.AsyncClient(timeout=PEER_METRICS_TIMEOUT_S) as client:
-        answers = await asyncio.gather(
-            *(client.get(f"{peer}/metrics") for peer in context.routing.everyone()[1:]),
-            return_exceptions=True,
-        )
-    texts += [answer.text for answer in answers if isinstance(answer, httpx.Response) and answer.is_success]
-    return texts
+    return template, {"overview": await api.get("/overview")}
 
 
 @router.get("/login")
@@ -334,12 +281,13 @@ async def routes(request: Request) -> Response:
     async def build(session: Session, api: ConsoleApi) -> Built:
         items = (await api.get("/routes"))["items"]
         for route in items:
-            route["chart"] = summary.Chart(
-                ["spent"],
-                [int(datetime.fromisoformat(period["starts_at"]).timestamp()) for period in route["periods"]],
-                [[float(period["spent"]) for period in route["periods"]]],
-                "spend per period",
-            ).spec()
+            periods = route["periods"]
+            route["chart"] = {
+                "labels": ["spent"],
+                "x": [int(datetime.fromisoformat(period["starts_at"]).timestamp()) for period in periods],
+                "y": [[float(period["spent"]) for period in periods]],
+                "unit": "spend per period",
+            }
         return "routes.html", {"routes": items}
 
     return await _serve(request, build)

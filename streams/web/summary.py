@@ -1,4 +1,4 @@
-"""What the console's overview shows, computed from API answers: pure functions over JSON."""
+"""What `GET /overview` says, computed from job views and metrics: pure functions over JSON."""
 
 from __future__ import annotations
 
@@ -7,25 +7,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
+from urllib.parse import urlsplit
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from streams.web.models import Chart, HostLoad
+
 TERMINAL = ("SUCCEEDED", "DEAD_LETTER", "CANCELLED")
+ACTIVE = frozenset({"PENDING", "LEASED", "RETRY_WAIT"})
 BUCKET_S = 60
 LAG_BEHIND_RECORDS = 1_000  # a stage this far behind on a topic gets a badge
-
-
-@dataclass(frozen=True)
-class Chart:
-    """A time chart's data as console.js draws it: x in Unix seconds, one y list per label."""
-
-    labels: list[str]
-    x: list[int]
-    y: list[list[float]]
-    unit: str
-
-    def spec(self) -> dict[str, Any]:
-        return {"labels": self.labels, "x": self.x, "y": self.y, "unit": self.unit}
 
 
 def completions_per_second(jobs: Iterable[Mapping[str, Any]], now: datetime, window: timedelta) -> Chart:
@@ -38,7 +29,7 @@ def completions_per_second(jobs: Iterable[Mapping[str, Any]], now: datetime, win
         if completed is not None and job["state"] in TERMINAL:
             counts[job["state"]][int(completed.timestamp()) // BUCKET_S * BUCKET_S] += 1
     series = [[counts[state][at] / BUCKET_S for at in buckets] for state in TERMINAL]
-    return Chart(list(TERMINAL), buckets, series, "completions/s")
+    return Chart(labels=list(TERMINAL), x=buckets, y=series, unit="completions/s")
 
 
 def outcome_mix(jobs: Iterable[Mapping[str, Any]]) -> dict[str, int]:
@@ -59,6 +50,17 @@ def latency_percentiles(jobs: Iterable[Mapping[str, Any]]) -> dict[str, float] |
 
 
 _QUANTILES = (("p50", 0.50), ("p90", 0.90), ("p99", 0.99))
+
+
+def busiest_hosts(jobs: Iterable[Mapping[str, Any]], most: int = 10) -> list[HostLoad]:
+    """The hosts with the most jobs, with how many of them are still to run or running."""
+    total: Counter[str] = Counter()
+    active: Counter[str] = Counter()
+    for job in jobs:
+        host = urlsplit(job["request"]["url"]).hostname or "?"
+        total[host] += 1
+        active[host] += job["state"] in ACTIVE
+    return [HostLoad(host=host, jobs=count, active=active[host]) for host, count in total.most_common(most)]
 
 
 def states_of(jobs: Iterable[Mapping[str, Any]]) -> dict[str, int]:
