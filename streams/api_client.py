@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -54,21 +56,50 @@ class ApiClient:
     def post(self, path: str, body: dict[str, Any]) -> Any:
         return self._answer(lambda: self._http.post(path, json=body))
 
+    def download(self, path: str, destination: Path) -> str:
+        """Stream `path`'s bytes into `destination`; returns their SHA-256 (hex)."""
+        digest = hashlib.sha256()
+
+        def call() -> httpx.Response:
+            with self._http.stream("GET", path) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    return response
+                with destination.open("wb") as written:
+                    for chunk in response.iter_bytes():
+                        digest.update(chunk)
+                        written.write(chunk)
+                return response
+
+        response = self._sent(call)
+        if response.status_code >= 400:
+            raise _refusal(response)
+        return digest.hexdigest()
+
     def _answer(self, call: Callable[[], httpx.Response]) -> Any:
+        response = self._sent(call)
+        if response.status_code >= 400:
+            raise _refusal(response)
         try:
-            response = call()
+            return response.json()
+        except json.JSONDecodeError:
+            return None
+
+    def _sent(self, call: Callable[[], httpx.Response]) -> httpx.Response:
+        try:
+            return call()
         except httpx.HTTPError as exc:
             raise ScrapestreamError(
                 f"cannot reach the scrapestream API at {self.url} ({type(exc).__name__}): start "
                 "`scrapestream dev` in this directory, or pass --url (or set SCRAPESTREAM_URL) for a worker"
             ) from exc
-        try:
-            document = response.json()
-        except json.JSONDecodeError:
-            document = None
-        if response.status_code >= 400:
-            status = response.status_code
-            if isinstance(document, dict) and "code" in document:
-                raise ApiRequestError(status, str(document["code"]), str(document.get("message")))
-            raise ApiRequestError(status, "error", response.text[:500])
-        return document
+
+
+def _refusal(response: httpx.Response) -> ApiRequestError:
+    try:
+        document = response.json()
+    except ValueError:
+        document = None
+    if isinstance(document, dict) and "code" in document:
+        return ApiRequestError(response.status_code, str(document["code"]), str(document.get("message")))
+    return ApiRequestError(response.status_code, "error", response.text[:500])

@@ -26,7 +26,9 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_TIMED_OUT = 3
 EXIT_INTERRUPTED = 130
-API_COMMANDS = frozenset({"get", "list", "events", "cancel", "redrive", "delete-history", "principal"})
+API_COMMANDS = frozenset(
+    {"get", "list", "events", "cancel", "redrive", "delete-history", "principal", "top", "export"}
+)
 KAFKA_COMMANDS = frozenset({"submit", "watch", "replay", "topics"})
 
 
@@ -143,6 +145,14 @@ def _api_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
             mutation.add_argument(
                 "--cache-mode", choices=list(CacheMode), help="how the cache may answer it [default: BYPASS]"
             )
+    top = _api_command(commands, "top", "a live view: rates, states, lag, busiest hosts, routes (q quits)")
+    top.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes")
+    export = _api_command(commands, "export", "download the artifacts of matching jobs (resumable)")
+    export.add_argument("--to", required=True, help="directory to write them to (created if missing)")
+    export.add_argument("--state", action="append", choices=[s.value for s in JobStatus], help="repeatable")
+    export.add_argument("--since", help="accepted since: a duration (90s, 30m, 1h, 2d) or an RFC 3339 time")
+    export.add_argument("--caller")
+    export.add_argument("--type", dest="job_type")
     principal = commands.add_parser("principal", help="manage principals")
     new = principal.add_subparsers(dest="action", required=True).add_parser(
         "new", help="create a principal: prints its token and signing key once"

@@ -28,6 +28,14 @@ def run_api_command(arguments: argparse.Namespace) -> int:
         return _new_principal(arguments)
     token = arguments.token or os.environ.get("SCRAPESTREAM_TOKEN")
     with ApiClient(api_url(arguments.url), token) as api:
+        if arguments.command == "top":
+            from streams.cli_top import run_top
+
+            return run_top(api, arguments)
+        if arguments.command == "export":
+            from streams.cli_export import run_export
+
+            return run_export(api, arguments)
         if arguments.command in JOB_COMMANDS:
             arguments.job_id = _job_id(api, arguments.job_id)
         answer = _call(api, arguments)

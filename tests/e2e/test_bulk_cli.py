@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import re
 import signal
@@ -10,6 +11,7 @@ from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -122,3 +124,54 @@ async def test_submit_from_standard_input_and_the_mistakes_it_refuses(dev: tuple
     assert "give a URL or --from FILE" in output
     code, output = await run("submit", "--from", "urls.txt", "--idempotency-key", "k", cwd=directory)
     assert code == 2
+
+
+async def test_top_draws_the_deployment_in_place_and_quits_cleanly(dev: tuple[Path, str], origin: Origin):
+    directory, _ = dev
+    code, output = await run("submit", origin.url("/page/top"), "--wait", cwd=directory)
+    assert code == 0, output
+    terminal = await in_terminal("top", "--interval", "0.5", cwd=directory)
+    await terminal.read_until(r"states of every job[\s\S]*Jobs per state[\s\S]*SUCCEEDED")
+    await terminal.read_until(r"Busiest hosts, last hour[\s\S]*127\.0\.0\.1")
+    await terminal.read_until(r"completions/s \(last minute\)")
+    await terminal.read_until(r"Lag[\s\S]*\.commands")
+    await terminal.read_until(r"Routes[\s\S]*direct")
+    redrawn = terminal.text.count("q quits")
+    await terminal.read_until(rf"(q quits[\s\S]*){{{redrawn + 1}}}")  # drawn again, in place
+    terminal.type("q")
+    assert await terminal.finish() == 0
+    assert "Traceback" not in terminal.text
+    interrupted = await in_terminal("top", cwd=directory)
+    await interrupted.read_until("q quits")
+    interrupted.interrupt()
+    assert await interrupted.finish() == 0
+    assert "Traceback" not in interrupted.text
+
+
+async def test_export_downloads_verified_artifacts_and_resumes(dev: tuple[Path, str], origin: Origin):
+    directory, _ = dev
+    urls = [origin.url(f"/page/export-{number}") for number in range(3)]
+    (directory / "export.txt").write_text("\n".join(urls) + "\n")
+    submitting = ("submit", "--from", "export.txt", "--caller", "exporter", "--wait")
+    code, output = await run(*submitting, cwd=directory)
+    assert code == 0, output
+    arguments = ("export", "--state", "SUCCEEDED", "--since", "1h", "--caller", "exporter", "--to", "out")
+    terminal = await in_terminal(*arguments, cwd=directory)
+    await terminal.read_until(r"exporting")
+    assert await terminal.finish() == 0, terminal.text
+    assert "3 artifacts of the matching jobs: 3 downloaded, 0 already there, 0 failed" in terminal.text
+    manifest = [json.loads(line) for line in (directory / "out" / "manifest.jsonl").read_text().splitlines()]
+    assert sorted(entry["url"] for entry in manifest) == sorted(urls)
+    for entry in manifest:
+        stored = (directory / "out" / entry["path"]).read_bytes()
+        assert hashlib.sha256(stored).hexdigest() == entry["sha256"]
+        assert stored == f"page {urlsplit(entry['url']).path}".encode()
+
+    first, second = (directory / "out" / entry["path"] for entry in manifest[:2])
+    first.write_bytes(b"tampered")
+    second.unlink()
+    code, output = await run(*arguments, cwd=directory)
+    assert code == 0, output
+    assert "3 artifacts of the matching jobs: 2 downloaded, 1 already there, 0 failed" in output
+    assert hashlib.sha256(first.read_bytes()).hexdigest() == manifest[0]["sha256"]
+    assert not list((directory / "out").rglob("*.part"))
