@@ -219,6 +219,8 @@ async def job_action(job_id: str, action: str, request: Request) -> Response:
             raise ConsoleError(404, f"no action {action!r}")
         form = await _checked_form(request)
         await api.post(f"/jobs/{job_id}/{action}", {"reason": form.get("reason", "")})
+        if action == "delete-history":  # nothing left to show but the audit records
+            return RedirectResponse("/ui/jobs", 303)
         return RedirectResponse(f"/ui/jobs/{job_id}?done={action}", 303)
 
     return await _serve(request, act)
