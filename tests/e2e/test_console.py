@@ -370,3 +370,21 @@ async def test_the_overview_gives_a_service_its_own_jobs_and_readers_the_cluster
     assert everything["outcomes"]["DEAD_LETTER"] >= 1
     async with httpx.AsyncClient(base_url=console.base) as anonymous:
         assert (await anonymous.get("/overview")).status_code == 401
+
+
+async def test_signing_in_goes_back_only_to_a_console_page(console):
+    async with httpx.AsyncClient(base_url=console.base) as http:
+        for target, expected in (
+            ("/ui/jobs?state=SUCCEEDED", "/ui/jobs?state=SUCCEEDED"),
+            ("https://evil.example/", "/ui"),
+            ("//evil.example/ui", "/ui"),
+            ("/ui\\\\evil.example", "/ui"),
+        ):
+            form = {"token": ISSUED["viewer"].token, "next": target}
+            answer = await http.post("/ui/login", data=form)
+            assert answer.status_code == 303
+            assert answer.headers["location"] == expected
+        http.cookies.clear()
+        answer = await http.get("/ui/jobs")
+        assert answer.status_code == 303
+        assert answer.headers["location"].startswith("/ui/login?next=")

@@ -50,7 +50,7 @@ async def test_dev_serves_a_submission_end_to_end_and_stops_cleanly(origin, tmp_
         assert job["state"] == "SUCCEEDED"
         assert job["artifacts"][0]["sha256"] == completion["artifacts"][0]["sha256"]
         code, output = await run("submit", origin.url("/page/dev"), cwd=tmp_path)
-        assert code == 0
+        assert code == 0, output
         assert f"job {completion['job_id']}: reused" in output
         code, output = await run("submit", origin.url("/page/dev-plain"), "--wait", cwd=tmp_path)
         assert code == 0
