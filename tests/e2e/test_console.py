@@ -326,6 +326,8 @@ async def test_a_service_cannot_see_another_callers_job(console):
         assert await visit.open("/ui/jobs?caller=svc-b") == 403
         await visit.open("/ui/dead-letters")
         assert "svc-b" not in await visit.page.inner_text("main")
+        (artifact,) = (await console.finished(other))["artifacts"]
+        assert await visit.open(f"/ui/artifacts/{artifact['artifact_id']}") == 404
 
 
 async def test_an_admin_redrives_dead_letters_in_bulk_from_their_group(console):
