@@ -44,7 +44,11 @@ def _parser() -> argparse.ArgumentParser:
     commands.add_parser("worker", help="join the cluster at SCRAPESTREAM_KAFKA_BOOTSTRAP and run every agent")
     _submit_parser(commands)
     watch = commands.add_parser("watch", help="print completions as they are published")
-    watch.add_argument("--from-beginning", action="store_true", help="start at the oldest completion")
+    start = watch.add_mutually_exclusive_group()
+    start.add_argument("--from-beginning", action="store_true", help="start at the oldest completion")
+    start.add_argument(
+        "--since", help="start at the completions published since: a duration (2h, 30m) or an RFC 3339 time"
+    )
     watch.add_argument("--json", action="store_true", help="print one JSON record per line")
     _api_parsers(commands)
     topics = commands.add_parser(

@@ -194,11 +194,14 @@ def _say(arguments: argparse.Namespace, job_id: UUID, said: str, reason: str | N
 async def _watch(arguments: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from streams.moments import moment_of
+
+    since = None if arguments.since is None else moment_of(arguments.since, utc_now())
     settings = connected_settings()
     console = Console()
     async with (
         client_of(settings) as client,
-        contextlib.aclosing(client.completions(from_beginning=arguments.from_beginning)) as completions,
+        contextlib.aclosing(client.completions(arguments.from_beginning, since)) as completions,
     ):
         async for completion in completions:
             document = json.loads(completion.model_dump_json())

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from enum import StrEnum
 from types import TracebackType
 from typing import Any, TypeVar, cast, get_args
@@ -24,7 +24,7 @@ from schemas.errors import ScrapestreamError
 from schemas.events import Event, JobAccepted, JobCompleted, JobRejected, SubmissionReused
 from schemas.types import Record
 from streams.auth.signing import Binding, private_key_from_text, sign
-from streams.broker.compat import BrokerProfile, FetchPacer, refresh_metadata, start_whole
+from streams.broker.compat import BrokerProfile, FetchPacer, end_offsets, refresh_metadata, start_whole
 from streams.clock import utc_now
 from streams.publisher import Outgoing, Publisher, outgoing, partition_of
 
@@ -190,19 +190,42 @@ class Client:
             if type(found) in OUTCOMES or isinstance(found, JobCompleted):
                 yield cast(Decided | JobCompleted, found)
 
-    async def completions(self, from_beginning: bool = True) -> AsyncGenerator[JobCompleted, None]:
-        """Every completion on the topic, from its start or from now, until the caller stops."""
-        consumer = self._consumer(
-            f"{self._prefix}.completions", auto_offset_reset="earliest" if from_beginning else "latest"
-        )
+    async def completions(
+        self, from_beginning: bool = True, since: datetime | None = None
+    ) -> AsyncGenerator[JobCompleted, None]:
+        """Every completion on the topic, until the caller stops: from the completions published at or
+        after `since` when it is given, else from the topic's start (or from now)."""
+        topic = f"{self._prefix}.completions"
+        consumer = self._consumer(auto_offset_reset="earliest" if from_beginning or since else "latest")
         try:
             await start_whole(consumer.start, consumer.stop)
+            await refresh_metadata(consumer)
+            partitions = self._partitions(consumer, topic)
+            consumer.assign(partitions)
+            if since is not None:
+                await self._seek_to_time(consumer, partitions, since)
+            elif from_beginning:
+                await consumer.seek_to_beginning(*partitions)
+            else:
+                await consumer.seek_to_end(*partitions)
             async for record in self._records(consumer):
                 completion = decode(record.value)
                 if isinstance(completion, JobCompleted):
                     yield completion
         finally:
             await consumer.stop()
+
+    async def _seek_to_time(
+        self, consumer: AIOKafkaConsumer, partitions: list[TopicPartition], since: datetime
+    ) -> None:
+        """Each partition at its first record written at or after `since` (its end if there is none)."""
+        found = await consumer.offsets_for_times({tp: int(since.timestamp() * 1000) for tp in partitions})
+        ends = await end_offsets(self._bootstrap, partitions, self._profile)
+        for partition in partitions:
+            at = found.get(partition)
+            # Nothing that late: Kafka answers none; the embedded broker offset 0 with timestamp -1.
+            late = at is None or at.timestamp < 0
+            consumer.seek(partition, ends[partition] if late or at is None else at.offset)
 
     def _consumer(self, *topics: str, **options: Any) -> AIOKafkaConsumer:
         return AIOKafkaConsumer(

@@ -9,6 +9,7 @@ import re
 import signal
 from collections import Counter
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -175,3 +176,27 @@ async def test_export_downloads_verified_artifacts_and_resumes(dev: tuple[Path, 
     assert "3 artifacts of the matching jobs: 2 downloaded, 1 already there, 0 failed" in output
     assert hashlib.sha256(first.read_bytes()).hexdigest() == manifest[0]["sha256"]
     assert not list((directory / "out").rglob("*.part"))
+
+
+async def test_watch_since_prints_what_finished_before_it_started_then_what_finishes_after(
+    dev: tuple[Path, str], origin: Origin
+):
+    directory, _ = dev
+    code, output = await run("submit", origin.url("/page/watch-before"), "--wait", "--json", cwd=directory)
+    assert code == 0, output
+    before = json.loads(output)["job_id"]
+    await asyncio.sleep(1.5)  # the next completions are written at a later millisecond than `now`
+    now = datetime.now(UTC).isoformat()
+
+    since_an_hour = await in_terminal("watch", "--since", "1h", "--json", cwd=directory)
+    since_now = await in_terminal("watch", "--since", now, "--json", cwd=directory)
+    await since_an_hour.read_until(before)
+    code, output = await run("submit", origin.url("/page/watch-after"), "--wait", "--json", cwd=directory)
+    assert code == 0, output
+    after = json.loads(output)["job_id"]
+    for terminal in (since_an_hour, since_now):
+        await terminal.read_until(after)
+        terminal.interrupt()
+        await terminal.finish()
+    assert since_an_hour.text.index(before) < since_an_hour.text.index(after)
+    assert before not in since_now.text
