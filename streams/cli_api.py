@@ -19,6 +19,7 @@ from schemas.errors import ScrapestreamError
 from streams.api_client import ApiClient, api_url
 from streams.clock import utc_now
 from streams.errors import UsageError
+from streams.moments import moment_of
 
 JOB_COMMANDS = frozenset({"get", "events", "cancel", "redrive", "delete-history"})
 
@@ -66,7 +67,8 @@ def _job_id(api: ApiClient, given: str) -> str:
 def _call(api: ApiClient, arguments: argparse.Namespace) -> Any:
     command = arguments.command
     if command == "get":
-        return api.get(f"/jobs/{arguments.job_id}")
+        as_of = None if arguments.as_of is None else moment_of(arguments.as_of, utc_now()).isoformat()
+        return api.get(f"/jobs/{arguments.job_id}", {"as_of": as_of})
     if command == "events":
         return api.get(f"/jobs/{arguments.job_id}/events")
     if command == "list":

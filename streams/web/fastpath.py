@@ -44,6 +44,8 @@ class FastJobReads:
         path: str = scope["path"]
         if len(path) != len(JOB_PATH) + UUID_LENGTH or not path.startswith(JOB_PATH):
             return None
+        if scope.get("query_string"):
+            return None  # a read as of a time, answered by the documented route
         try:
             job_id = UUID(path[len(JOB_PATH) :])
         except ValueError:

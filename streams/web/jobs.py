@@ -3,22 +3,26 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from datetime import UTC, datetime
+from typing import Annotated, Any
 from uuid import UUID, uuid4
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Query, Request, Response
 
 from projections.access import job_read_refusal
 from projections.jobstore import Listed, owner_of
 from projections.lifecycle.audit import CONFLICT, FORBIDDEN, INVALID, NOT_FOUND
+from projections.lifecycle.history import as_of_refusal, events_until, state_as_of
 from projections.lifecycle.identity import job_target, public_command_id
+from projections.lifecycle.state import Job, Unaccepted
 from projections.lifecycle.submission import submission_identity
-from projections.views import EventList, JobView, audit_view, event_view
+from projections.views import EventList, JobView, audit_view, event_view, listed_view
 from schemas.commands import CancelJob, DeleteJobHistory, MutationCommand, RecordAudit, RedriveJob, SubmitJob
 from schemas.enums import AuditAction, AuditOutcome
-from schemas.events import AuditRecorded, JobAccepted, JobRejected, SubmissionReused
+from schemas.events import AuditRecorded, Event, JobAccepted, JobRejected, SubmissionReused
 from streams.agents.lifecycle import Decided
 from streams.auth.principals import Principal
+from streams.clock import utc_now
 from streams.jobtypes import history_deletion_veto
 from streams.publisher import outgoing
 from streams.web.auth import Caller
@@ -34,7 +38,12 @@ REFUSALS = {
     CONFLICT: (409, "conflict"),
     INVALID: (400, "invalid_request"),
 }
-READ_ERRORS = responses(400, 401, 404, 429, 503)
+READ_ERRORS = responses(400, 401, 404, 422, 429, 503)
+AsOf = Annotated[
+    datetime | None,
+    Query(description="The job as it was then (RFC 3339, UTC unless it says): its events folded up to it"),
+]
+Until = Annotated[datetime | None, Query(description="Only the events that had happened by then (RFC 3339)")]
 MUTATION_RESPONSES: dict[int | str, dict[str, Any]] = {
     202: {"model": MutationResult, "description": "Not decided in time; it still will be"},
     **responses(400, 401, 403, 404, 409, 429, 503),
@@ -48,13 +57,19 @@ router = APIRouter(tags=["jobs"])
     responses=READ_ERRORS,
     summary="A job: state, request, attempts, artifacts, totals",
 )
-async def get_job(job_id: UUID, request: Request, principal: Caller) -> Response:
+async def get_job(job_id: UUID, request: Request, principal: Caller, as_of: AsOf = None) -> Response:
     context = context_of(request)
     forwarded = await context.forwarded(request, job_id)
     if forwarded is not None:
         return forwarded
     job = await _readable(context, job_id, request, principal)
-    return Response(context.views.json(job), media_type=JSON)
+    if as_of is None:
+        return Response(context.views.json(job), media_type=JSON)
+    events = _history(context, job_id, as_of)
+    then = state_as_of(events, _utc(as_of))
+    if not isinstance(then, Job) and (not isinstance(then, Unaccepted) or then.rejected is None):
+        raise ApiError(422, "out_of_history", f"job {job_id} was not yet a job at {as_of.isoformat()}")
+    return Response(listed_view(then).model_dump_json(), media_type=JSON)
 
 
 @router.get(
@@ -63,13 +78,14 @@ async def get_job(job_id: UUID, request: Request, principal: Caller) -> Response
     responses=READ_ERRORS,
     summary="A job's history, in order",
 )
-async def get_events(job_id: UUID, request: Request, principal: Caller) -> Response:
+async def get_events(job_id: UUID, request: Request, principal: Caller, until: Until = None) -> Response:
     context = context_of(request)
     forwarded = await context.forwarded(request, job_id)
     if forwarded is not None:
         return forwarded
     await _readable(context, job_id, request, principal)
-    events = [event_view(event) for event in context.store.events_of(job_id)]
+    kept = context.store.events_of(job_id) if until is None else _history(context, job_id, until)
+    events = [event_view(event) for event in (kept if until is None else events_until(kept, _utc(until)))]
     return Response(EventList(job_id=job_id, items=events).model_dump_json(), media_type=JSON)
 
 
@@ -181,6 +197,19 @@ async def delete_history(job_id: UUID, body: MutationBody, request: Request, pri
         context.refusals.refused(principal)
         raise ApiError(409, "conflict", refusal)
     return await _mutate(request, command)
+
+
+def _history(context: ApiContext, job_id: UUID, at: datetime) -> list[Event]:
+    """The job's kept events, when they tell how it was at `at` (else 422, naming what is kept)."""
+    events = context.store.events_of(job_id)
+    refusal = as_of_refusal(events, _utc(at), utc_now())
+    if refusal is not None:
+        raise ApiError(422, "out_of_history", refusal)
+    return events
+
+
+def _utc(at: datetime) -> datetime:
+    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
 
 
 def _actor(principal: Principal, request: Request) -> dict[str, Any]:

@@ -1,0 +1,39 @@
+"""A job as it was at a moment: the fold of its events up to then, when its whole history is kept."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from projections.lifecycle.evolve import replay
+from projections.lifecycle.state import State
+from schemas.events import Event
+
+
+def events_until(events: Sequence[Event], at: datetime) -> list[Event]:
+    """The events that had happened by `at` (a job's events are in sequence and time order)."""
+    return [event for event in events if event.occurred_at <= at]
+
+
+def state_as_of(events: Sequence[Event], at: datetime) -> State:
+    return replay(events_until(events, at))
+
+
+def as_of_refusal(events: Sequence[Event], at: datetime, now: datetime) -> str | None:
+    """Why the job cannot be told as of `at`: a time to come, or one its kept history does not reach."""
+    if at > now:
+        return f"{at.isoformat()} is in the future (now is {now.isoformat()}): leave the time out for now"
+    if not events:
+        return "no history of this job is kept (deleted or purged): nothing can be told as of any time"
+    first = events[0]
+    if first.sequence != 1:
+        return (
+            f"this job's history is kept from its event #{first.sequence} ({first.occurred_at.isoformat()}) "
+            "on; the earlier ones are only in a snapshot, so no time can be told from its events"
+        )
+    if at < first.occurred_at:
+        return (
+            f"this job's history is kept from {first.occurred_at.isoformat()}, when it began; "
+            f"{at.isoformat()} is before it"
+        )
+    return None
