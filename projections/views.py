@@ -158,6 +158,20 @@ class EventView(View):
     data: dict[str, Any] = Field(description="The event's own fields, as in its Avro schema")
 
 
+class StepView(View):
+    sequence: int = Field(description="The event that made the decision")
+    at: datetime
+    rule: str = Field(description="The lifecycle rule that decided, e.g. `retry.retry_after`")
+    said: str
+
+
+class Explanation(View):
+    job_id: UUID
+    state: JobStatus
+    why: str = Field(description="Where the job is, and the last decision that put it there")
+    steps: list[StepView]
+
+
 class EventList(View):
     job_id: UUID
     items: list[EventView]

@@ -27,7 +27,7 @@ EXIT_USAGE = 2
 EXIT_TIMED_OUT = 3
 EXIT_INTERRUPTED = 130
 API_COMMANDS = frozenset(
-    {"get", "list", "events", "cancel", "redrive", "delete-history", "principal", "top", "export"}
+    {"get", "list", "events", "explain", "cancel", "redrive", "delete-history", "principal", "top", "export"}
 )
 KAFKA_COMMANDS = frozenset({"submit", "watch", "replay", "topics"})
 
@@ -136,6 +136,8 @@ def _api_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     listing.add_argument("--dead-letters", action="store_true", help="only dead-lettered jobs")
     events = _api_command(commands, "events", "show a job's history")
     events.add_argument("job_id", help="a job id, or a prefix of one")
+    explained = _api_command(commands, "explain", "say why a job is where it is, decision by decision")
+    explained.add_argument("job_id", help="a job id, or a prefix of one")
     for name, summary in (
         ("cancel", "cancel a job"),
         ("redrive", "run a dead-lettered job again (admin); it asks the origin again"),

@@ -21,7 +21,7 @@ from streams.clock import utc_now
 from streams.errors import UsageError
 from streams.moments import moment_of
 
-JOB_COMMANDS = frozenset({"get", "events", "cancel", "redrive", "delete-history"})
+JOB_COMMANDS = frozenset({"get", "events", "explain", "cancel", "redrive", "delete-history"})
 
 
 def run_api_command(arguments: argparse.Namespace) -> int:
@@ -69,8 +69,8 @@ def _call(api: ApiClient, arguments: argparse.Namespace) -> Any:
     if command == "get":
         as_of = None if arguments.as_of is None else moment_of(arguments.as_of, utc_now()).isoformat()
         return api.get(f"/jobs/{arguments.job_id}", {"as_of": as_of})
-    if command == "events":
-        return api.get(f"/jobs/{arguments.job_id}/events")
+    if command in ("events", "explain"):
+        return api.get(f"/jobs/{arguments.job_id}/{command}")
     if command == "list":
         path = "/dead-letters" if arguments.dead_letters else "/jobs"
         params = {"caller": arguments.caller, "limit": arguments.limit, "cursor": arguments.cursor}
@@ -96,6 +96,12 @@ def _show(arguments: argparse.Namespace, answer: Any) -> None:
         print_all(console, *job_table(answer))
     elif command == "events":
         print_all(console, events_table(answer["items"]))
+    elif command == "explain":
+        console.print(f"job {answer['job_id']}: {answer['why']}", highlight=False, markup=False)
+        for step in answer["steps"]:
+            at = step["at"][:19].replace("T", " ")
+            line = f"  #{step['sequence']:<3} {at}  {step['rule']}: {step['said']}"
+            console.print(line, highlight=False, markup=False, soft_wrap=True)
     elif command == "list":
         print_all(console, jobs_table(answer["items"]))
         if answer.get("next_cursor"):

@@ -12,11 +12,12 @@ from fastapi import APIRouter, Query, Request, Response
 from projections.access import job_read_refusal
 from projections.jobstore import Listed, owner_of
 from projections.lifecycle.audit import CONFLICT, FORBIDDEN, INVALID, NOT_FOUND
+from projections.lifecycle.explain import explain, why
 from projections.lifecycle.history import as_of_refusal, events_until, state_as_of
 from projections.lifecycle.identity import job_target, public_command_id
 from projections.lifecycle.state import Job, Unaccepted
 from projections.lifecycle.submission import submission_identity
-from projections.views import EventList, JobView, audit_view, event_view, listed_view
+from projections.views import EventList, Explanation, JobView, StepView, audit_view, event_view, listed_view
 from schemas.commands import CancelJob, DeleteJobHistory, MutationCommand, RecordAudit, RedriveJob, SubmitJob
 from schemas.enums import AuditAction, AuditOutcome
 from schemas.events import AuditRecorded, Event, JobAccepted, JobRejected, SubmissionReused
@@ -87,6 +88,30 @@ async def get_events(job_id: UUID, request: Request, principal: Caller, until: U
     kept = context.store.events_of(job_id) if until is None else _history(context, job_id, until)
     events = [event_view(event) for event in (kept if until is None else events_until(kept, _utc(until)))]
     return Response(EventList(job_id=job_id, items=events).model_dump_json(), media_type=JSON)
+
+
+@router.get(
+    "/jobs/{job_id}/explain",
+    response_model=Explanation,
+    responses=READ_ERRORS,
+    summary="Why the job is where it is: each decision, with the rule that made it",
+)
+async def explain_job(job_id: UUID, request: Request, principal: Caller) -> Response:
+    context = context_of(request)
+    forwarded = await context.forwarded(request, job_id)
+    if forwarded is not None:
+        return forwarded
+    state = listed_view(await _readable(context, job_id, request, principal)).state
+    steps = explain(context.store.events_of(job_id))
+    told = Explanation(
+        job_id=job_id,
+        state=state,
+        why=why(state.value, steps),
+        steps=[
+            StepView(sequence=step.sequence, at=step.at, rule=step.rule, said=step.said) for step in steps
+        ],
+    )
+    return Response(told.model_dump_json(), media_type=JSON)
 
 
 @router.post(

@@ -146,6 +146,12 @@ class Origin:
         """503 until the test sets `mended`."""
         return web.Response(text="mended") if self.mended.is_set() else web.Response(status=503)
 
+    async def _busy(self, request: web.Request, count: int) -> web.Response:
+        """503 with Retry-After: 3 the first time, then a page shared caches may keep for five minutes."""
+        if count == 1:
+            return web.Response(status=503, headers={"Retry-After": "3"})
+        return web.Response(text="not busy now", headers={"Cache-Control": "max-age=300"})
+
     async def _hostile(self, request: web.Request, count: int) -> web.Response:
         """A page whose markup would run script wherever it is rendered as HTML."""
         body = '<script>window.pwned = "script"</script><img src="x" onerror="window.pwned = \'onerror\'">'

@@ -1,0 +1,55 @@
+"""`explain` tells each decision of a job with the rule that made it."""
+
+from datetime import timedelta
+from uuid import uuid4
+
+from projections.lifecycle.explain import explain, why
+from schemas.enums import AttemptOutcome
+from tests.lifecycle import T0, Lifecycle, attempt_under, failure, report, submit, tick
+
+
+def test_a_retry_after_a_503_with_retry_after_then_an_answer_from_the_cache_names_both_causes():
+    lifecycle = Lifecycle()
+    lifecycle(submit(attempt_limit=3), T0)
+    job = lifecycle.job
+    asked = T0 + timedelta(seconds=30)
+    busy = attempt_under(
+        job, AttemptOutcome.HTTP_ERROR, failure=failure("HTTP_503", retry_at=asked), http_status=503
+    )
+    lifecycle(report(job, busy), T0 + timedelta(seconds=1))
+    lifecycle(tick(job.job_id), lifecycle.job.next_attempt_at)
+    job = lifecycle.job
+    writer = uuid4()
+    cached = attempt_under(
+        job,
+        AttemptOutcome.CACHE_HIT,
+        from_cache=True,
+        cached_at=T0 + timedelta(seconds=10),
+        cache_entry_job_id=writer,
+    )
+    lifecycle(report(job, cached), asked + timedelta(seconds=1))
+    steps = explain(lifecycle.events)
+    rules = [step.rule for step in steps]
+    assert rules == [
+        "submission.accepted",
+        "attempt.failed",
+        "retry.retry_after",
+        "cache.answered",
+        "job.succeeded",
+    ]
+    retry = steps[2].said
+    assert "HTTP_503" in retry
+    assert f"Retry-After asked to wait until {asked.isoformat()}" in retry
+    assert f"by job {writer}" in steps[3].said
+    assert [step.sequence for step in steps] == sorted(step.sequence for step in steps)
+    assert why("SUCCEEDED", steps).startswith("it is SUCCEEDED because succeeded with attempt 2")
+
+
+def test_a_retry_without_retry_after_is_told_as_backoff():
+    lifecycle = Lifecycle()
+    lifecycle(submit(attempt_limit=3), T0)
+    job = lifecycle.job
+    lifecycle(report(job, attempt_under(job, AttemptOutcome.TIMEOUT, failure=failure("TIMEOUT"))), T0)
+    (retry,) = [step for step in explain(lifecycle.events) if step.rule.startswith("retry.")]
+    assert retry.rule == "retry.backoff"
+    assert "TIMEOUT" in retry.said
