@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 from decimal import Decimal
-from typing import Any
+from typing import Any, Literal
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from projections.lifecycle.completion import webhook_id_of
 from projections.lifecycle.state import Job, Unaccepted, is_denial
 from schemas.enums import (
     ActorRole,
@@ -26,7 +28,19 @@ from schemas.enums import (
     TransportPolicy,
     TransportRoute,
 )
-from schemas.events import AuditRecorded, Event, JobRejected
+from schemas.events import (
+    AuditRecorded,
+    CallbackAbandoned,
+    CallbackDelivered,
+    CallbackDispatched,
+    CallbackRetryScheduled,
+    Event,
+    JobAccepted,
+    JobCancelled,
+    JobDeadLettered,
+    JobRejected,
+    JobSucceeded,
+)
 from schemas.records import Artifact, Attempt, Cost, Failure
 
 
@@ -170,6 +184,24 @@ class Explanation(View):
     state: JobStatus
     why: str = Field(description="Where the job is, and the last decision that put it there")
     steps: list[StepView]
+
+
+class CallbackTryView(View):
+    webhook_id: str = Field(description="The delivery's `webhook-id`, the same on every try")
+    try_number: int
+    sent_at: datetime = Field(description="When the try was handed to the sender")
+    answered_at: datetime | None = Field(description="When its outcome was recorded; null while in flight")
+    outcome: Literal["in_flight", "delivered", "failed", "abandoned"]
+    http_status: int | None = Field(description="The receiver's answer, for a delivered try")
+    latency_ms: int | None = Field(description="From sending the try to recording its outcome")
+    error: str | None = Field(description="Why a failed or abandoned try did not land")
+    next_try_at: datetime | None = Field(description="For a failed try: when the next one is due")
+    callback_url: str | None = Field(description="Where it was delivered (known once it ended)")
+
+
+class CallbackLog(View):
+    job_id: UUID
+    items: list[CallbackTryView]
 
 
 class EventList(View):
@@ -354,6 +386,60 @@ def listed_view(state: Job | Unaccepted) -> JobView:
     if state.rejected is None:
         raise ValueError(f"{state.job_id} is neither a job nor a rejected submission")
     return rejected_view(state, state.rejected)
+
+
+def callback_log(events: Iterable[Event]) -> list[CallbackTryView]:
+    """Every callback try of a job, from its events: when it was sent, how it was answered."""
+    tries: list[dict[str, Any]] = []
+    open_tries: dict[str, dict[str, Any]] = {}
+    callback_url = None
+    for event in events:
+        if isinstance(event, JobAccepted | JobRejected):
+            callback_url = event.callback_url
+        if isinstance(event, JobSucceeded | JobDeadLettered | JobCancelled | JobRejected) and callback_url:
+            webhook_id = webhook_id_of(event)
+            first = {"webhook_id": webhook_id, "try_number": 1, "sent_at": event.occurred_at}
+            tries.append(first)
+            open_tries[webhook_id] = first
+            continue
+        if isinstance(event, CallbackDispatched):
+            sent = {
+                "webhook_id": event.webhook_id,
+                "try_number": event.attempt_number,
+                "sent_at": event.occurred_at,
+            }
+            tries.append(sent)
+            open_tries[event.webhook_id] = sent
+            continue
+        ended = open_tries.pop(getattr(event, "webhook_id", ""), None)
+        if ended is None:
+            continue
+        if isinstance(event, CallbackRetryScheduled):
+            ended |= {"outcome": "failed", "error": event.last_error, "next_try_at": event.next_attempt_at}
+        elif isinstance(event, CallbackDelivered):
+            ended |= {
+                "outcome": "delivered",
+                "http_status": event.http_status,
+                "callback_url": event.callback_url,
+            }
+        elif isinstance(event, CallbackAbandoned):
+            ended |= {"outcome": "abandoned", "error": event.last_error, "callback_url": event.callback_url}
+        else:
+            continue
+        ended["answered_at"] = event.occurred_at
+        ended["latency_ms"] = int((event.occurred_at - ended["sent_at"]).total_seconds() * 1000)
+    return [CallbackTryView(**_CALLBACK_TRY | found) for found in tries]
+
+
+_CALLBACK_TRY: dict[str, Any] = {
+    "answered_at": None,
+    "outcome": "in_flight",
+    "http_status": None,
+    "latency_ms": None,
+    "error": None,
+    "next_try_at": None,
+    "callback_url": None,
+}
 
 
 def event_view(event: Event) -> EventView:

@@ -67,6 +67,11 @@ def callback_for(terminal: Event, callback_url: str, completion: JobCompleted) -
     return CallbackDue(
         job_id=completion.job_id,
         callback_url=callback_url,
-        webhook_id=f"msg_{terminal.event_id.hex}",
+        webhook_id=webhook_id_of(terminal),
         completion=completion,
     )
+
+
+def webhook_id_of(terminal: Event) -> str:
+    """The `webhook-id` of the callback a terminal event starts (receivers dedupe by it)."""
+    return f"msg_{terminal.event_id.hex}"

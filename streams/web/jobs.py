@@ -17,7 +17,17 @@ from projections.lifecycle.history import as_of_refusal, events_until, state_as_
 from projections.lifecycle.identity import job_target, public_command_id
 from projections.lifecycle.state import Job, Unaccepted
 from projections.lifecycle.submission import submission_identity
-from projections.views import EventList, Explanation, JobView, StepView, audit_view, event_view, listed_view
+from projections.views import (
+    CallbackLog,
+    EventList,
+    Explanation,
+    JobView,
+    StepView,
+    audit_view,
+    callback_log,
+    event_view,
+    listed_view,
+)
 from schemas.commands import CancelJob, DeleteJobHistory, MutationCommand, RecordAudit, RedriveJob, SubmitJob
 from schemas.enums import AuditAction, AuditOutcome
 from schemas.events import AuditRecorded, Event, JobAccepted, JobRejected, SubmissionReused
@@ -88,6 +98,22 @@ async def get_events(job_id: UUID, request: Request, principal: Caller, until: U
     kept = context.store.events_of(job_id) if until is None else _history(context, job_id, until)
     events = [event_view(event) for event in (kept if until is None else events_until(kept, _utc(until)))]
     return Response(EventList(job_id=job_id, items=events).model_dump_json(), media_type=JSON)
+
+
+@router.get(
+    "/jobs/{job_id}/callbacks",
+    response_model=CallbackLog,
+    responses=READ_ERRORS,
+    summary="A job's callback tries: when each was sent, the receiver's answer, its latency and error",
+)
+async def get_callbacks(job_id: UUID, request: Request, principal: Caller) -> Response:
+    context = context_of(request)
+    forwarded = await context.forwarded(request, job_id)
+    if forwarded is not None:
+        return forwarded
+    await _readable(context, job_id, request, principal)
+    tries = callback_log(context.store.events_of(job_id))
+    return Response(CallbackLog(job_id=job_id, items=tries).model_dump_json(), media_type=JSON)
 
 
 @router.get(

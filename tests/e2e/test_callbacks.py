@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from uuid import uuid4
 
+import httpx
 import pytest
 
 from schemas.events import CallbackRetryScheduled
@@ -71,3 +72,24 @@ async def test_the_next_callback_try_survives_a_restart_of_the_worker(broker, tm
             await second.stop()
     assert len(origin.callbacks[hook]) == 2
     assert len({headers["webhook-id"] for headers, _ in origin.callbacks[hook]}) == 1
+
+
+async def test_each_callback_try_is_listed_with_its_answer_latency_and_error(broker, tmp_path, origin):
+    async with running_system(settings_for(broker, tmp_path)) as system:
+        assert system.worker is not None
+        hook = f"/hook/2/{uuid4().hex}"  # 500 twice, then 204
+        job_id = await system.submit(origin.url("/page/callback-log"), callback_url=origin.url(hook))
+        await system.events.wait_for(lambda _: "CallbackDelivered" in system.event_kinds(job_id))
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{system.worker.web_port}") as http:
+            tries = (await http.get(f"/jobs/{job_id}/callbacks")).json()["items"]
+    assert [(item["try_number"], item["outcome"]) for item in tries] == [
+        (1, "failed"),
+        (2, "failed"),
+        (3, "delivered"),
+    ]
+    assert len({item["webhook_id"] for item in tries}) == 1
+    assert all("500" in item["error"] and item["next_try_at"] for item in tries[:2])
+    assert tries[2]["http_status"] == 204
+    assert tries[2]["callback_url"] == origin.url(hook)
+    assert all(item["latency_ms"] >= 0 and item["answered_at"] >= item["sent_at"] for item in tries)
+    assert [headers["webhook-id"] for headers, _ in origin.callbacks[hook]] == [tries[0]["webhook_id"]] * 3

@@ -176,7 +176,7 @@ async def _job(session: Session, api: ConsoleApi, job_id: str, template: str, re
     values: dict[str, Any] = {
         "job": job,
         "events": events,
-        "callbacks": [event for event in events if event["type"].startswith("Callback")],
+        "callbacks": (await api.get(f"/jobs/{job_id}/callbacks"))["items"],
         "offered": {name for name, action in ACTIONS.items() if action in _offered(session, job)},
         "done": request.query_params.get("done"),
     }
