@@ -21,4 +21,9 @@ def moment_of(text: str, now: datetime) -> datetime:
         at = datetime.fromisoformat(given.replace("Z", "+00:00"))
     except ValueError as exc:
         raise UsageError(f"{text!r} is neither a duration (90s, 30m, 1h, 2d) nor an RFC 3339 time") from exc
+    return as_utc(at)
+
+
+def as_utc(at: datetime) -> datetime:
+    """`at` itself when it names its offset, else read as UTC."""
     return at if at.tzinfo is not None else at.replace(tzinfo=UTC)

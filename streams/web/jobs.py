@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Annotated, Any
 from uuid import UUID, uuid4
 
@@ -35,6 +35,7 @@ from streams.agents.lifecycle import Decided
 from streams.auth.principals import Principal
 from streams.clock import utc_now
 from streams.jobtypes import history_deletion_veto
+from streams.moments import as_utc
 from streams.publisher import outgoing
 from streams.web.auth import Caller
 from streams.web.context import ApiContext, context_of, request_id
@@ -77,7 +78,7 @@ async def get_job(job_id: UUID, request: Request, principal: Caller, as_of: AsOf
     if as_of is None:
         return Response(context.views.json(job), media_type=JSON)
     events = _history(context, job_id, as_of)
-    then = state_as_of(events, _utc(as_of))
+    then = state_as_of(events, as_utc(as_of))
     if not isinstance(then, Job) and (not isinstance(then, Unaccepted) or then.rejected is None):
         raise ApiError(422, "out_of_history", f"job {job_id} was not yet a job at {as_of.isoformat()}")
     return Response(listed_view(then).model_dump_json(), media_type=JSON)
@@ -96,7 +97,7 @@ async def get_events(job_id: UUID, request: Request, principal: Caller, until: U
         return forwarded
     await _readable(context, job_id, request, principal)
     kept = context.store.events_of(job_id) if until is None else _history(context, job_id, until)
-    events = [event_view(event) for event in (kept if until is None else events_until(kept, _utc(until)))]
+    events = [event_view(event) for event in (kept if until is None else events_until(kept, as_utc(until)))]
     return Response(EventList(job_id=job_id, items=events).model_dump_json(), media_type=JSON)
 
 
@@ -253,14 +254,10 @@ async def delete_history(job_id: UUID, body: MutationBody, request: Request, pri
 def _history(context: ApiContext, job_id: UUID, at: datetime) -> list[Event]:
     """The job's kept events, when they tell how it was at `at` (else 422, naming what is kept)."""
     events = context.store.events_of(job_id)
-    refusal = as_of_refusal(events, _utc(at), utc_now())
+    refusal = as_of_refusal(events, as_utc(at), utc_now())
     if refusal is not None:
         raise ApiError(422, "out_of_history", refusal)
     return events
-
-
-def _utc(at: datetime) -> datetime:
-    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
 
 
 def _actor(principal: Principal, request: Request) -> dict[str, Any]:

@@ -236,3 +236,22 @@ class Overview(BaseModel):
     completions: Chart = Field(description="Completions per second by outcome, per minute of the hour")
     hosts: list[HostLoad]
     cluster: Cluster | None = Field(description="Cluster-wide figures, for readers of every job")
+
+
+class CacheEntryView(BaseModel):
+    http_status: int
+    stored_at: datetime
+    expires_at: datetime
+    job_id: UUID = Field(description="The job whose response the entry holds")
+    must_revalidate: bool
+    etag: str | None
+    last_modified: str | None
+
+
+class CacheAnswer(BaseModel):
+    url: str
+    request_hash: str
+    at: datetime
+    answered_from_cache: bool = Field(description="Whether a REUSE_VALID job then is answered by the entry")
+    why: str
+    entry: CacheEntryView | None

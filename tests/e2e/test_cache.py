@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
+from datetime import datetime, timedelta
 from uuid import UUID
 
 import httpx
@@ -347,3 +347,29 @@ async def test_an_entry_whose_artifact_is_gone_is_removed_when_found(system, ori
     records = await read_topic(system.settings.kafka_bootstrap, system.settings.topic("cache"), 2)
     written = [r for r in records if r.key == accepted.request_hash.encode()]
     assert [r.value is None for r in written] == [False, True]  # the entry, then its tombstone
+
+
+async def test_the_cache_says_which_entry_answers_a_url_now_and_as_of_a_time(system, origin):
+    url = origin.url("/page/cache-as-of")
+    writer, _ = await job(system, url, "cache-as-of")
+    await entry_seen(system, writer)
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{system.worker.web_port}") as http:
+        now = (await http.get("/cache", params={"url": url})).json()
+        assert now["answered_from_cache"] is True
+        assert now["entry"]["job_id"] == str(writer)
+        stored_at = datetime.fromisoformat(now["entry"]["stored_at"])
+        then = (await http.get("/cache", params={"url": url, "as_of": stored_at.isoformat()})).json()
+        assert then["answered_from_cache"] is True
+        late = stored_at + timedelta(days=30)  # past any entry's lifetime, but in the future: refused
+        answer = await http.get("/cache", params={"url": url, "as_of": late.isoformat()})
+        assert answer.status_code == 422
+        assert "in the future" in answer.json()["message"]
+        before = stored_at - timedelta(seconds=1)
+        answer = await http.get("/cache", params={"url": url, "as_of": before.isoformat()})
+        assert answer.status_code == 422
+        assert "keeps only the latest entry of each request" in answer.json()["message"]
+        assert f"stored at {stored_at:%Y-%m-%dT%H:%M:%S}" in answer.json()["message"]
+        never = (await http.get("/cache", params={"url": origin.url("/page/never-fetched")})).json()
+        assert never["answered_from_cache"] is False
+        assert never["entry"] is None
+        assert (await http.get("/cache", params={"url": "ftp://example.com/"})).status_code == 400

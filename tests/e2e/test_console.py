@@ -361,6 +361,8 @@ async def test_a_routes_budget_shows_as_a_gauge_and_its_spend_as_a_chart(console
 async def test_the_overview_gives_a_service_its_own_jobs_and_readers_the_cluster(console):
     async with console.api("svc-b") as http:
         mine = (await http.get("/overview")).json()
+        cache = await http.get("/cache", params={"url": console.origin.url("/page/console-ok")})
+        assert cache.status_code == 403  # cache entries name other callers' jobs
     assert mine["cluster"] is None
     assert mine["states"] == {"SUCCEEDED": 1}  # its one job, none of svc-a's
     assert [load["host"] for load in mine["hosts"]] == ["127.0.0.1"]
