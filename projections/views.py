@@ -33,6 +33,7 @@ from schemas.events import (
     CallbackAbandoned,
     CallbackDelivered,
     CallbackDispatched,
+    CallbackReplayed,
     CallbackRetryScheduled,
     Event,
     JobAccepted,
@@ -197,6 +198,7 @@ class CallbackTryView(View):
     error: str | None = Field(description="Why a failed or abandoned try did not land")
     next_try_at: datetime | None = Field(description="For a failed try: when the next one is due")
     callback_url: str | None = Field(description="Where it was delivered (known once it ended)")
+    replay: bool = Field(description="A try of a delivery replayed by an operator or admin")
 
 
 class CallbackLog(View):
@@ -392,43 +394,47 @@ def callback_log(events: Iterable[Event]) -> list[CallbackTryView]:
     """Every callback try of a job, from its events: when it was sent, how it was answered."""
     tries: list[dict[str, Any]] = []
     open_tries: dict[str, dict[str, Any]] = {}
+    replayed: set[str] = set()
     callback_url = None
     for event in events:
         if isinstance(event, JobAccepted | JobRejected):
             callback_url = event.callback_url
-        if isinstance(event, JobSucceeded | JobDeadLettered | JobCancelled | JobRejected) and callback_url:
-            webhook_id = webhook_id_of(event)
-            first = {"webhook_id": webhook_id, "try_number": 1, "sent_at": event.occurred_at}
-            tries.append(first)
-            open_tries[webhook_id] = first
-            continue
-        if isinstance(event, CallbackDispatched):
-            sent = {
-                "webhook_id": event.webhook_id,
-                "try_number": event.attempt_number,
-                "sent_at": event.occurred_at,
-            }
-            tries.append(sent)
-            open_tries[event.webhook_id] = sent
+        if isinstance(event, CallbackReplayed):
+            replayed.add(event.webhook_id)
+        sent = _sent(event, callback_url)
+        if sent is not None:
+            webhook_id, number = sent
+            opened = {"webhook_id": webhook_id, "try_number": number, "sent_at": event.occurred_at}
+            tries.append(opened | {"replay": webhook_id in replayed})
+            open_tries[webhook_id] = tries[-1]
             continue
         ended = open_tries.pop(getattr(event, "webhook_id", ""), None)
-        if ended is None:
-            continue
-        if isinstance(event, CallbackRetryScheduled):
-            ended |= {"outcome": "failed", "error": event.last_error, "next_try_at": event.next_attempt_at}
-        elif isinstance(event, CallbackDelivered):
-            ended |= {
-                "outcome": "delivered",
-                "http_status": event.http_status,
-                "callback_url": event.callback_url,
-            }
-        elif isinstance(event, CallbackAbandoned):
-            ended |= {"outcome": "abandoned", "error": event.last_error, "callback_url": event.callback_url}
-        else:
-            continue
-        ended["answered_at"] = event.occurred_at
-        ended["latency_ms"] = int((event.occurred_at - ended["sent_at"]).total_seconds() * 1000)
+        answer = _answer(event)
+        if ended is not None and answer is not None:
+            ended |= answer | {"answered_at": event.occurred_at}
+            ended["latency_ms"] = int((event.occurred_at - ended["sent_at"]).total_seconds() * 1000)
     return [CallbackTryView(**_CALLBACK_TRY | found) for found in tries]
+
+
+def _sent(event: Event, callback_url: str | None) -> tuple[str, int] | None:
+    """The webhook-id and try number of a callback try `event` sends, if it sends one."""
+    if isinstance(event, CallbackReplayed):
+        return event.webhook_id, 1
+    if isinstance(event, CallbackDispatched):
+        return event.webhook_id, event.attempt_number
+    if isinstance(event, JobSucceeded | JobDeadLettered | JobCancelled | JobRejected) and callback_url:
+        return webhook_id_of(event), 1
+    return None
+
+
+def _answer(event: Event) -> dict[str, Any] | None:
+    if isinstance(event, CallbackRetryScheduled):
+        return {"outcome": "failed", "error": event.last_error, "next_try_at": event.next_attempt_at}
+    if isinstance(event, CallbackDelivered):
+        return {"outcome": "delivered", "http_status": event.http_status, "callback_url": event.callback_url}
+    if isinstance(event, CallbackAbandoned):
+        return {"outcome": "abandoned", "error": event.last_error, "callback_url": event.callback_url}
+    return None
 
 
 _CALLBACK_TRY: dict[str, Any] = {
@@ -439,6 +445,7 @@ _CALLBACK_TRY: dict[str, Any] = {
     "error": None,
     "next_try_at": None,
     "callback_url": None,
+    "replay": False,
 }
 
 

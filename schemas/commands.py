@@ -1,5 +1,5 @@
-"""Commands: imperative requests to the lifecycle. SubmitJob, CancelJob, RedriveJob and
-DeleteJobHistory are public input; RecordAudit comes from the workers' HTTP API."""
+"""Commands: imperative requests to the lifecycle. SubmitJob, CancelJob, RedriveJob,
+DeleteJobHistory and ReplayCallback are public input; RecordAudit comes from the workers' HTTP API."""
 
 from uuid import UUID
 
@@ -110,6 +110,17 @@ class DeleteJobHistory(Record):
     expires_at: Instant | None = None
 
 
+class ReplayCallback(Record):
+    command_id: UUID | None = None
+    job_id: UUID
+    actor_id: str
+    actor_role: ActorRole
+    reason: str
+    request_id: str = ""
+    expires_at: Instant | None = None
+    callback_url: str | None = None
+
+
 class ReportRemoteAttempt(Record):
     command_id: UUID | None = None
     job_id: UUID
@@ -147,12 +158,13 @@ class RecordAudit(Record):
     reason: str = ""
 
 
-MutationCommand = CancelJob | RedriveJob | DeleteJobHistory
+MutationCommand = CancelJob | RedriveJob | DeleteJobHistory | ReplayCallback
 Command = (
     SubmitJob
     | CancelJob
     | RedriveJob
     | DeleteJobHistory
+    | ReplayCallback
     | RecordAudit
     | PurgeAuditRecords
     | ReportAttempt

@@ -179,6 +179,14 @@ class JobHistoryDeleted(EventEnvelope):
     reason: str
 
 
+class CallbackReplayed(EventEnvelope):
+    actor_id: str
+    actor_role: ActorRole
+    reason: str
+    webhook_id: str
+    callback_url: str
+
+
 class AuditRecordsPurged(EventEnvelope):
     before: Instant
     actor_id: str
@@ -208,6 +216,7 @@ Event = (
     | JobRedriven
     | JobHistoryDeleted
     | AuditRecordsPurged
+    | CallbackReplayed
 )
 
 

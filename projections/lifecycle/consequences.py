@@ -9,13 +9,14 @@ from datetime import datetime, timedelta
 from projections.artifacts import reference_key
 from projections.lifecycle.cache import cache_entry
 from projections.lifecycle.callbacks import next_callback_timer
-from projections.lifecycle.completion import completion_of, rejection_completion
+from projections.lifecycle.completion import completion_of, rejection_completion, webhook_id_of
 from projections.lifecycle.policy import Policy, renew_interval_ms
 from projections.lifecycle.state import Job, Lease, PendingCallback, State
 from schemas.enums import JobStatus, ReportKind
 from schemas.events import (
     AttemptRecorded,
     CallbackDispatched,
+    CallbackReplayed,
     Event,
     JobCancelled,
     JobCompleted,
@@ -66,14 +67,22 @@ def consequences_of(
             # A rejection on an accepted job (a reused idempotency key) ends no job: its submitter
             # reads it from the events; the job's own completion is its one.
             result.completions.append(rejection_completion(event))
-            result.callbacks.extend(_first_try(state.callbacks, event))
-        elif isinstance(event, CallbackDispatched):
-            pending = next((p for p in state.callbacks if p.webhook_id == event.webhook_id), None)
-            if pending is not None:
-                result.callbacks.append(
-                    pending.due.model_copy(update={"attempt_number": event.attempt_number})
-                )
+            result.callbacks.extend(_first_try(state.callbacks, webhook_id_of(event)))
+        elif isinstance(event, CallbackReplayed | CallbackDispatched):
+            result.callbacks.extend(_try_of(state.callbacks, event))
     return result
+
+
+def _try_of(
+    callbacks: tuple[PendingCallback, ...], event: CallbackReplayed | CallbackDispatched
+) -> list[CallbackDue]:
+    """The delivery a replay starts, or the next try of one."""
+    if isinstance(event, CallbackReplayed):
+        return _first_try(callbacks, event.webhook_id)
+    pending = next((p for p in callbacks if p.webhook_id == event.webhook_id), None)
+    if pending is None:
+        return []
+    return [pending.due.model_copy(update={"attempt_number": event.attempt_number})]
 
 
 def _of_job(state: Job, event: Event, result: Consequences, policy: Policy) -> None:
@@ -92,7 +101,7 @@ def _of_job(state: Job, event: Event, result: Consequences, policy: Policy) -> N
         completion = completion_of(state)
         if completion is not None:
             result.completions.append(completion)
-        result.callbacks.extend(_first_try(state.callbacks, event))
+        result.callbacks.extend(_first_try(state.callbacks, webhook_id_of(event)))
 
 
 def _revoked(stale: StaleReportIgnored) -> list[LeaseRevoked]:
@@ -124,8 +133,7 @@ def _released(job: Job) -> list[bytes]:
     return [reference_key(key, job.job_id) for key in sorted(keys)]
 
 
-def _first_try(callbacks: tuple[PendingCallback, ...], terminal: Event) -> list[CallbackDue]:
-    webhook_id = f"msg_{terminal.event_id.hex}"
+def _first_try(callbacks: tuple[PendingCallback, ...], webhook_id: str) -> list[CallbackDue]:
     return [p.due for p in callbacks if p.webhook_id == webhook_id and p.attempt_number == 1]
 
 

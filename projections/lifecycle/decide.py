@@ -27,6 +27,7 @@ from schemas.commands import (
     RecordAudit,
     RedriveJob,
     RenewLease,
+    ReplayCallback,
     ReportAttempt,
     ReportCallback,
     StartAttempt,
@@ -70,7 +71,7 @@ def decide(state: State, command: Command, now: datetime, policy: Policy) -> lis
     emit = Emitter(command_id, command.job_id, 0 if state is None else state.sequence, now)
     job = accepted_job(state)
     match command:
-        case CancelJob() | RedriveJob() | DeleteJobHistory():
+        case CancelJob() | RedriveJob() | DeleteJobHistory() | ReplayCallback():
             mutate(job, command, emit, policy)
         case RecordAudit():
             record_audit(state, command, emit)

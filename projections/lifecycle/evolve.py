@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from typing import TypeVar, assert_never
 
 from projections.lifecycle.callbacks import finish_callback, start_callback, update_callback
-from projections.lifecycle.completion import callback_for, completion_of, rejection_completion
+from projections.lifecycle.completion import callback_for, completion_of, rejection_completion, webhook_id_of
 from projections.lifecycle.state import Job, Lease, State, Unaccepted, remembered, updated
 from schemas.enums import ExpiryReason, JobStatus
 from schemas.events import (
@@ -18,6 +18,7 @@ from schemas.events import (
     CallbackAbandoned,
     CallbackDelivered,
     CallbackDispatched,
+    CallbackReplayed,
     CallbackRetryScheduled,
     Event,
     JobAccepted,
@@ -35,6 +36,7 @@ from schemas.events import (
     SubmissionReused,
 )
 from schemas.records import Artifact, Failure
+from schemas.work import CallbackDue
 
 
 def start(accepted: JobAccepted, before: Unaccepted | None = None) -> Job:
@@ -170,11 +172,23 @@ def _apply(state: Job, event: Event) -> Job:  # noqa: C901 - one flat case per e
             return _terminal(state, JobStatus.CANCELLED, event, (), state.failure)
         case CallbackDispatched() | CallbackRetryScheduled() | CallbackDelivered() | CallbackAbandoned():
             return _callback(state, event)
+        case CallbackReplayed():
+            return _replayed(state, event)
         case _:
             assert_never(event)
 
 
 S = TypeVar("S", Job, Unaccepted)
+
+
+def _replayed(state: Job, event: CallbackReplayed) -> Job:
+    """The completion's callback, to be delivered again under its first webhook-id."""
+    completion = completion_of(state)
+    if completion is None:
+        return state
+    url, webhook_id = event.callback_url, event.webhook_id
+    due = CallbackDue(job_id=state.job_id, callback_url=url, webhook_id=webhook_id, completion=completion)
+    return updated(state, callbacks=(*state.callbacks, start_callback(due, event.occurred_at)))
 
 
 def _callback(
@@ -202,6 +216,7 @@ def _terminal(
         artifacts=artifacts,
         failure=failure,
     )
+    ended = updated(ended, completion_webhook_id=webhook_id_of(event))
     url = state.accepted.callback_url
     completion = None if url is None else completion_of(ended)
     if url is None or completion is None:

@@ -13,6 +13,7 @@ from schemas.events import (
     AttemptStarted,
     CallbackAbandoned,
     CallbackDelivered,
+    CallbackReplayed,
     CallbackRetryScheduled,
     Event,
     JobAccepted,
@@ -205,6 +206,15 @@ def _deleted(event: JobHistoryDeleted) -> tuple[str, str] | None:
 @_said.register
 def _stale(event: StaleReportIgnored) -> tuple[str, str] | None:
     return "report.stale", "a report for a lease that is no longer the job's was ignored"
+
+
+@_said.register
+def _callback_replayed(event: CallbackReplayed) -> tuple[str, str] | None:
+    return (
+        "callback.replayed",
+        f"callback {event.webhook_id} replayed to {event.callback_url} by {event.actor_id} "
+        f"({event.actor_role}): {event.reason}",
+    )
 
 
 @_said.register

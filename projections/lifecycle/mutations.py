@@ -16,7 +16,7 @@ from projections.lifecycle.audit import CONFLICT, FORBIDDEN, INVALID, NOT_FOUND,
 from projections.lifecycle.dispatch import dispatch
 from projections.lifecycle.emit import Emitter, command_id_of
 from projections.lifecycle.evolve import evolve
-from projections.lifecycle.identity import audit_stream_id, job_target, name_based
+from projections.lifecycle.identity import audit_stream_id, is_valid_callback_url, job_target, name_based
 from projections.lifecycle.limits import (
     MAX_ACTOR_BYTES,
     MAX_MESSAGE_BYTES,
@@ -26,19 +26,29 @@ from projections.lifecycle.limits import (
 )
 from projections.lifecycle.policy import Policy
 from projections.lifecycle.state import TERMINAL_STATUSES, Job, State, Unaccepted, accepted_job
-from schemas.commands import CancelJob, Command, DeleteJobHistory, MutationCommand, RecordAudit, RedriveJob
+from schemas.commands import (
+    CancelJob,
+    Command,
+    DeleteJobHistory,
+    MutationCommand,
+    RecordAudit,
+    RedriveJob,
+    ReplayCallback,
+)
 from schemas.enums import ActorRole, AuditAction, AuditOutcome, CacheMode, JobStatus
-from schemas.events import JobCancelled, JobHistoryDeleted, JobRedriven
+from schemas.events import CallbackReplayed, JobCancelled, JobHistoryDeleted, JobRedriven
 from schemas.types import to_utc_millis
 
 CANCELLING_ROLES = frozenset({ActorRole.SERVICE, ActorRole.OPERATOR, ActorRole.ADMIN})
 REDRIVING_ROLES = frozenset({ActorRole.ADMIN})
 DELETING_ROLES = frozenset({ActorRole.ADMIN})
+REPLAYING_ROLES = frozenset({ActorRole.OPERATOR, ActorRole.ADMIN})
 MAX_AUDIT_RECORDS = 1_000  # per principal and hour; what comes later is counted, not recorded
 ACTIONS: dict[type[MutationCommand], AuditAction] = {
     CancelJob: AuditAction.JOB_CANCEL,
     RedriveJob: AuditAction.JOB_REDRIVE,
     DeleteJobHistory: AuditAction.JOB_HISTORY_DELETE,
+    ReplayCallback: AuditAction.CALLBACK_REPLAY,
 }
 
 
@@ -71,6 +81,17 @@ def mutate(state: Job | None, command: MutationCommand, emit: Emitter, policy: P
                 reason=_reason(command),
             )
             _audit(emit, command, "history deleted")
+        case ReplayCallback():
+            url = replay_url(job, command) or ""
+            emit(
+                CallbackReplayed,
+                actor_id=_actor(command),
+                actor_role=command.actor_role,
+                reason=_reason(command),
+                webhook_id=job.completion_webhook_id or "",
+                callback_url=url,
+            )
+            _audit(emit, command, f"callback replayed to {clip(url, 256)}")
         case _:
             assert_never(command)
 
@@ -92,7 +113,7 @@ def offered_mutations(role: ActorRole, status: JobStatus) -> frozenset[AuditActi
 def refusal_of(state: State, command: Command, now: datetime) -> RecordAudit | None:
     """A public mutation that will not go ahead, as the audit command for its actor's audit stream;
     None for any other command."""
-    if not isinstance(command, CancelJob | RedriveJob | DeleteJobHistory):
+    if not isinstance(command, CancelJob | RedriveJob | DeleteJobHistory | ReplayCallback):
         return None
     if state is not None and command_id_of(command) in state.recent_command_ids:
         return None  # decided already: a redelivery is nothing new
@@ -178,6 +199,8 @@ def _checked(state: Job | None, command: MutationCommand, now: datetime) -> tupl
             denial = _redrive_denial(job, command, now)
         case DeleteJobHistory():
             denial = _delete_denial(job, command)
+        case ReplayCallback():
+            denial = _replay_denial(job, command)
         case _:
             assert_never(command)
     return job, denial
@@ -210,6 +233,26 @@ def _delete_denial(job: Job, command: DeleteJobHistory) -> Refusal | None:
     if command.actor_role not in DELETING_ROLES:
         return Refusal(FORBIDDEN, f"role {command.actor_role} may not delete history; ADMIN may")
     return _still_active(job)
+
+
+def _replay_denial(job: Job, command: ReplayCallback) -> Refusal | None:
+    if command.actor_role not in REPLAYING_ROLES:
+        return Refusal(FORBIDDEN, f"role {command.actor_role} may not replay callbacks; OPERATOR, ADMIN may")
+    if not job.is_terminal or job.completion_webhook_id is None:
+        return Refusal(CONFLICT, f"job is {job.status}: its callback is sent when it ends")
+    if job.callbacks:
+        return Refusal(CONFLICT, "its callback is still being delivered")
+    url = replay_url(job, command)
+    if url is None:
+        return Refusal(INVALID, "the job has no callback URL: give one to deliver to")
+    if not is_valid_callback_url(url):
+        return Refusal(INVALID, f"callback_url {clip(url, 256)!r} is not an absolute http(s) URL")
+    return None
+
+
+def replay_url(job: Job, command: ReplayCallback) -> str | None:
+    """Where a replay delivers: the URL it names, else the job's own."""
+    return command.callback_url or job.accepted.callback_url
 
 
 def _still_active(job: Job) -> Refusal | None:

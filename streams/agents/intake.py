@@ -21,7 +21,14 @@ from projections.lifecycle.identity import public_command_id
 from projections.lifecycle.state import MAX_COMMAND_VALIDITY
 from projections.lifecycle.submission import submission_identity
 from schemas.codec import decode_as
-from schemas.commands import CancelJob, DeleteJobHistory, RedriveJob, ReportRemoteAttempt, SubmitJob
+from schemas.commands import (
+    CancelJob,
+    DeleteJobHistory,
+    RedriveJob,
+    ReplayCallback,
+    ReportRemoteAttempt,
+    SubmitJob,
+)
 from schemas.errors import CodecError, ScrapestreamError
 from streams.auth.principals import Principal, Principals
 from streams.auth.signing import Binding, claimed_principal, verify
@@ -31,7 +38,7 @@ from streams.publisher import Outgoing, Sink, outgoing
 from streams.settings import Settings
 
 INTAKE_NAMESPACE = UUID("3a0c5a51-96e4-5b8e-8f0e-2f4a3d1f7c90")
-PublicCommand = SubmitJob | CancelJob | RedriveJob | DeleteJobHistory | ReportRemoteAttempt
+PublicCommand = SubmitJob | CancelJob | RedriveJob | DeleteJobHistory | ReplayCallback | ReportRemoteAttempt
 PUBLIC_COMMANDS = get_args(PublicCommand)
 
 

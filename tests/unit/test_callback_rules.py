@@ -4,7 +4,8 @@ from datetime import timedelta
 from uuid import uuid4
 
 from projections.lifecycle.consequences import consequences_of, next_due_at
-from schemas.commands import ReportCallback
+from schemas.commands import ReplayCallback, ReportCallback
+from schemas.enums import ActorRole, AuditAction, AuditOutcome
 from tests.lifecycle import POLICY, T0, Lifecycle, attempt_under, kinds, report, submit, tick
 
 
@@ -115,3 +116,75 @@ def test_a_rejection_with_a_callback_url_is_delivered_like_any_outcome():
         delivery_attempts=1,
     )
     assert kinds(lifecycle(command)) == ["CallbackDelivered"]
+
+
+def replay(lifecycle, role=ActorRole.OPERATOR, callback_url=None):
+    return ReplayCallback(
+        command_id=uuid4(),
+        job_id=lifecycle.job.job_id,
+        actor_id="ops",
+        actor_role=role,
+        reason="the receiver was down",
+        callback_url=callback_url,
+    )
+
+
+def abandoned(**overrides):
+    lifecycle = finished(**overrides)
+    lifecycle(callback_report(lifecycle, delivered=False, retryable=False, last_error="HTTP 503"))
+    assert kinds(lifecycle.events)[-1] == "CallbackAbandoned"
+    return lifecycle
+
+
+def test_a_replay_delivers_the_completion_again_under_its_first_webhook_id_and_is_audited():
+    lifecycle = abandoned()
+    first = next(event for event in lifecycle.events if type(event).__name__ == "JobSucceeded")
+    webhook_id = lifecycle.job.completion_webhook_id
+    assert webhook_id == f"msg_{first.event_id.hex}"
+    before = lifecycle.state
+    events = lifecycle(replay(lifecycle))
+    assert kinds(events) == ["CallbackReplayed", "AuditRecorded"]
+    assert events[0].webhook_id == webhook_id
+    assert events[0].callback_url == "https://hooks.example/done"
+    assert events[1].action is AuditAction.CALLBACK_REPLAY
+    (due,) = consequences_of(lifecycle.state, events, POLICY, before).callbacks
+    assert (due.webhook_id, due.attempt_number, due.callback_url) == (
+        webhook_id,
+        1,
+        "https://hooks.example/done",
+    )
+    assert due.completion.status.value == "SUCCEEDED"
+    delivered = lifecycle(callback_report(lifecycle, delivered=True, http_status=204))
+    assert kinds(delivered) == ["CallbackDelivered"]
+    assert delivered[0].webhook_id == webhook_id
+    assert lifecycle.job.callbacks == ()
+
+
+def test_a_replay_may_go_to_another_receiver():
+    lifecycle = abandoned()
+    events = lifecycle(replay(lifecycle, callback_url="https://standby.example/hooks"))
+    assert events[0].callback_url == "https://standby.example/hooks"
+    (pending,) = lifecycle.job.callbacks
+    assert pending.due.callback_url == "https://standby.example/hooks"
+
+
+def test_a_replay_is_refused_to_services_and_viewers_while_running_or_delivering_and_without_a_url():
+    lifecycle = abandoned()
+    for role in (ActorRole.SERVICE, ActorRole.VIEWER):
+        refused = lifecycle(replay(lifecycle, role=role))
+        assert kinds(refused) == ["AuditRecorded"]
+        assert refused[0].outcome is AuditOutcome.DENIED
+    running = Lifecycle()
+    running(submit(callback_url="https://hooks.example/done"))
+    assert "its callback is sent when it ends" in running(replay(running))[0].detail
+    delivering = finished()
+    assert "still being delivered" in delivering(replay(delivering))[0].detail
+    no_url = Lifecycle()
+    no_url(submit())
+    no_url(report(no_url.job, attempt_under(no_url.job)))
+    assert "no callback URL" in no_url(replay(no_url))[0].detail
+    assert "not an absolute http(s) URL" in no_url(replay(no_url, callback_url="ftp://x/"))[0].detail
+    assert kinds(no_url(replay(no_url, callback_url="https://late.example/h"))) == [
+        "CallbackReplayed",
+        "AuditRecorded",
+    ]

@@ -1,5 +1,6 @@
 """Properties of decide/evolve over random command sequences for one job."""
 
+from collections import Counter
 from dataclasses import replace
 from datetime import timedelta
 from itertools import pairwise
@@ -14,11 +15,12 @@ from projections.lifecycle.identity import event_ids
 from projections.lifecycle.state import TERMINAL_STATUSES, Job, Lease, accepted_job
 from projections.lifecycle.submission import submission_identity
 from schemas.codec import decode, encode
-from schemas.commands import CancelJob, DeleteJobHistory, RedriveJob, ReportCallback
+from schemas.commands import CancelJob, DeleteJobHistory, RedriveJob, ReplayCallback, ReportCallback
 from schemas.enums import ActorRole, AttemptOutcome, JobStatus
 from schemas.events import (
     CallbackAbandoned,
     CallbackDelivered,
+    CallbackReplayed,
     JobAccepted,
     JobCancelled,
     JobDeadLettered,
@@ -66,6 +68,17 @@ def mutation_command(draw, job, choice):
             deadline_at=new_deadline,
             command_id=uuid4(),
         )
+    if choice == "replay":
+        role = draw(st.sampled_from(list(ActorRole)))
+        url = draw(st.sampled_from([None, "https://standby.example/h"]))
+        return ReplayCallback(
+            job_id=job.job_id,
+            actor_id="ops",
+            actor_role=role,
+            reason="r",
+            callback_url=url,
+            command_id=uuid4(),
+        )
     role = draw(st.sampled_from([ActorRole.ADMIN, ActorRole.VIEWER]))
     return DeleteJobHistory(
         job_id=job.job_id, actor_id="ops", actor_role=role, reason="r", command_id=uuid4()
@@ -88,6 +101,7 @@ def next_command(draw, lifecycle, first_submit, sent):
                 "again",
                 "redrive",
                 "delete",
+                "replay",
             ]
         )
     )
@@ -108,7 +122,7 @@ def next_command(draw, lifecycle, first_submit, sent):
         return renew(job)
     if choice == "start":
         return start(job)
-    if choice in ("cancel", "redrive", "delete"):
+    if choice in ("cancel", "redrive", "delete", "replay"):
         return mutation_command(draw, job, choice)
     if choice == "callback" and job.callbacks:
         pending = job.callbacks[0]
@@ -128,9 +142,12 @@ def check_history(lifecycle):
     """Invariants of the whole log so far."""
     # Replaying the log through evolve rebuilds the same state.
     assert replay(lifecycle.events) == lifecycle.state
-    # Each delivery ends at most once.
-    ended = [e.webhook_id for e in lifecycle.events if isinstance(e, CallbackDelivered | CallbackAbandoned)]
-    assert len(ended) == len(set(ended))
+    # Each delivery ends at most once: the first, and each replay of it.
+    ended = Counter(
+        e.webhook_id for e in lifecycle.events if isinstance(e, CallbackDelivered | CallbackAbandoned)
+    )
+    replays = Counter(e.webhook_id for e in lifecycle.events if isinstance(e, CallbackReplayed))
+    assert all(count <= 1 + replays[webhook_id] for webhook_id, count in ended.items())
     job = accepted_job(lifecycle.state)
     if job is None:
         return
