@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from decimal import Decimal
 from typing import Any, Literal
+from urllib.parse import urlsplit
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -156,6 +157,9 @@ class JobView(View):
     completed_at: datetime | None
     reuse_count: int
     callbacks_pending: int
+    callback_host: str | None = Field(
+        description="The host its outcome is POSTed to (the URL itself may hold a secret); null: no callback"
+    )
     sequence: int
 
 
@@ -298,6 +302,7 @@ def job_view(job: Job) -> JobView:
         job_id=job.job_id,
         state=job.status,
         caller_identity=accepted.caller_identity,
+        callback_host=_host_of(accepted.callback_url),
         idempotency_key=accepted.idempotency_key,
         job_type=accepted.job_type,
         request=RequestSummary.model_construct(
@@ -377,6 +382,7 @@ def rejected_view(state: Unaccepted, rejected: JobRejected) -> JobView:
         completed_at=rejected.occurred_at,
         reuse_count=0,
         callbacks_pending=len(state.callbacks),
+        callback_host=_host_of(rejected.callback_url),
         sequence=state.sequence,
     )
 
@@ -388,6 +394,10 @@ def listed_view(state: Job | Unaccepted) -> JobView:
     if state.rejected is None:
         raise ValueError(f"{state.job_id} is neither a job nor a rejected submission")
     return rejected_view(state, state.rejected)
+
+
+def _host_of(url: str | None) -> str | None:
+    return None if url is None else urlsplit(url).hostname or None
 
 
 def callback_log(events: Iterable[Event]) -> list[CallbackTryView]:

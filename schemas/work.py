@@ -49,6 +49,7 @@ class CallbackDue(Record):
     webhook_id: str
     completion: JobCompleted
     attempt_number: int = 1
+    replay: int = 0
 
 
 class DeadInput(Record):

@@ -27,7 +27,19 @@ EXIT_USAGE = 2
 EXIT_TIMED_OUT = 3
 EXIT_INTERRUPTED = 130
 API_COMMANDS = frozenset(
-    {"get", "list", "events", "explain", "cancel", "redrive", "delete-history", "principal", "top", "export"}
+    {
+        "get",
+        "list",
+        "events",
+        "explain",
+        "cancel",
+        "redrive",
+        "delete-history",
+        "principal",
+        "top",
+        "export",
+        "callbacks",
+    }
 )
 KAFKA_COMMANDS = frozenset({"submit", "watch", "replay", "topics"})
 
@@ -159,6 +171,26 @@ def _api_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     export.add_argument("--since", help="accepted since: a duration (90s, 30m, 1h, 2d) or an RFC 3339 time")
     export.add_argument("--caller")
     export.add_argument("--type", dest="job_type")
+    callbacks = commands.add_parser("callbacks", help="callbacks of finished jobs")
+    replay = callbacks.add_subparsers(dest="action", required=True).add_parser(
+        "replay",
+        help="deliver the callbacks of matching finished jobs again, with their original webhook-ids",
+    )
+    replay.add_argument("--url", help="API base URL (default: SCRAPESTREAM_URL, else a running dev)")
+    replay.add_argument("--token", help="bearer token of an operator or admin (default: SCRAPESTREAM_TOKEN)")
+    replay.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
+    replay.add_argument("--caller", help="only this caller's jobs")
+    replay.add_argument("--since", required=True, help="accepted since: a duration (2h) or an RFC 3339 time")
+    replay.add_argument("--until", help="accepted until: a duration ago or an RFC 3339 time")
+    replay.add_argument(
+        "--status", action="append", choices=["SUCCEEDED", "DEAD_LETTER", "CANCELLED"], help="repeatable"
+    )
+    replay.add_argument("--to", help="deliver to this URL instead of each job's own callback URL")
+    replay.add_argument("--reason", required=True, help="recorded in each job's audit")
+    replay.add_argument("--dry-run", action="store_true", help="list what would be replayed, replay nothing")
+    replay.add_argument(
+        "--per-receiver-per-s", type=float, default=10.0, help="at most this many a second per host"
+    )
     principal = commands.add_parser("principal", help="manage principals")
     new = principal.add_subparsers(dest="action", required=True).add_parser(
         "new", help="create a principal: prints its token and signing key once"

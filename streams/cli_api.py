@@ -33,6 +33,10 @@ def run_api_command(arguments: argparse.Namespace) -> int:
             from streams.cli_top import run_top
 
             return run_top(api, arguments)
+        if arguments.command == "callbacks":
+            from streams.cli_replay import run_replay
+
+            return run_replay(api, arguments)
         if arguments.command == "export":
             from streams.cli_export import run_export
 

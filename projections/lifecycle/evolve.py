@@ -186,9 +186,13 @@ def _replayed(state: Job, event: CallbackReplayed) -> Job:
     completion = completion_of(state)
     if completion is None:
         return state
+    replay = state.callback_replays + 1
     url, webhook_id = event.callback_url, event.webhook_id
-    due = CallbackDue(job_id=state.job_id, callback_url=url, webhook_id=webhook_id, completion=completion)
-    return updated(state, callbacks=(*state.callbacks, start_callback(due, event.occurred_at)))
+    due = CallbackDue(
+        job_id=state.job_id, callback_url=url, webhook_id=webhook_id, completion=completion, replay=replay
+    )
+    callbacks = (*state.callbacks, start_callback(due, event.occurred_at))
+    return updated(state, callbacks=callbacks, callback_replays=replay)
 
 
 def _callback(

@@ -68,6 +68,7 @@ class Job:
     denial_base: int = 0  # denials before the last redrive
     cache_mode: CacheMode | None = None  # set by a redrive: how its attempts use the cache
     completion_webhook_id: str | None = None  # the webhook-id of its latest end's callback
+    callback_replays: int = 0
 
     @property
     def effective_cache_mode(self) -> CacheMode:

@@ -81,8 +81,9 @@ class Outbox(QuietStage):
         await self._report(due, result)
 
     async def _report(self, due: CallbackDue, result: TryResult) -> None:
+        delivery = due.webhook_id if due.replay == 0 else f"{due.webhook_id}:replay-{due.replay}"
         report = ReportCallback(
-            command_id=uuid5(due.job_id, f"callback:{due.webhook_id}:{due.attempt_number}"),
+            command_id=uuid5(due.job_id, f"callback:{delivery}:{due.attempt_number}"),
             job_id=due.job_id,
             webhook_id=due.webhook_id,
             attempt_number=due.attempt_number,

@@ -11,7 +11,7 @@ from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
-from streams.web import artifacts, cache_reads, controls, jobs, listings, operations, overview
+from streams.web import artifacts, cache_reads, controls, jobs, listings, operations, overview, replays
 from streams.web.console import pages as console
 from streams.web.context import ApiContext
 from streams.web.errors import install
@@ -54,7 +54,7 @@ def documented_api(context: ApiContext) -> FastAPI:
     app.state.principals = context.principals
     app.state.peer_key = context.peer_key
     routers = (operations.router, overview.router, controls.router, jobs.router, listings.router)
-    for router in (*routers, artifacts.router, cache_reads.router):
+    for router in (*routers, artifacts.router, cache_reads.router, replays.router):
         app.include_router(router)
     app.include_router(console.router)
     install(app)

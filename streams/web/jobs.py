@@ -28,7 +28,15 @@ from projections.views import (
     event_view,
     listed_view,
 )
-from schemas.commands import CancelJob, DeleteJobHistory, MutationCommand, RecordAudit, RedriveJob, SubmitJob
+from schemas.commands import (
+    CancelJob,
+    DeleteJobHistory,
+    MutationCommand,
+    RecordAudit,
+    RedriveJob,
+    ReplayCallback,
+    SubmitJob,
+)
 from schemas.enums import AuditAction, AuditOutcome
 from schemas.events import AuditRecorded, Event, JobAccepted, JobRejected, SubmissionReused
 from streams.agents.lifecycle import Decided
@@ -40,7 +48,14 @@ from streams.publisher import outgoing
 from streams.web.auth import Caller
 from streams.web.context import ApiContext, context_of, request_id
 from streams.web.errors import ApiError, responses
-from streams.web.models import MutationBody, MutationResult, RedriveBody, SubmissionResult, SubmitBody
+from streams.web.models import (
+    MutationBody,
+    MutationResult,
+    RedriveBody,
+    ReplayBody,
+    SubmissionResult,
+    SubmitBody,
+)
 
 JSON = "application/json"
 DECISION_TIMEOUT_S = 10.0
@@ -219,6 +234,21 @@ async def redrive(job_id: UUID, body: RedriveBody, request: Request, principal: 
         **_actor(principal, request),
     )
     return await _mutate(request, command)
+
+
+@router.post(
+    "/jobs/{job_id}/replay-callback",
+    response_model=MutationResult,
+    responses=MUTATION_RESPONSES,
+    summary="Deliver a finished job's callback again, with its original webhook-id (operators, admins)",
+)
+async def replay_callback(job_id: UUID, body: ReplayBody, request: Request, principal: Caller) -> Response:
+    return await _mutate(request, replay_command(job_id, body, principal, request))
+
+
+def replay_command(job_id: UUID, body: ReplayBody, principal: Principal, request: Request) -> ReplayCallback:
+    fields = {"reason": body.reason, "callback_url": body.callback_url}
+    return ReplayCallback(job_id=job_id, **fields, **_actor(principal, request))
 
 
 @router.post(

@@ -157,8 +157,17 @@ async def recent_jobs(
     request: Request, principal: Principal, since: datetime, most: int
 ) -> list[dict[str, Any]]:
     """Up to `most` of the jobs accepted since `since` that `principal` may list, newest first."""
+    return await listed_jobs(request, principal, JobQuery(since=since), most)
+
+
+async def listed_jobs(
+    request: Request, principal: Principal, asked: JobQuery, most: int
+) -> list[dict[str, Any]]:
+    """Up to `most` jobs matching `asked` that `principal` may list, newest first, from every worker."""
     context = context_of(request)
-    query = _job_query(principal, None, None, None, since, dead_letters=False)
+    statuses = sorted(asked.statuses) if asked.statuses else None
+    query = _job_query(principal, asked.caller, statuses, asked.job_type, asked.since, dead_letters=False)
+    query = replace(query, until=asked.until, host=asked.host, url_contains=asked.url_contains)
     params = _job_params(query)
     found: list[dict[str, Any]] = []
     after = None

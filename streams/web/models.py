@@ -11,7 +11,15 @@ from pydantic import BaseModel, ConfigDict, Field
 from projections.lifecycle.limits import MAX_REASON_BYTES
 from projections.views import AuditView
 from schemas.commands import SubmitJob
-from schemas.enums import CacheMode, CaptureMode, HttpMethod, PolicyClass, RetentionClass, TransportPolicy
+from schemas.enums import (
+    CacheMode,
+    CaptureMode,
+    HttpMethod,
+    JobStatus,
+    PolicyClass,
+    RetentionClass,
+    TransportPolicy,
+)
 from schemas.records import RenderOptions, Request
 from streams.clock import utc_now
 
@@ -104,6 +112,34 @@ class RedriveBody(MutationBody):
     cache_mode: CacheMode | None = Field(
         default=None, description="How the response cache may answer the redriven job; BYPASS unless given"
     )
+
+
+class ReplayBody(MutationBody):
+    callback_url: str | None = Field(
+        default=None, max_length=2048, description="Deliver here instead of the job's own callback URL"
+    )
+
+
+class BulkReplayBody(ReplayBody):
+    since: datetime = Field(description="Jobs accepted at or after this time")
+    until: datetime | None = Field(default=None, description="Jobs accepted at or before this time")
+    caller: str | None = Field(default=None, max_length=256, description="Only this caller's jobs")
+    states: list[JobStatus] = Field(
+        default_factory=lambda: [JobStatus.SUCCEEDED, JobStatus.DEAD_LETTER, JobStatus.CANCELLED],
+        description="Only jobs that ended so",
+    )
+    dry_run: bool = Field(default=False, description="Say which callbacks would be replayed, replay none")
+    limit: int = Field(default=1_000, ge=1, le=10_000, description="At most this many jobs")
+    per_receiver_per_s: float = Field(
+        default=20.0, gt=0, le=1_000, description="Replays a second per receiver"
+    )
+
+
+class BulkReplayResult(BaseModel):
+    matched: int = Field(description="Finished jobs of the selection")
+    replayed: list[UUID] = Field(description="Jobs whose callback replay was sent (each decided and audited)")
+    skipped: list[UUID] = Field(description="Jobs with no callback to replay (none set, none given)")
+    dry_run: bool
 
 
 class MutationResult(BaseModel):

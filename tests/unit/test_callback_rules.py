@@ -158,6 +158,9 @@ def test_a_replay_delivers_the_completion_again_under_its_first_webhook_id_and_i
     assert kinds(delivered) == ["CallbackDelivered"]
     assert delivered[0].webhook_id == webhook_id
     assert lifecycle.job.callbacks == ()
+    lifecycle(replay(lifecycle))
+    (again,) = lifecycle.job.callbacks
+    assert (again.webhook_id, again.due.replay) == (webhook_id, 2)  # its tries are reported apart
 
 
 def test_a_replay_may_go_to_another_receiver():

@@ -1,0 +1,75 @@
+"""`POST /callbacks/replay`: the callbacks of the finished jobs a selection finds, delivered again.
+
+Each job's replay is a `ReplayCallback` decided (and audited) by its lifecycle; they are sent at
+most `per_receiver_per_s` a second to any one receiving host, so a receiver back from an outage
+is not flooded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import defaultdict
+from urllib.parse import urlsplit
+from uuid import UUID
+
+from fastapi import APIRouter, Request
+
+from projections.jobstore import JobQuery
+from projections.lifecycle.mutations import REPLAYING_ROLES
+from schemas.enums import AuditAction
+from streams.auth.principals import Principal
+from streams.moments import as_utc
+from streams.publisher import outgoing
+from streams.web.auth import Caller
+from streams.web.context import context_of
+from streams.web.errors import ApiError, responses
+from streams.web.jobs import replay_command
+from streams.web.listings import listed_jobs
+from streams.web.models import BulkReplayBody, BulkReplayResult
+
+router = APIRouter(tags=["jobs"])
+
+
+@router.post(
+    "/callbacks/replay",
+    response_model=BulkReplayResult,
+    responses=responses(400, 401, 403, 503),
+    summary="Deliver the callbacks of matching finished jobs again, original webhook-ids, paced per receiver",
+)
+async def replay_callbacks(body: BulkReplayBody, request: Request, principal: Caller) -> BulkReplayResult:
+    context = context_of(request)
+    context.refusals.check(principal)
+    if principal.role not in REPLAYING_ROLES:
+        refusal = f"role {principal.role} may not replay callbacks; OPERATOR, ADMIN may"
+        await context.audit(principal, request, AuditAction.CALLBACK_REPLAY, refusal, "callbacks:replay")
+        context.refusals.refused(principal)
+        raise ApiError(403, "forbidden", refusal)
+    until = None if body.until is None else as_utc(body.until)
+    query = JobQuery(
+        caller=body.caller, statuses=frozenset(body.states), since=as_utc(body.since), until=until
+    )
+    jobs = await listed_jobs(request, principal, query, body.limit)
+    override = None if body.callback_url is None else urlsplit(body.callback_url).hostname or ""
+    receivers = {UUID(job["job_id"]): override or job["callback_host"] for job in jobs}
+    chosen = [job_id for job_id, host in receivers.items() if host is not None]
+    skipped = [job_id for job_id, host in receivers.items() if host is None]
+    if not body.dry_run:
+        await _send_paced(request, body, principal, {job_id: str(receivers[job_id]) for job_id in chosen})
+    return BulkReplayResult(matched=len(jobs), replayed=chosen, skipped=skipped, dry_run=body.dry_run)
+
+
+async def _send_paced(
+    request: Request, body: BulkReplayBody, principal: Principal, hosts: dict[UUID, str]
+) -> None:
+    """Each replay on the commands topic, no receiving host sent more than its share a second."""
+    context = context_of(request)
+    interval = 1.0 / body.per_receiver_per_s
+    next_at: dict[str, float] = defaultdict(time.monotonic)
+    for job_id, host in hosts.items():
+        wait = next_at[host] - time.monotonic()
+        if wait > 0:
+            await asyncio.sleep(wait)
+        next_at[host] = max(next_at[host], time.monotonic()) + interval
+        command = replay_command(job_id, body, principal, request)
+        await context.publisher.send_all([outgoing(context.settings.topic("commands"), job_id, command)])
