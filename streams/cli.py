@@ -39,6 +39,7 @@ API_COMMANDS = frozenset(
         "top",
         "export",
         "callbacks",
+        "routes",
     }
 )
 KAFKA_COMMANDS = frozenset({"submit", "watch", "replay", "topics"})
@@ -163,6 +164,8 @@ def _api_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
             mutation.add_argument(
                 "--cache-mode", choices=list(CacheMode), help="how the cache may answer it [default: BYPASS]"
             )
+    routes = _api_command(commands, "routes", "show each route's budget, spend, rate and reservations")
+    routes.add_argument("--as-of", help="as the ledger stood then: a duration ago (2h) or an RFC 3339 time")
     top = _api_command(commands, "top", "a live view: rates, states, lag, busiest hosts, routes (q quits)")
     top.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes")
     export = _api_command(commands, "export", "download the artifacts of matching jobs (resumable)")

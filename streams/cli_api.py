@@ -75,6 +75,9 @@ def _call(api: ApiClient, arguments: argparse.Namespace) -> Any:
         return api.get(f"/jobs/{arguments.job_id}", {"as_of": as_of})
     if command in ("events", "explain"):
         return api.get(f"/jobs/{arguments.job_id}/{command}")
+    if command == "routes":
+        as_of = None if arguments.as_of is None else moment_of(arguments.as_of, utc_now()).isoformat()
+        return api.get("/routes", {"as_of": as_of})
     if command == "list":
         path = "/dead-letters" if arguments.dead_letters else "/jobs"
         params = {"caller": arguments.caller, "limit": arguments.limit, "cursor": arguments.cursor}
@@ -92,7 +95,7 @@ def _call(api: ApiClient, arguments: argparse.Namespace) -> Any:
 def _show(arguments: argparse.Namespace, answer: Any) -> None:
     from rich.console import Console
 
-    from streams.tables import events_table, job_table, jobs_table, print_all
+    from streams.tables import events_table, job_table, jobs_table, print_all, routes_table
 
     console = Console()
     command = arguments.command
@@ -106,6 +109,8 @@ def _show(arguments: argparse.Namespace, answer: Any) -> None:
             at = step["at"][:19].replace("T", " ")
             line = f"  #{step['sequence']:<3} {at}  {step['rule']}: {step['said']}"
             console.print(line, highlight=False, markup=False, soft_wrap=True)
+    elif command == "routes":
+        print_all(console, routes_table(answer["items"]))
     elif command == "list":
         print_all(console, jobs_table(answer["items"]))
         if answer.get("next_cursor"):

@@ -255,3 +255,51 @@ class LedgerReader:
                 await asyncio.gather(self._task, return_exceptions=True)  # a dead reader stops too
         finally:
             await self._consumer.stop()
+
+
+async def ledgers_as_of(
+    bootstrap: str, topic: str, profile: BrokerProfile, metered: Mapping[str, Metering], at: datetime
+) -> dict[str, RouteLedger]:
+    """Each metered route's ledger as the records written up to `at` made it, folded from the route
+    log's start (decisions follow log order, so the fold decides as the readers did then).
+
+    Raises `LogGapError` when retention has removed the log's first records: then no time can be told.
+    """
+    ledgers = {name: RouteLedger(metering) for name, metering in metered.items()}
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    try:
+        await start_whole(consumer.start, consumer.stop)
+        partitions = await partitions_known(consumer, [topic])
+    finally:
+        await consumer.stop()
+    ends = await end_offsets(bootstrap, partitions, profile)
+    cutoff_ms = int(at.timestamp() * 1000)
+    for partition in partitions:
+        reading = records_between(
+            bootstrap, partition, 0, ends[partition], isolation_level=profile.isolation_level
+        )
+        async for records in reading:
+            for record in records:
+                if record.timestamp <= cutoff_ms and record.value is not None:
+                    _fold_as_of(ledgers, record.value)
+    return ledgers
+
+
+def _fold_as_of(ledgers: Mapping[str, RouteLedger], value: bytes) -> None:
+    """A reservation or reconciliation into its route's ledger; anything else (a checkpoint, a record
+    no fold could use) is left out, as the readers leave it out."""
+    try:
+        record = decode_as(value, RouteReserved, RouteReconciled, RouteCheckpoint)
+    except CodecError:
+        return
+    ledger = ledgers.get(getattr(record, "route", ""))
+    if (
+        ledger is None
+        or not isinstance(record, RouteReserved | RouteReconciled)
+        or problem_of(record) is not None
+    ):
+        return
+    if isinstance(record, RouteReserved):
+        ledger.reserve(record)
+    else:
+        ledger.reconcile(record)

@@ -185,3 +185,21 @@ def completion_line(completion: dict[str, Any]) -> str:
 def print_all(console: Console, *renderables: Any) -> None:
     for renderable in renderables:
         console.print(renderable)
+
+
+def routes_table(routes: list[dict[str, Any]]) -> Table:
+    table = Table("route", "kind", "spent this period", "budget", "remaining", "rate/s")
+    table.add_column("outstanding")
+    table.add_column("granted")
+    for route in routes:
+        table.add_row(
+            route["name"],
+            route["kind"],
+            route["spent_in_period"],
+            route["budget"] or "none",
+            route["remaining"] or "",
+            str(route["rate"]),
+            str(route["reservations_outstanding"]),
+            f"{route['granted']} ({route['denied']} denied)",
+        )
+    return table

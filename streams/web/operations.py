@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
-from typing import Any
+from datetime import datetime
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Query, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from projections.ledger import RouteLedger
 from schemas.work import JobTypeControl
+from streams.broker.compat import LogGapError
 from streams.clock import utc_now
-from streams.fetch.routes import metering_of
+from streams.fetch.routes import metering_of, meterings
 from streams.jobtypes import BUILT_IN, labels, runnable_here
+from streams.ledger import ledgers_as_of
+from streams.moments import as_utc
+from streams.settings import RouteSettings
 from streams.web.auth import Caller
 from streams.web.context import ApiContext, context_of
-from streams.web.errors import responses
+from streams.web.errors import ApiError, responses
 from streams.web.models import (
     Health,
     JobTypeInfo,
@@ -26,6 +31,10 @@ from streams.web.models import (
 )
 
 BROKER_CHECK_S = 2.0
+AsOf = Annotated[
+    datetime | None,
+    Query(description="Each route as its ledger stood then (RFC 3339), folded from the route log's start"),
+]
 METRICS_RESPONSE: dict[int | str, dict[str, Any]] = {
     200: {
         "description": "Prometheus text exposition",
@@ -138,41 +147,66 @@ async def _readiness(context: ApiContext) -> Readiness:
 @router.get(
     "/routes",
     response_model=RouteList,
-    responses=responses(401),
-    summary="Configured routes: prices, budgets, spend and rate, from the route ledger",
+    responses=responses(401, 422, 503),
+    summary="Configured routes: prices, budgets, spend and rate, from the route ledger, now or as of a time",
 )
-async def routes(request: Request, principal: Caller) -> RouteList:
+async def routes(request: Request, principal: Caller, as_of: AsOf = None) -> RouteList:
     context = context_of(request)
     now = utc_now()
+    ledgers = context.ledger.ledgers if context.ledger is not None else {}
+    if as_of is not None:
+        now, ledgers = await _ledgers_as_of(context, as_utc(as_of), now)
     items = []
     for name, route in context.settings.routes.items():
-        ledger = context.ledger.ledgers.get(name) if context.ledger is not None else None
-        ledger = ledger or RouteLedger(metering_of(route))
-        budget = route.budget
-        remaining = ledger.remaining(now)
-        items.append(
-            RouteInfo(
-                name=name,
-                kind=route.kind,
-                trust=route.resolved_trust,
-                enabled=route.enabled,
-                metered=ledger.metering.metered,
-                price_per_gb=str(route.price_per_gb),
-                price_per_browser_second=str(route.price_per_browser_second),
-                budget=None if budget is None else str(budget),
-                period_s=route.period_s,
-                requests_per_s=route.requests_per_s,
-                spent_in_period=str(ledger.spent_in(ledger.period_of(now))),
-                remaining=None if remaining is None else str(remaining),
-                spent_total=str(ledger.spent_total),
-                rate=ledger.rate(now),
-                granted=ledger.granted,
-                reservations_outstanding=ledger.outstanding,
-                denied=ledger.denied,
-                periods=[
-                    PeriodSpend(starts_at=ledger.period_start(period), spent=str(spent))
-                    for period, spent in ledger.periods.items()
-                ],
-            )
-        )
+        ledger = ledgers.get(name) or RouteLedger(metering_of(route))
+        items.append(_route_info(name, route, ledger, now))
     return RouteList(items=items)
+
+
+async def _ledgers_as_of(
+    context: ApiContext, at: datetime, now: datetime
+) -> tuple[datetime, dict[str, RouteLedger]]:
+    if at > now:
+        raise ApiError(422, "out_of_history", f"{at.isoformat()} is in the future (now is {now.isoformat()})")
+    settings = context.settings
+    metered = meterings(settings)
+    try:
+        ledgers = await ledgers_as_of(
+            settings.kafka_bootstrap, settings.topic("routes"), settings.client_profile, metered, at
+        )
+    except LogGapError as exc:
+        raise ApiError(
+            422,
+            "out_of_history",
+            f"the route log no longer holds its first records ({exc}): spend as of a time is told from the "
+            "whole log, and only the latest checkpoint of each route is kept before what remains",
+        ) from exc
+    return at, ledgers
+
+
+def _route_info(name: str, route: RouteSettings, ledger: RouteLedger, now: datetime) -> RouteInfo:
+    budget = route.budget
+    remaining = ledger.remaining(now)
+    return RouteInfo(
+        name=name,
+        kind=route.kind,
+        trust=route.resolved_trust,
+        enabled=route.enabled,
+        metered=ledger.metering.metered,
+        price_per_gb=str(route.price_per_gb),
+        price_per_browser_second=str(route.price_per_browser_second),
+        budget=None if budget is None else str(budget),
+        period_s=route.period_s,
+        requests_per_s=route.requests_per_s,
+        spent_in_period=str(ledger.spent_in(ledger.period_of(now))),
+        remaining=None if remaining is None else str(remaining),
+        spent_total=str(ledger.spent_total),
+        rate=ledger.rate(now),
+        granted=ledger.granted,
+        reservations_outstanding=ledger.outstanding,
+        denied=ledger.denied,
+        periods=[
+            PeriodSpend(starts_at=ledger.period_start(period), spent=str(spent))
+            for period, spent in ledger.periods.items()
+        ],
+    )

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 from uuid import UUID, uuid4
@@ -29,6 +30,7 @@ from streams.clock import utc_now
 from streams.publisher import Outgoing, Publisher, outgoing
 from streams.topics import ensure_topics
 from streams.worker import Worker
+from tests.commands import run
 from tests.e2e.conftest import Origin, System, running_system, settled_ownership, worker_settings
 from tests.servers import loopback
 
@@ -364,3 +366,31 @@ async def test_a_dead_background_task_fails_readiness_loudly(broker, tmp_path, c
     assert answer.status_code == 503
     assert any("the global table reader stopped" in reason for reason in answer.json()["reasons"])
     assert "background task the global table reader stopped" in caplog.text
+
+
+async def test_a_routes_ledger_as_of_a_time_is_what_get_routes_showed_then(broker, origin, tmp_path):
+    route = {"kind": "direct", "price_per_gb": str(PRICE_PER_GB), "budget": "1000000", "period_s": 86_400}
+    settings = worker_settings(broker.bootstrap, tmp_path, routes={"direct": route})
+    async with running_system(settings) as system:
+        assert system.worker is not None
+        first = await system.submit(origin.url("/page/as-of-first"), cache_mode=CacheMode.BYPASS)
+        await system.completion(first)
+        then = await route_when(system.worker, "direct", lambda r: r["granted"] == 1 and r["rate"] == 0)
+        moment = utc_now()
+        await asyncio.sleep(1.2)  # what is written next is written at a later millisecond
+        later = await system.submit(origin.url("/page/as-of-later"), cache_mode=CacheMode.BYPASS)
+        await system.completion(later)
+        now = await route_when(system.worker, "direct", lambda r: r["granted"] == 2)
+        assert Decimal(now["spent_total"]) > Decimal(then["spent_total"])
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{system.worker.web_port}") as http:
+            (told,) = (await http.get("/routes", params={"as_of": moment.isoformat()})).json()["items"]
+            for name in ("spent_total", "spent_in_period", "remaining", "granted", "denied", "periods"):
+                assert told[name] == then[name], name
+            answer = await http.get("/routes", params={"as_of": (utc_now() + timedelta(hours=1)).isoformat()})
+            assert answer.status_code == 422
+            assert "in the future" in answer.json()["message"]
+        base = str(http.base_url)
+        asked = ("routes", "--as-of", moment.isoformat(), "--url", base, "--json")
+        code, output = await run(*asked, cwd=tmp_path)
+        assert code == 0, output
+        assert json.loads(output)["items"][0]["spent_in_period"] == then["spent_in_period"]
