@@ -152,3 +152,20 @@ async def test_callbacks_abandoned_while_the_receiver_was_down_are_replayed_once
     replayed = [record for record in replayed if record["outcome"] == "ALLOWED"]
     assert replayed[0]["reason"] == "receiver back"
     assert "callback.replayed" in [step["rule"] for step in explained["steps"]]
+    async with api(system, "operator") as http:
+        selection = {
+            "since": "2020-01-01T00:00:00Z",
+            "caller": "svc-a",
+            "reason": "once more",
+            "per_receiver_per_s": 2,
+        }
+        again = await http.post("/callbacks/replay", json=selection)
+    assert again.status_code == 200, again.text
+    assert sorted(again.json()["replayed"]) == sorted(job["job_id"] for job in everyone)
+    for job in everyone:
+        await tries_until(
+            system,
+            job["job_id"],
+            lambda tries: sum(t["replay"] and t["outcome"] == "delivered" for t in tries) == 2,
+        )
+    assert sorted(receiver.processed) == sorted(webhook_ids.values())  # still each once
