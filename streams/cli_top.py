@@ -111,7 +111,10 @@ def _keys() -> Iterator[Any]:
 
     def pressed(seconds: float) -> frozenset[str]:
         ready, _, _ = select.select([descriptor], [], [], seconds)
-        return frozenset(os.read(descriptor, 64).decode(errors="replace")) if ready else frozenset()
+        if not ready:
+            return frozenset()
+        typed = os.read(descriptor, 64)
+        return frozenset(typed.decode(errors="replace")) if typed else QUIT_KEYS  # the terminal is gone
 
     try:
         yield pressed

@@ -86,12 +86,18 @@ class Terminal:
             code = await asyncio.wait_for(self.process.wait(), timeout_s)
             await asyncio.sleep(0.2)
         finally:
-            if self.process.returncode is None:
-                self.process.kill()
-                await self.process.wait()
+            await self.close()
+        return code
+
+    async def close(self) -> None:
+        """Ends the command if it still runs, and the terminal; again is a no-op."""
+        if self.process.returncode is None:
+            self.process.kill()
+            await self.process.wait()
+        if self._master >= 0:
             asyncio.get_running_loop().remove_reader(self._master)
             os.close(self._master)
-        return code
+            self._master = -1
 
 
 async def in_terminal(*arguments: str, cwd: Path, columns: int = 120, **settings: str) -> Terminal:

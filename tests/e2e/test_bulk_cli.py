@@ -8,7 +8,7 @@ import json
 import re
 import signal
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -18,7 +18,7 @@ import httpx
 import pytest
 import pytest_asyncio
 
-from tests.commands import in_terminal, run, start
+from tests.commands import Terminal, in_terminal, run, start
 from tests.e2e.conftest import Origin
 from tests.e2e.test_dev import wait_for_file
 
@@ -41,11 +41,41 @@ async def dev(tmp_path_factory) -> AsyncIterator[tuple[Path, str]]:
         await asyncio.wait_for(process.communicate(), 60)
 
 
+@pytest_asyncio.fixture(loop_scope="module")
+async def terminals() -> AsyncIterator[Callable[..., Awaitable[Terminal]]]:
+    """Opens commands in pseudo-terminals, and ends every one of them, whatever the test did."""
+    opened: list[Terminal] = []
+
+    async def open_terminal(*arguments: str, cwd: Path) -> Terminal:
+        opened.append(await in_terminal(*arguments, cwd=cwd))
+        return opened[-1]
+
+    try:
+        yield open_terminal
+    finally:
+        for terminal in opened:
+            await terminal.close()
+
+
 def submissions(output: str) -> Counter[str]:
     """`submit --from --json`'s answer per line: each line is said once."""
     said = [json.loads(line) for line in output.splitlines() if line.startswith('{"line"')]
     assert len({item["line"] for item in said}) == len(said)
     return Counter(item["submission"] for item in said)
+
+
+async def settled(web_url: str) -> None:
+    """Until no job of the dev is still to run or running."""
+    async with asyncio.timeout(300):
+        while True:
+            async with httpx.AsyncClient(base_url=web_url) as http:
+                metrics = (await http.get("/metrics")).text
+            active = re.findall(
+                r'^scrapestream_jobs\{state="(?:PENDING|LEASED|RETRY_WAIT)"\} (\S+)$', metrics, re.M
+            )
+            if sum(float(count) for count in active) == 0:
+                return
+            await asyncio.sleep(0.5)
 
 
 async def jobs_kept(web_url: str) -> int:
@@ -57,13 +87,13 @@ async def jobs_kept(web_url: str) -> int:
 
 @pytest.mark.timeout(600)
 async def test_ten_thousand_urls_show_progress_resume_after_ctrl_c_and_create_nothing_twice(
-    dev: tuple[Path, str], origin: Origin
+    dev: tuple[Path, str], origin: Origin, terminals: Any
 ):
     directory, web_url = dev
     listing = directory / "urls.txt"
     listing.write_text("".join(origin.url(f"/page/bulk-{number}") + "\n" for number in range(URLS)))
 
-    first = await in_terminal("submit", "--from", "urls.txt", cwd=directory)
+    first = await terminals("submit", "--from", "urls.txt", cwd=directory)
     decided = await first.read_until(r"submitted\s.*?\s(\d{4,5})/10000")
     await first.read_until(r"\d+/s")  # a rate, and then the time left
     first.interrupt()
@@ -86,7 +116,9 @@ async def test_ten_thousand_urls_show_progress_resume_after_ctrl_c_and_create_no
     assert await jobs_kept(web_url) == URLS
 
 
-async def test_a_mixed_file_waited_for_shows_live_counts_and_a_summary(dev: tuple[Path, str], origin: Origin):
+async def test_a_mixed_file_waited_for_shows_live_counts_and_a_summary(
+    dev: tuple[Path, str], origin: Origin, terminals: Any
+):
     directory, _ = dev
     lines: list[Any] = [
         origin.url("/page/mixed-a"),
@@ -99,7 +131,7 @@ async def test_a_mixed_file_waited_for_shows_live_counts_and_a_summary(dev: tupl
     ]
     text = "\n".join(line if isinstance(line, str) else json.dumps(line) for line in lines)
     (directory / "mixed.jsonl").write_text(text + "\n")
-    terminal = await in_terminal("submit", "--from", "mixed.jsonl", "--wait", cwd=directory)
+    terminal = await terminals("submit", "--from", "mixed.jsonl", "--wait", cwd=directory)
     await terminal.read_until(r"succeeded 2")
     assert await terminal.finish() == 1  # one rejected, one invalid, one dead-lettered
     shown = terminal.text
@@ -127,11 +159,13 @@ async def test_submit_from_standard_input_and_the_mistakes_it_refuses(dev: tuple
     assert code == 2
 
 
-async def test_top_draws_the_deployment_in_place_and_quits_cleanly(dev: tuple[Path, str], origin: Origin):
+async def test_top_draws_the_deployment_in_place_and_quits_cleanly(
+    dev: tuple[Path, str], origin: Origin, terminals: Any
+):
     directory, _ = dev
     code, output = await run("submit", origin.url("/page/top"), "--wait", cwd=directory)
     assert code == 0, output
-    terminal = await in_terminal("top", "--interval", "0.5", cwd=directory)
+    terminal = await terminals("top", "--interval", "0.5", cwd=directory)
     await terminal.read_until(r"states of every job[\s\S]*Jobs per state[\s\S]*SUCCEEDED")
     await terminal.read_until(r"Busiest hosts, last hour[\s\S]*127\.0\.0\.1")
     await terminal.read_until(r"completions/s \(last minute\)")
@@ -142,14 +176,16 @@ async def test_top_draws_the_deployment_in_place_and_quits_cleanly(dev: tuple[Pa
     terminal.type("q")
     assert await terminal.finish() == 0
     assert "Traceback" not in terminal.text
-    interrupted = await in_terminal("top", cwd=directory)
+    interrupted = await terminals("top", cwd=directory)
     await interrupted.read_until("q quits")
     interrupted.interrupt()
     assert await interrupted.finish() == 0
     assert "Traceback" not in interrupted.text
 
 
-async def test_export_downloads_verified_artifacts_and_resumes(dev: tuple[Path, str], origin: Origin):
+async def test_export_downloads_verified_artifacts_and_resumes(
+    dev: tuple[Path, str], origin: Origin, terminals: Any
+):
     directory, _ = dev
     urls = [origin.url(f"/page/export-{number}") for number in range(3)]
     (directory / "export.txt").write_text("\n".join(urls) + "\n")
@@ -157,7 +193,7 @@ async def test_export_downloads_verified_artifacts_and_resumes(dev: tuple[Path, 
     code, output = await run(*submitting, cwd=directory)
     assert code == 0, output
     arguments = ("export", "--state", "SUCCEEDED", "--since", "1h", "--caller", "exporter", "--to", "out")
-    terminal = await in_terminal(*arguments, cwd=directory)
+    terminal = await terminals(*arguments, cwd=directory)
     await terminal.read_until(r"exporting")
     assert await terminal.finish() == 0, terminal.text
     assert "3 artifacts of the matching jobs: 3 downloaded, 0 already there, 0 failed" in terminal.text
@@ -178,25 +214,29 @@ async def test_export_downloads_verified_artifacts_and_resumes(dev: tuple[Path, 
     assert not list((directory / "out").rglob("*.part"))
 
 
+@pytest.mark.timeout(300)
 async def test_watch_since_prints_what_finished_before_it_started_then_what_finishes_after(
-    dev: tuple[Path, str], origin: Origin
+    dev: tuple[Path, str], origin: Origin, terminals: Any
 ):
-    directory, _ = dev
+    directory, web_url = dev
+    await settled(web_url)  # what this module's other tests submitted has finished before `started`
+    await asyncio.sleep(1.5)
+    started = datetime.now(UTC).isoformat()
     code, output = await run("submit", origin.url("/page/watch-before"), "--wait", "--json", cwd=directory)
     assert code == 0, output
     before = json.loads(output)["job_id"]
     await asyncio.sleep(1.5)  # the next completions are written at a later millisecond than `now`
     now = datetime.now(UTC).isoformat()
 
-    since_an_hour = await in_terminal("watch", "--since", "1h", "--json", cwd=directory)
-    since_now = await in_terminal("watch", "--since", now, "--json", cwd=directory)
-    await since_an_hour.read_until(before)
+    since_then = await terminals("watch", "--since", started, "--json", cwd=directory)
+    since_now = await terminals("watch", "--since", now, "--json", cwd=directory)
+    await since_then.read_until(before)
     code, output = await run("submit", origin.url("/page/watch-after"), "--wait", "--json", cwd=directory)
     assert code == 0, output
     after = json.loads(output)["job_id"]
-    for terminal in (since_an_hour, since_now):
+    for terminal in (since_then, since_now):
         await terminal.read_until(after)
         terminal.interrupt()
         await terminal.finish()
-    assert since_an_hour.text.index(before) < since_an_hour.text.index(after)
+    assert since_then.text.index(before) < since_then.text.index(after)
     assert before not in since_now.text
