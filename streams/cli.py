@@ -140,6 +140,7 @@ def _api_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     """The subcommands that use the HTTP API (`--url`, `--token`, `--json`)."""
     get = _api_command(commands, "get", "show a job: state, attempts, artifacts")
     get.add_argument("job_id", help="a job id, or a prefix of one (as `list` shows)")
+    get.add_argument("--as-of", help="the job as it was then: a duration ago (10m, 2h) or an RFC 3339 time")
     listing = _api_command(commands, "list", "list jobs, newest first")
     listing.add_argument("--state", action="append", choices=[s.value for s in JobStatus], help="repeatable")
     listing.add_argument("--caller")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from datetime import timedelta
 
@@ -11,6 +12,7 @@ import pytest
 import pytest_asyncio
 
 from streams.clock import utc_now
+from tests.commands import run
 from tests.e2e.conftest import Origin, System, running_system, worker_settings
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -23,7 +25,9 @@ async def system(broker, tmp_path_factory) -> AsyncIterator[System]:
         yield running
 
 
-async def test_a_job_as_of_each_moment_is_what_the_api_answered_then(system: System, origin: Origin):
+async def test_a_job_as_of_each_moment_is_what_the_api_answered_then(
+    system: System, origin: Origin, tmp_path
+):
     assert system.worker is not None
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{system.worker.web_port}") as http:
         job_id = await system.submit(origin.url("/flaky/as-of"))  # 503 once, then 200
@@ -52,6 +56,12 @@ async def test_a_job_as_of_each_moment_is_what_the_api_answered_then(system: Sys
             compared += 1
         assert compared >= 2
 
+        at = events[-1]["occurred_at"]
+        code, output = await run(
+            "get", str(job_id), "--as-of", at, "--url", str(http.base_url), "--json", cwd=tmp_path
+        )
+        assert code == 0, output
+        assert json.loads(output) == (await http.get(f"/jobs/{job_id}", params={"as_of": at})).json()
         future = (utc_now() + timedelta(minutes=5)).isoformat()
         answer = await http.get(f"/jobs/{job_id}", params={"as_of": future})
         assert answer.status_code == 422
