@@ -20,7 +20,7 @@ from projections.lifecycle.submission import submission_identity
 from schemas.codec import decode
 from schemas.commands import CancelJob, DeleteJobHistory, RedriveJob, SubmitJob
 from schemas.enums import JobStatus
-from schemas.errors import ScrapestreamError
+from schemas.errors import CodecError, ScrapestreamError
 from schemas.events import Event, JobAccepted, JobCompleted, JobRejected, SubmissionReused
 from schemas.types import Record
 from streams.auth.signing import Binding, private_key_from_text, sign
@@ -186,7 +186,10 @@ class Client:
 
     async def _outcomes_of(self, consumer: AIOKafkaConsumer) -> AsyncIterator[Decided | JobCompleted]:
         async for record in self._records(consumer):
-            found = decode(record.value)
+            try:
+                found = decode(record.value or b"")
+            except CodecError:
+                continue  # a record no writer of these topics makes: not an outcome of anything
             if type(found) in OUTCOMES or isinstance(found, JobCompleted):
                 yield cast(Decided | JobCompleted, found)
 

@@ -11,7 +11,10 @@ from uuid import UUID
 import pytest
 import pytest_asyncio
 
+from schemas.commands import SubmitJob
+from schemas.records import Request
 from streams.clock import utc_now
+from streams.publisher import Outgoing, Publisher
 from tests.e2e.conftest import Origin, System, running_system, worker_settings
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -47,3 +50,28 @@ async def test_completions_since_a_time_start_at_the_first_written_then(system, 
     await asyncio.sleep(2)
     newest = await system.submit(origin.url("/page/since-newest"))
     assert await waiting == [newest]  # nothing that late yet: it waits at the end for new ones
+
+
+async def test_a_record_no_writer_makes_on_the_events_topic_does_not_end_the_outcomes_read(
+    system, origin: Origin
+):
+    async with system.client.outcomes(False) as outcomes:
+        publisher = Publisher(system.settings.kafka_bootstrap, system.settings.client_profile)
+        await publisher.start()
+        try:
+            await publisher.send_all(
+                [Outgoing(system.settings.topic("events"), b"junk", b"\xc3\x01not avro")]
+            )
+        finally:
+            await publisher.stop()
+        command = SubmitJob(
+            caller_identity="svc-a",
+            request=Request(url=origin.url("/page/after-junk")),
+            deadline_at=utc_now() + timedelta(minutes=5),
+        )
+        ((job_id, decided_as),) = await system.client.submit_all([command])
+        async with asyncio.timeout(60):
+            async for outcome in outcomes:
+                if getattr(outcome, "command_id", None) == decided_as:
+                    break
+    assert outcome.job_id == job_id

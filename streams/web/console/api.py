@@ -58,13 +58,13 @@ class ConsoleApi:
             if response.status_code != 200:
                 await response.aread()
                 _answer(response)
-            body = b""
+            body = bytearray()
             async for chunk in response.aiter_bytes():
                 body += chunk
                 if len(body) > limit:
                     break
             content_type = response.headers.get("content-type", "application/octet-stream")
-        return Artifact(content_type, body[:limit], len(body) > limit)
+        return Artifact(content_type, bytes(body[:limit]), len(body) > limit)
 
 
 def _present(params: Mapping[str, Any]) -> dict[str, Any]:
