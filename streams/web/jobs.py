@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from datetime import datetime
 from typing import Annotated, Any
 from uuid import UUID, uuid4
@@ -85,18 +86,15 @@ router = APIRouter(tags=["jobs"])
     summary="A job: state, request, attempts, artifacts, totals",
 )
 async def get_job(job_id: UUID, request: Request, principal: Caller, as_of: AsOf = None) -> Response:
-    context = context_of(request)
-    forwarded = await context.forwarded(request, job_id)
-    if forwarded is not None:
-        return forwarded
-    job = await _readable(context, job_id, request, principal)
-    if as_of is None:
-        return Response(context.views.json(job), media_type=JSON)
-    events = _history(context, job_id, as_of)
-    then = state_as_of(events, as_utc(as_of))
-    if not isinstance(then, Job) and (not isinstance(then, Unaccepted) or then.rejected is None):
-        raise ApiError(422, "out_of_history", f"job {job_id} was not yet a job at {as_of.isoformat()}")
-    return Response(listed_view(then).model_dump_json(), media_type=JSON)
+    def answer(context: ApiContext, job: Listed) -> Response:
+        if as_of is None:
+            return Response(context.views.json(job), media_type=JSON)
+        then = state_as_of(_history(context, job_id, as_of), as_utc(as_of))
+        if not isinstance(then, Job) and (not isinstance(then, Unaccepted) or then.rejected is None):
+            raise ApiError(422, "out_of_history", f"job {job_id} was not yet a job at {as_of.isoformat()}")
+        return Response(listed_view(then).model_dump_json(), media_type=JSON)
+
+    return await _read(request, job_id, principal, answer)
 
 
 @router.get(
@@ -106,14 +104,14 @@ async def get_job(job_id: UUID, request: Request, principal: Caller, as_of: AsOf
     summary="A job's history, in order",
 )
 async def get_events(job_id: UUID, request: Request, principal: Caller, until: Until = None) -> Response:
-    context = context_of(request)
-    forwarded = await context.forwarded(request, job_id)
-    if forwarded is not None:
-        return forwarded
-    await _readable(context, job_id, request, principal)
-    kept = context.store.events_of(job_id) if until is None else _history(context, job_id, until)
-    events = [event_view(event) for event in (kept if until is None else events_until(kept, as_utc(until)))]
-    return Response(EventList(job_id=job_id, items=events).model_dump_json(), media_type=JSON)
+    def answer(context: ApiContext, _: Listed) -> Response:
+        kept = context.store.events_of(job_id)
+        if until is not None:
+            kept = events_until(_history(context, job_id, until), as_utc(until))
+        events = [event_view(event) for event in kept]
+        return Response(EventList(job_id=job_id, items=events).model_dump_json(), media_type=JSON)
+
+    return await _read(request, job_id, principal, answer)
 
 
 @router.get(
@@ -123,13 +121,11 @@ async def get_events(job_id: UUID, request: Request, principal: Caller, until: U
     summary="A job's callback tries: when each was sent, the receiver's answer, its latency and error",
 )
 async def get_callbacks(job_id: UUID, request: Request, principal: Caller) -> Response:
-    context = context_of(request)
-    forwarded = await context.forwarded(request, job_id)
-    if forwarded is not None:
-        return forwarded
-    await _readable(context, job_id, request, principal)
-    tries = callback_log(context.store.events_of(job_id))
-    return Response(CallbackLog(job_id=job_id, items=tries).model_dump_json(), media_type=JSON)
+    def answer(context: ApiContext, _: Listed) -> Response:
+        tries = callback_log(context.store.events_of(job_id))
+        return Response(CallbackLog(job_id=job_id, items=tries).model_dump_json(), media_type=JSON)
+
+    return await _read(request, job_id, principal, answer)
 
 
 @router.get(
@@ -139,21 +135,26 @@ async def get_callbacks(job_id: UUID, request: Request, principal: Caller) -> Re
     summary="Why the job is where it is: each decision, with the rule that made it",
 )
 async def explain_job(job_id: UUID, request: Request, principal: Caller) -> Response:
+    def answer(context: ApiContext, job: Listed) -> Response:
+        state = listed_view(job).state
+        steps = explain(context.store.events_of(job_id))
+        shown = [StepView.model_validate(step, from_attributes=True) for step in steps]
+        told = Explanation(job_id=job_id, state=state, why=why(state.value, steps), steps=shown)
+        return Response(told.model_dump_json(), media_type=JSON)
+
+    return await _read(request, job_id, principal, answer)
+
+
+async def _read(
+    request: Request, job_id: UUID, principal: Principal, answer: Callable[[ApiContext, Listed], Response]
+) -> Response:
+    """A read of one job: the owner's answer when another worker keeps it, else `answer` once the
+    caller may read the job."""
     context = context_of(request)
     forwarded = await context.forwarded(request, job_id)
     if forwarded is not None:
         return forwarded
-    state = listed_view(await _readable(context, job_id, request, principal)).state
-    steps = explain(context.store.events_of(job_id))
-    told = Explanation(
-        job_id=job_id,
-        state=state,
-        why=why(state.value, steps),
-        steps=[
-            StepView(sequence=step.sequence, at=step.at, rule=step.rule, said=step.said) for step in steps
-        ],
-    )
-    return Response(told.model_dump_json(), media_type=JSON)
+    return answer(context, await _readable(context, job_id, request, principal))
 
 
 @router.post(
