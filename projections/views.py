@@ -12,6 +12,7 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict, Field
 
 from projections.lifecycle.completion import webhook_id_of
+from projections.lifecycle.identity import shown_url
 from projections.lifecycle.state import Job, Unaccepted, is_denial
 from schemas.enums import (
     ActorRole,
@@ -30,6 +31,7 @@ from schemas.enums import (
     TransportRoute,
 )
 from schemas.events import (
+    AttemptRecorded,
     AuditRecorded,
     CallbackAbandoned,
     CallbackDelivered,
@@ -294,6 +296,31 @@ def attempt_view(attempt: Attempt) -> AttemptView:
     )
 
 
+HIDDEN_CACHE_FIELDS = {"cached_at": None, "cache_entry_job_id": None}
+
+
+def own_view(view: JobView) -> JobView:
+    """`view` as a principal that reads only its own jobs sees it: nothing of the shared cache entry
+    that answered an attempt (which job stored it, and when), as that job may be another caller's."""
+    attempts = [
+        attempt.model_copy(update=HIDDEN_CACHE_FIELDS | {"cache_age_ms": None})
+        if attempt.from_cache
+        else attempt
+        for attempt in view.attempts
+    ]
+    return view.model_copy(update={"attempts": attempts})
+
+
+def own_events(events: Iterable[Event]) -> list[Event]:
+    """`events` as a principal that reads only its own jobs sees them (as `own_view`)."""
+    return [
+        event.model_copy(update={"attempt": event.attempt.model_copy(update=HIDDEN_CACHE_FIELDS)})
+        if isinstance(event, AttemptRecorded) and event.attempt.from_cache
+        else event
+        for event in events
+    ]
+
+
 def job_view(job: Job) -> JobView:
     """Built from the job's own validated state: no second validation on the read path."""
     accepted = job.accepted
@@ -441,9 +468,11 @@ def _answer(event: Event) -> dict[str, Any] | None:
     if isinstance(event, CallbackRetryScheduled):
         return {"outcome": "failed", "error": event.last_error, "next_try_at": event.next_attempt_at}
     if isinstance(event, CallbackDelivered):
-        return {"outcome": "delivered", "http_status": event.http_status, "callback_url": event.callback_url}
+        shown = shown_url(event.callback_url)
+        return {"outcome": "delivered", "http_status": event.http_status, "callback_url": shown}
     if isinstance(event, CallbackAbandoned):
-        return {"outcome": "abandoned", "error": event.last_error, "callback_url": event.callback_url}
+        shown = shown_url(event.callback_url)
+        return {"outcome": "abandoned", "error": event.last_error, "callback_url": shown}
     return None
 
 
@@ -461,6 +490,8 @@ _CALLBACK_TRY: dict[str, Any] = {
 
 def event_view(event: Event) -> EventView:
     data = event.model_dump(mode="json", exclude=set(ENVELOPE_FIELDS))
+    if data.get("callback_url"):
+        data["callback_url"] = shown_url(data["callback_url"])
     return EventView.model_construct(
         type=type(event).__name__,
         sequence=event.sequence,

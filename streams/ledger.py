@@ -20,8 +20,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Mapping
-from datetime import datetime
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
 from uuid import UUID
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -49,6 +49,8 @@ CHECKPOINT = "checkpoint/"
 # Each reader writes a route's checkpoint after a jittered count or age, so readers seldom all write one.
 CHECKPOINT_AFTER_RECORDS = 5_000
 CHECKPOINT_AFTER_S = 600.0
+KEPT_CHECKPOINTS = 256
+KEPT_APART = timedelta(seconds=60)
 REWRITE_AFTER_S = 86_400.0  # an unchanged route's checkpoint, written again well inside retention
 
 
@@ -97,6 +99,7 @@ class LedgerReader:
         self._task: asyncio.Task[None] | None = None
         self.skipped = 0
         self.folded = 0  # reservations and reconciliations folded (not those a checkpoint covered)
+        self.kept: dict[str, list[RouteCheckpoint]] = {name: [] for name in meterings}  # for as-of reads
 
     async def start(self) -> None:
         await start_whole(self._consumer.start, self._consumer.stop)
@@ -151,6 +154,7 @@ class LedgerReader:
             except CodecError as exc:
                 problem = f"it does not decode ({exc})"
             if problem is None:
+                self._keep(checkpoint)
                 self.ledgers[route] = RouteLedger.restored(self._meterings[route], checkpoint)
                 progress = self._progress_of[route]
                 progress.through, progress.written_at = checkpoint.through_offset, checkpoint.written_at
@@ -209,6 +213,16 @@ class LedgerReader:
             except Exception as exc:  # the records stay the way to the state; tried again later
                 log.warning("route checkpoints could not be written: %s", exc)
 
+    def _keep(self, checkpoint: RouteCheckpoint) -> None:
+        """Remembers a checkpoint as a starting point of as-of reads: at most `KEPT_CHECKPOINTS` per
+        route, every other one let go when full, so they reach further back ever more sparsely."""
+        kept = self.kept[checkpoint.route]
+        if kept and checkpoint.written_at < kept[-1].written_at + KEPT_APART:
+            return
+        kept.append(checkpoint)
+        if len(kept) > KEPT_CHECKPOINTS:
+            kept[:] = kept[::2]
+
     def _fold(self, value: bytes, partition: int, offset: int) -> None:
         try:
             problem = self._folded(value, offset)
@@ -230,6 +244,8 @@ class LedgerReader:
             return None  # a route this deployment no longer meters
         if isinstance(record, RouteCheckpoint):
             progress.since, progress.written_at = 0, record.written_at  # another reader's, or this one's
+            if checkpoint_problem(record, offset) is None:
+                self._keep(record)
             return None
         if offset < progress.through:
             return None  # in the checkpoint this reader started from
@@ -257,15 +273,35 @@ class LedgerReader:
             await self._consumer.stop()
 
 
-async def ledgers_as_of(
-    bootstrap: str, topic: str, profile: BrokerProfile, metered: Mapping[str, Metering], at: datetime
-) -> dict[str, RouteLedger]:
-    """Each metered route's ledger as the records written up to `at` made it, folded from the route
-    log's start (decisions follow log order, so the fold decides as the readers did then).
+class TooLongAgoError(Exception):
+    """An as-of read would fold more of the route log than one read may."""
 
-    Raises `LogGapError` when retention has removed the log's first records: then no time can be told.
+
+async def ledgers_as_of(
+    bootstrap: str,
+    topic: str,
+    profile: BrokerProfile,
+    metered: Mapping[str, Metering],
+    at: datetime,
+    kept: Mapping[str, Sequence[RouteCheckpoint]],
+    most_records: int,
+) -> dict[str, RouteLedger]:
+    """Each metered route's ledger as the records written up to `at` made it: from the latest
+    checkpoint a reader kept from before `at` (else the log's start), folded in log order, off the
+    event loop, so the fold decides as the readers did then.
+
+    Raises `LogGapError` when retention has removed records the fold needs, `TooLongAgoError` when
+    it would fold more than `most_records`.
     """
-    ledgers = {name: RouteLedger(metering) for name, metering in metered.items()}
+    start_of = {name: _latest_before(kept.get(name, ()), at) for name in metered}
+    ledgers: dict[str, RouteLedger] = {}
+    through: dict[str, int] = {}
+    for name, metering in metered.items():
+        checkpoint = start_of[name]
+        ledgers[name] = (
+            RouteLedger(metering) if checkpoint is None else RouteLedger.restored(metering, checkpoint)
+        )
+        through[name] = 0 if checkpoint is None else checkpoint.through_offset
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
     try:
         await start_whole(consumer.start, consumer.stop)
@@ -274,27 +310,57 @@ async def ledgers_as_of(
         await consumer.stop()
     ends = await end_offsets(bootstrap, partitions, profile)
     cutoff_ms = int(at.timestamp() * 1000)
+    folded = 0
     for partition in partitions:
+        routes = [
+            name for name in metered if partition_of(name.encode(), len(partitions)) == partition.partition
+        ]
+        if not routes:
+            continue
+        start = min(through[name] for name in routes)
+        if ends[partition] - start > most_records - folded:
+            raise TooLongAgoError(f"it would fold more than {most_records} route records")
         reading = records_between(
-            bootstrap, partition, 0, ends[partition], isolation_level=profile.isolation_level
+            bootstrap, partition, start, ends[partition], isolation_level=profile.isolation_level
         )
         async for records in reading:
-            for record in records:
-                if record.timestamp <= cutoff_ms and record.value is not None:
-                    _fold_as_of(ledgers, record.value)
+            kept_values = [
+                (record.offset, record.value)
+                for record in records
+                if record.timestamp <= cutoff_ms and record.value is not None
+            ]
+            folded += len(records)
+            await asyncio.to_thread(_fold_all_as_of, ledgers, through, kept_values)
     return ledgers
 
 
-def _fold_as_of(ledgers: Mapping[str, RouteLedger], value: bytes) -> None:
-    """A reservation or reconciliation into its route's ledger; anything else (a checkpoint, a record
-    no fold could use) is left out, as the readers leave it out."""
+def _latest_before(checkpoints: Sequence[RouteCheckpoint], at: datetime) -> RouteCheckpoint | None:
+    before = [checkpoint for checkpoint in checkpoints if checkpoint.written_at <= at]
+    return before[-1] if before else None
+
+
+def _fold_all_as_of(
+    ledgers: Mapping[str, RouteLedger], through: Mapping[str, int], records: list[tuple[int, bytes]]
+) -> None:
+    for offset, value in records:
+        _fold_as_of(ledgers, through, offset, value)
+
+
+def _fold_as_of(
+    ledgers: Mapping[str, RouteLedger], through: Mapping[str, int], offset: int, value: bytes
+) -> None:
+    """A reservation or reconciliation into its route's ledger, unless the checkpoint the ledger
+    started from covers it; anything else (a checkpoint, a record no fold could use) is left out, as
+    the readers leave it out."""
     try:
         record = decode_as(value, RouteReserved, RouteReconciled, RouteCheckpoint)
     except CodecError:
         return
-    ledger = ledgers.get(getattr(record, "route", ""))
+    route = getattr(record, "route", "")
+    ledger = ledgers.get(route)
     if (
         ledger is None
+        or offset < through.get(route, 0)
         or not isinstance(record, RouteReserved | RouteReconciled)
         or problem_of(record) is not None
     ):

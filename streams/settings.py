@@ -11,6 +11,7 @@ from decimal import Decimal
 from ipaddress import IPv4Network, IPv6Network
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 import pydantic_settings
 from pydantic import (
@@ -26,6 +27,7 @@ from pydantic import (
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from projections.lifecycle.escalation import BLOCKED_BY_DEFAULT, ROUTE_KINDS, RouteLadder
+from projections.lifecycle.identity import origin_of
 from projections.lifecycle.policy import CallbackPolicy, CredentialGrant, ExecutionProfile, Policy
 from schemas.enums import ArtifactTrust, PolicyClass
 from schemas.types import to_cost_scale
@@ -137,12 +139,31 @@ class RouteSettings(BaseModel):
 
 class CredentialSettings(BaseModel):
     """A named credential jobs may carry: the headers its attempts send, who may use it, for which
-    job types (empty: any). Resolved by the worker at run time; never written to a record."""
+    job types (empty: any), the origins it may be sent to and whether a proxy route may carry it.
+    Resolved by the worker at run time; never written to a record."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     headers: dict[str, SecretStr] = Field(min_length=1)
     callers: tuple[str, ...] = ()
     job_types: tuple[str, ...] = ()
+    origins: tuple[str, ...] = Field(min_length=1)
+    through_proxy: bool = False
+
+    @field_validator("origins", mode="after")
+    @classmethod
+    def _origins(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        """Each as `scheme://host[:port]`, spelled as the lifecycle spells a URL's origin."""
+        spelled = []
+        for origin in value:
+            canonical = origin_of(origin)
+            if (
+                canonical is None
+                or canonical != origin_of(canonical + "/")
+                or urlsplit(origin).path not in "/"
+            ):
+                raise ValueError(f"origin {origin[:120]!r} is not scheme://host[:port] of http or https")
+            spelled.append(canonical)
+        return tuple(spelled)
 
 
 class HostOverride(BaseModel):
@@ -220,6 +241,8 @@ class Settings(BaseSettings):
     peer_secret: SecretStr | None = None
     peer_secret_file: Path | None = None
     refusals_per_minute: int = Field(default=60, ge=1, le=100_000)
+    as_of_max_records: int = Field(default=500_000, ge=1_000)
+    max_request_body_bytes: int = Field(default=1024 * 1024, ge=1024, le=64 * 1024 * 1024)
     deployment_id: str = Field(default="", max_length=256)
 
     artifact_store: Literal["local", "s3"] = "local"
@@ -384,7 +407,12 @@ class Settings(BaseSettings):
             callbacks=callbacks,
             routes=self.route_ladder,
             credentials={
-                name: CredentialGrant(frozenset(granted.callers), frozenset(granted.job_types))
+                name: CredentialGrant(
+                    frozenset(granted.callers),
+                    frozenset(granted.job_types),
+                    frozenset(granted.origins),
+                    granted.through_proxy,
+                )
                 for name, granted in self.credentials.items()
             },
         )

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from functools import singledispatch
 
+from projections.lifecycle.identity import shown_url
 from schemas.enums import AttemptOutcome, ExpiryReason, FailureDisposition
 from schemas.events import (
     AttemptRecorded,
@@ -212,7 +213,7 @@ def _stale(event: StaleReportIgnored) -> tuple[str, str] | None:
 def _callback_replayed(event: CallbackReplayed) -> tuple[str, str] | None:
     return (
         "callback.replayed",
-        f"callback {event.webhook_id} replayed to {event.callback_url} by {event.actor_id} "
+        f"callback {event.webhook_id} replayed to {shown_url(event.callback_url)} by {event.actor_id} "
         f"({event.actor_role}): {event.reason}",
     )
 
@@ -230,7 +231,7 @@ def _callback_retry(event: CallbackRetryScheduled) -> tuple[str, str] | None:
 def _callback_delivered(event: CallbackDelivered) -> tuple[str, str] | None:
     return (
         "callback.delivered",
-        f"callback delivered to {event.callback_url} (HTTP {event.http_status}) "
+        f"callback delivered to {shown_url(event.callback_url)} (HTTP {event.http_status}) "
         f"after {event.delivery_attempts} tries",
     )
 
@@ -239,6 +240,6 @@ def _callback_delivered(event: CallbackDelivered) -> tuple[str, str] | None:
 def _callback_abandoned(event: CallbackAbandoned) -> tuple[str, str] | None:
     return (
         "callback.abandoned",
-        f"callback to {event.callback_url} abandoned after {event.delivery_attempts} tries: "
+        f"callback to {shown_url(event.callback_url)} abandoned after {event.delivery_attempts} tries: "
         f"{event.last_error}",
     )

@@ -120,8 +120,40 @@ def _canonicalize(
     return CanonicalRequest(build(Request, fields), hashlib.sha256(payload.encode()).hexdigest())
 
 
+def origin_of(url: str) -> str | None:
+    """`scheme://host[:port]` of an http(s) URL (the port only when not the scheme's default)."""
+    parts = _canonical_url(url)
+    return None if isinstance(parts, Rejection) else f"{parts.scheme}://{parts.netloc}"
+
+
+def callback_url_problem(url: str) -> str | None:
+    """Why `url` cannot receive callbacks (shown without its secrets), or None."""
+    if isinstance(_canonical_url(url), Rejection):
+        return f"callback_url {clip(shown_url(url), 256)!r} is not an absolute http(s) URL"
+    if "@" in urlsplit(url).netloc:
+        return (
+            f"callback_url {clip(shown_url(url), 256)!r} carries a user name or password, which every "
+            "reader of the job's history would see: authenticate the receiver by the callback signature"
+        )
+    return None
+
+
 def is_valid_callback_url(url: str) -> bool:
-    return not isinstance(_canonical_url(url), Rejection)
+    return callback_url_problem(url) is None
+
+
+def shown_url(url: str) -> str:
+    """`url` as views, explanations and audit show it: a user name or password, and the values of
+    its query, replaced by `***` (a receiver's URL may carry a secret)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "***"
+    netloc = parts.netloc.rpartition("@")[2]
+    if "@" in parts.netloc:
+        netloc = f"***@{netloc}"
+    query = "&".join(f"{pair.partition('=')[0]}=***" for pair in parts.query.split("&") if pair)
+    return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
 
 
 @functools.lru_cache(maxsize=4096)

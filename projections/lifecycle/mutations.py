@@ -16,7 +16,13 @@ from projections.lifecycle.audit import CONFLICT, FORBIDDEN, INVALID, NOT_FOUND,
 from projections.lifecycle.dispatch import dispatch
 from projections.lifecycle.emit import Emitter, command_id_of
 from projections.lifecycle.evolve import evolve
-from projections.lifecycle.identity import audit_stream_id, is_valid_callback_url, job_target, name_based
+from projections.lifecycle.identity import (
+    audit_stream_id,
+    callback_url_problem,
+    job_target,
+    name_based,
+    shown_url,
+)
 from projections.lifecycle.limits import (
     MAX_ACTOR_BYTES,
     MAX_MESSAGE_BYTES,
@@ -91,7 +97,7 @@ def mutate(state: Job | None, command: MutationCommand, emit: Emitter, policy: P
                 webhook_id=job.completion_webhook_id or "",
                 callback_url=url,
             )
-            _audit(emit, command, f"callback replayed to {clip(url, 256)}")
+            _audit(emit, command, f"callback replayed to {clip(shown_url(url), 256)}")
         case _:
             assert_never(command)
 
@@ -176,6 +182,12 @@ def record_audit(state: State, command: RecordAudit, emit: Emitter) -> None:
     )
 
 
+def mutation_refusal(state: Job | None, command: MutationCommand, now: datetime) -> Refusal | None:
+    """Why the lifecycle would refuse `command` on `state` now, or None: asked before anything
+    the command would set off outside the lifecycle (a job type's history veto)."""
+    return _checked(state, command, now)[1]
+
+
 def _checked(state: Job | None, command: MutationCommand, now: datetime) -> tuple[Job | None, Refusal | None]:
     """The job, or why the mutation cannot go ahead: its size or age, no such job, or its rules."""
     too_large = oversized_field(
@@ -245,9 +257,8 @@ def _replay_denial(job: Job, command: ReplayCallback) -> Refusal | None:
     url = replay_url(job, command)
     if url is None:
         return Refusal(INVALID, "the job has no callback URL: give one to deliver to")
-    if not is_valid_callback_url(url):
-        return Refusal(INVALID, f"callback_url {clip(url, 256)!r} is not an absolute http(s) URL")
-    return None
+    problem = callback_url_problem(url)
+    return None if problem is None else Refusal(INVALID, problem)
 
 
 def replay_url(job: Job, command: ReplayCallback) -> str | None:

@@ -76,6 +76,11 @@ LOCAL_FAILURES: dict[str, tuple[AttemptOutcome, FailureDisposition, str]] = {
         _RETRYABLE,
         "this worker does not hold the credential the job carries",
     ),
+    "CREDENTIAL_NOT_ALLOWED": (
+        AttemptOutcome.DENIED,
+        _TERMINAL,
+        "the job's credential may not be sent to this origin, or through this route",
+    ),
     "BUDGET_EXHAUSTED": (AttemptOutcome.DENIED, _RETRYABLE, "the route's budget for this period is spent"),
     "RATE_LIMITED": (AttemptOutcome.DENIED, _RETRYABLE, "the route's request rate is at its limit"),
     "ROUTE_UNAVAILABLE": (AttemptOutcome.DENIED, _RETRYABLE, "no route the job may use is available"),

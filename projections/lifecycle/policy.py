@@ -27,17 +27,29 @@ class ExecutionProfile:
 
 @dataclass(frozen=True)
 class CredentialGrant:
-    """Who may hand a job a named credential, and for which job types (empty: any). Its value is
-    the worker's alone: the core knows the name and the grant, nothing else."""
+    """Who may hand a job a named credential, for which job types (empty: any), to which origins
+    it may be sent and whether a proxy may carry it. Its value is the worker's alone: the core
+    knows the name and the grant, nothing else."""
 
     callers: frozenset[str] = frozenset()
     job_types: frozenset[str] = frozenset()
+    origins: frozenset[str] = frozenset()  # `scheme://host[:port]`, as `identity.origin_of` spells them
+    through_proxy: bool = False
 
     def refusal(self, caller: str, job_type: str) -> str | None:
         if self.callers and caller not in self.callers:
             return f"caller {caller!r} may not use it"
         if self.job_types and job_type not in self.job_types:
             return f"job type {job_type!r} may not carry it"
+        return None
+
+    def use_refusal(self, origin: str | None, proxied: bool) -> str | None:
+        """Why it may not be sent to `origin` (through a proxy when `proxied`), or None."""
+        if origin is None or origin not in self.origins:
+            shown = ", ".join(sorted(self.origins)) or "no origin"
+            return f"it may be sent to {shown} only, not to {origin or 'that URL'}"
+        if proxied and not self.through_proxy:
+            return "a proxy may not carry it: submit with transport_policy DIRECT_ONLY"
         return None
 
 

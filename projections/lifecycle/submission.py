@@ -23,10 +23,12 @@ from projections.lifecycle.evolve import start
 from projections.lifecycle.identity import (
     CanonicalRequest,
     Rejection,
+    callback_url_problem,
     canonicalize,
     is_valid_callback_url,
     job_id_for,
     job_target,
+    origin_of,
     refused_job_id_for,
 )
 from projections.lifecycle.limits import (
@@ -235,14 +237,17 @@ def _credential_refusal(command: SubmitJob, policy: Policy) -> str | None:
         return f"no credential {clip(name, 64)!r} in this deployment"
     if renders(command.job_type, command.transport_policy):
         return "a rendered page cannot carry a credential: its page would send it to every origin it loads"
-    refused = grant.refusal(command.caller_identity, command.job_type)
+    proxied = command.transport_policy is TransportPolicy.PROXY_ALLOWED
+    refused = grant.refusal(command.caller_identity, command.job_type) or grant.use_refusal(
+        origin_of(command.request.url), proxied
+    )
     return None if refused is None else f"credential {name!r}: {refused}"
 
 
 def _options_rejection(command: SubmitJob) -> Rejection | None:
-    if command.callback_url is not None and not is_valid_callback_url(command.callback_url):
-        detail = f"callback_url {clip(command.callback_url, 256)!r} is not an absolute http(s) URL"
-        return Rejection(RejectionReason.INVALID_CALLBACK_URL, detail)
+    problem = None if command.callback_url is None else callback_url_problem(command.callback_url)
+    if problem is not None:
+        return Rejection(RejectionReason.INVALID_CALLBACK_URL, problem)
     rendered = renders(command.job_type, command.transport_policy)
     if command.capture_mode in BROWSER_CAPTURE_MODES and not rendered:
         detail = (

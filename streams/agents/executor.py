@@ -44,9 +44,10 @@ from projections.lifecycle.cache import (
     cached_outcome,
     revalidation_headers,
 )
-from projections.lifecycle.identity import host_of, name_based
+from projections.lifecycle.identity import host_of, name_based, origin_of
 from projections.lifecycle.limits import clip
 from projections.lifecycle.outcomes import local_failure
+from projections.lifecycle.policy import CredentialGrant
 from projections.lifecycle.submission import BROWSER_RENDER, renders
 from schemas.codec import decode_as
 from schemas.commands import ReportAttempt
@@ -221,9 +222,9 @@ class HttpExecutor(QuietStage):
         type is switched off (its lease then lapses uncharged, and it is dispatched again)."""
         if self._switched_off(work):
             return None
-        if work.credential is not None and work.credential not in self._settings.credentials:
-            detail = f"credential {work.credential!r} is not configured on this worker"
-            return self._attempt_of(work, local_result("CREDENTIAL_UNAVAILABLE", detail), ())
+        unusable = self._unusable_credential(work)
+        if unusable is not None:
+            return unusable
         job_type = self._job_types.get(work.job_type)
         if job_type is not None:
             return await self._run_job_type(work, job_type)
@@ -307,6 +308,12 @@ class HttpExecutor(QuietStage):
         try:
             if _rendered(work) and self._browser is not None:
                 return await self._render(self._browser, work, limits, gate, passage)
+            refused = self._credential_refusal(work, proxied=passage.proxy_url is not None)
+            if refused is not None:
+                passage = await self._reconcile(passage, 0, ZERO)  # released: nothing was sent
+                return self._attempt_of(
+                    work, local_result("CREDENTIAL_NOT_ALLOWED", refused), (), passage=passage
+                )
             result, reused = await self._fetch(work, entry, limits, gate, passage.proxy_url)
             passage = await self._reconcile(passage, result.wire_bytes, ZERO)
         except Exception as exc:  # the fetcher types every origin failure; this is a bug, still counted
@@ -480,6 +487,26 @@ class HttpExecutor(QuietStage):
         return replace(
             again, wire_bytes=result.wire_bytes + again.wire_bytes, requests=result.requests + again.requests
         ), None
+
+    def _unusable_credential(self, work: DueWork) -> Attempt | None:
+        """The denied attempt of a job whose credential this worker lacks or may not send; else None."""
+        if work.credential is not None and work.credential not in self._settings.credentials:
+            detail = f"credential {work.credential!r} is not configured on this worker"
+            return self._attempt_of(work, local_result("CREDENTIAL_UNAVAILABLE", detail), ())
+        refused = self._credential_refusal(work, proxied=False)
+        if refused is not None:
+            return self._attempt_of(work, local_result("CREDENTIAL_NOT_ALLOWED", refused), ())
+        return None
+
+    def _credential_refusal(self, work: DueWork, proxied: bool) -> str | None:
+        """Why the job's credential may not go where this attempt would send it (its grant's
+        origins, and a proxy only if the grant says so), checked again however it was accepted."""
+        held = None if work.credential is None else self._settings.credentials.get(work.credential)
+        if held is None:
+            return None
+        grant = CredentialGrant(origins=frozenset(held.origins), through_proxy=held.through_proxy)
+        refused = grant.use_refusal(origin_of(work.request.url), proxied)
+        return None if refused is None else f"credential {work.credential!r}: {refused}"
 
     def _credential(self, work: DueWork) -> dict[str, str] | None:
         """The headers of the job's credential, from this worker's settings (checked held before)."""

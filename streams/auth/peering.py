@@ -44,6 +44,10 @@ class PeerKey:
             )
         self._secret = secret
 
+    def derived(self, purpose: bytes) -> bytes:
+        """A key of its own for `purpose`, the same on every worker, that tells nothing of the secret."""
+        return hmac.new(self._secret, b"scrapestream-derived/1\n" + purpose, hashlib.sha256).digest()
+
     def headers(self, method: str, target: str, principal: Principal, now_s: int) -> dict[str, str]:
         """The headers of a peer request for `target` (path and query) made on `principal`'s behalf."""
         signature = self._sign(method, target, principal.name, principal.role, now_s)

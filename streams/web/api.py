@@ -14,6 +14,7 @@ from fastapi.staticfiles import StaticFiles
 from streams.web import artifacts, cache_reads, controls, jobs, listings, operations, overview, replays
 from streams.web.console import pages as console
 from streams.web.context import ApiContext
+from streams.web.edge import EdgeGuard
 from streams.web.errors import install
 from streams.web.fastpath import FastJobReads
 from streams.web.requests import RequestMetrics
@@ -27,9 +28,16 @@ with a stable `code` and a `message`. Lists are newest first; pass `next_cursor`
 
 
 def build_api(context: ApiContext) -> RequestMetrics:
-    """The API as served: the documented FastAPI app behind the fast path of the common read, every
-    request counted."""
-    return RequestMetrics(FastJobReads(documented_api(context), context), context.metrics)
+    """The API as served: the documented FastAPI app behind the fast path of the common read, behind
+    the edge (authentication and body limits before any body is read), every request counted."""
+    guarded = EdgeGuard(
+        FastJobReads(documented_api(context), context),
+        context.principals,
+        context.sessions,
+        context.peer_key,
+        context.settings.max_request_body_bytes,
+    )
+    return RequestMetrics(guarded, context.metrics)
 
 
 def documented_api(context: ApiContext) -> FastAPI:
@@ -53,6 +61,7 @@ def documented_api(context: ApiContext) -> FastAPI:
     app.state.context = context
     app.state.principals = context.principals
     app.state.peer_key = context.peer_key
+    app.state.sessions = context.sessions
     routers = (operations.router, overview.router, controls.router, jobs.router, listings.router)
     for router in (*routers, artifacts.router, cache_reads.router, replays.router):
         app.include_router(router)

@@ -10,6 +10,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from streams.auth.peering import PeerKey
 from streams.auth.principals import TRUSTED, Principal, Principals
 from streams.clock import utc_now
+from streams.web.console.sessions import SESSION_HEADER
 from streams.web.errors import ApiError
 
 bearer = HTTPBearer(
@@ -24,6 +25,12 @@ async def authenticated(request: Request, credentials: Credentials) -> Principal
     principals: Principals | None = request.app.state.principals
     if principals is None:
         return TRUSTED
+    console = request.headers.get(SESSION_HEADER)
+    if console is not None:  # the console's own in-process call (the edge strips it from others)
+        principal = request.app.state.sessions.principal_of(console)
+        if principal is None:
+            raise ApiError(401, "unauthenticated", "the console session has ended: sign in again")
+        return principal  # type: ignore[no-any-return]
     if credentials is None:
         raise ApiError(
             401,

@@ -17,7 +17,7 @@ from projections.lifecycle.audit import NOT_FOUND, audit_id_of
 from projections.lifecycle.identity import audit_stream_id
 from projections.lifecycle.policy import Policy
 from projections.readindex import Page, merge_pages
-from projections.views import listed_view
+from projections.views import listed_view, own_view
 from schemas.commands import RecordAudit
 from schemas.enums import AuditAction, AuditOutcome
 from schemas.types import uuid_text
@@ -35,8 +35,11 @@ from streams.publisher import Publisher, outgoing, partition_of
 from streams.routing import Routing
 from streams.settings import Settings
 from streams.watchdog import Watchdog
+from streams.web.console.sessions import ConsoleSessions
+from streams.web.costly import CostlyReads
 from streams.web.errors import ApiError
 from streams.web.models import ShardPage
+from streams.web.pacing import ReceiverPacer
 from streams.web.peers import Peers
 from streams.web.refusals import RefusalLimiter
 
@@ -49,14 +52,16 @@ class JobViews:
     """Each job's view as JSON, rendered once per state (its sequence)."""
 
     def __init__(self) -> None:
-        self._rendered: OrderedDict[UUID, tuple[int, bytes]] = OrderedDict()
+        self._rendered: OrderedDict[tuple[UUID, bool], tuple[int, bytes]] = OrderedDict()
 
-    def json(self, job: Listed) -> bytes:
-        cached = self._rendered.get(job.job_id)
+    def json(self, job: Listed, own: bool = False) -> bytes:
+        """The view; `own`: as a principal reading only its own jobs sees it (`views.own_view`)."""
+        cached = self._rendered.get((job.job_id, own))
         if cached is not None and cached[0] == job.sequence:
             return cached[1]
-        rendered = listed_view(job).model_dump_json().encode()
-        self._rendered[job.job_id] = (job.sequence, rendered)
+        view = listed_view(job)
+        rendered = (own_view(view) if own else view).model_dump_json().encode()
+        self._rendered[(job.job_id, own)] = (job.sequence, rendered)
         if len(self._rendered) > VIEW_CACHE_SIZE:
             self._rendered.popitem(last=False)
         return rendered
@@ -84,6 +89,13 @@ class ApiContext:
     views: JobViews = field(default_factory=JobViews)
     peer_key: PeerKey | None = None
     refusals: RefusalLimiter = field(default_factory=lambda: RefusalLimiter(60))
+    costly: CostlyReads = field(default_factory=CostlyReads)
+    replay_pacer: ReceiverPacer = field(default_factory=ReceiverPacer)
+    sessions: ConsoleSessions = field(init=False)
+
+    def __post_init__(self) -> None:
+        key = None if self.peer_key is None else self.peer_key.derived(b"console sessions")
+        self.sessions = ConsoleSessions(self.principals, key, lambda: utc_now().timestamp())
 
     def partition_of(self, job_id: UUID) -> int:
         return partition_of(uuid_text(job_id).encode(), self.partitions)

@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Annotated, Any
 from uuid import UUID, uuid4
 
 from fastapi import APIRouter, Query, Request, Response
 
-from projections.access import job_read_refusal
+from projections.access import READERS_OF_EVERYTHING, job_read_refusal
 from projections.jobstore import Listed, owner_of
 from projections.lifecycle.audit import CONFLICT, FORBIDDEN, INVALID, NOT_FOUND
 from projections.lifecycle.explain import explain, why
 from projections.lifecycle.history import as_of_refusal, events_until, state_as_of
 from projections.lifecycle.identity import job_target, public_command_id
+from projections.lifecycle.mutations import mutation_refusal
 from projections.lifecycle.state import Job, Unaccepted
 from projections.lifecycle.submission import submission_identity
 from projections.views import (
@@ -28,6 +29,8 @@ from projections.views import (
     callback_log,
     event_view,
     listed_view,
+    own_events,
+    own_view,
 )
 from schemas.commands import (
     CancelJob,
@@ -86,13 +89,16 @@ router = APIRouter(tags=["jobs"])
     summary="A job: state, request, attempts, artifacts, totals",
 )
 async def get_job(job_id: UUID, request: Request, principal: Caller, as_of: AsOf = None) -> Response:
-    def answer(context: ApiContext, job: Listed) -> Response:
+    async def answer(context: ApiContext, job: Listed) -> Response:
+        own = _reads_own_only(principal)
         if as_of is None:
-            return Response(context.views.json(job), media_type=JSON)
-        then = state_as_of(_history(context, job_id, as_of), as_utc(as_of))
+            return Response(context.views.json(job, own), media_type=JSON)
+        at = as_utc(as_of)
+        then = await context.costly.run(principal, lambda: state_as_of(_history(context, job_id, at), at))
         if not isinstance(then, Job) and (not isinstance(then, Unaccepted) or then.rejected is None):
             raise ApiError(422, "out_of_history", f"job {job_id} was not yet a job at {as_of.isoformat()}")
-        return Response(listed_view(then).model_dump_json(), media_type=JSON)
+        view = listed_view(then)
+        return Response((own_view(view) if own else view).model_dump_json(), media_type=JSON)
 
     return await _read(request, job_id, principal, answer)
 
@@ -104,12 +110,16 @@ async def get_job(job_id: UUID, request: Request, principal: Caller, as_of: AsOf
     summary="A job's history, in order",
 )
 async def get_events(job_id: UUID, request: Request, principal: Caller, until: Until = None) -> Response:
-    def answer(context: ApiContext, _: Listed) -> Response:
-        kept = context.store.events_of(job_id)
+    def listed() -> bytes:
+        kept = context_of(request).store.events_of(job_id)
         if until is not None:
-            kept = events_until(_history(context, job_id, until), as_utc(until))
-        events = [event_view(event) for event in kept]
-        return Response(EventList(job_id=job_id, items=events).model_dump_json(), media_type=JSON)
+            kept = events_until(_history(context_of(request), job_id, until), as_utc(until))
+        shown = own_events(kept) if _reads_own_only(principal) else kept
+        events = [event_view(event) for event in shown]
+        return EventList(job_id=job_id, items=events).model_dump_json().encode()
+
+    async def answer(context: ApiContext, _: Listed) -> Response:
+        return Response(await context.costly.run(principal, listed), media_type=JSON)
 
     return await _read(request, job_id, principal, answer)
 
@@ -121,9 +131,12 @@ async def get_events(job_id: UUID, request: Request, principal: Caller, until: U
     summary="A job's callback tries: when each was sent, the receiver's answer, its latency and error",
 )
 async def get_callbacks(job_id: UUID, request: Request, principal: Caller) -> Response:
-    def answer(context: ApiContext, _: Listed) -> Response:
-        tries = callback_log(context.store.events_of(job_id))
-        return Response(CallbackLog(job_id=job_id, items=tries).model_dump_json(), media_type=JSON)
+    def listed() -> bytes:
+        tries = callback_log(context_of(request).store.events_of(job_id))
+        return CallbackLog(job_id=job_id, items=tries).model_dump_json().encode()
+
+    async def answer(context: ApiContext, _: Listed) -> Response:
+        return Response(await context.costly.run(principal, listed), media_type=JSON)
 
     return await _read(request, job_id, principal, answer)
 
@@ -135,18 +148,28 @@ async def get_callbacks(job_id: UUID, request: Request, principal: Caller) -> Re
     summary="Why the job is where it is: each decision, with the rule that made it",
 )
 async def explain_job(job_id: UUID, request: Request, principal: Caller) -> Response:
-    def answer(context: ApiContext, job: Listed) -> Response:
+    def told(context: ApiContext, job: Listed) -> bytes:
         state = listed_view(job).state
-        steps = explain(context.store.events_of(job_id))
+        events = context.store.events_of(job_id)
+        steps = explain(own_events(events) if _reads_own_only(principal) else events)
         shown = [StepView.model_validate(step, from_attributes=True) for step in steps]
-        told = Explanation(job_id=job_id, state=state, why=why(state.value, steps), steps=shown)
-        return Response(told.model_dump_json(), media_type=JSON)
+        return (
+            Explanation(job_id=job_id, state=state, why=why(state.value, steps), steps=shown)
+            .model_dump_json()
+            .encode()
+        )
+
+    async def answer(context: ApiContext, job: Listed) -> Response:
+        return Response(await context.costly.run(principal, lambda: told(context, job)), media_type=JSON)
 
     return await _read(request, job_id, principal, answer)
 
 
 async def _read(
-    request: Request, job_id: UUID, principal: Principal, answer: Callable[[ApiContext, Listed], Response]
+    request: Request,
+    job_id: UUID,
+    principal: Principal,
+    answer: Callable[[ApiContext, Listed], Awaitable[Response]],
 ) -> Response:
     """A read of one job: the owner's answer when another worker keeps it, else `answer` once the
     caller may read the job."""
@@ -154,7 +177,7 @@ async def _read(
     forwarded = await context.forwarded(request, job_id)
     if forwarded is not None:
         return forwarded
-    return answer(context, await _readable(context, job_id, request, principal))
+    return await answer(context, await _readable(context, job_id, request, principal))
 
 
 @router.post(
@@ -265,20 +288,18 @@ async def delete_history(job_id: UUID, body: MutationBody, request: Request, pri
     if forwarded is not None:
         return forwarded
     job = context.store.load_job(job_id)
-    # A type that owns state outside scrapestream may keep a history; its job's owner asks it.
-    veto = (
-        None
-        if job is None
-        else await history_deletion_veto(context.job_types.get(job.accepted.job_type), job_id)
-    )
-    if job is not None and veto is not None:
-        refusal = f"job type {job.accepted.job_type} keeps this history: {veto}"
-        target = job_target(job_id)
-        await context.audit(
-            principal, request, AuditAction.JOB_HISTORY_DELETE, refusal, target, kind=CONFLICT
-        )
-        context.refusals.refused(principal)
-        raise ApiError(409, "conflict", refusal)
+    # A type that owns state outside scrapestream may keep a history; asked only once the lifecycle
+    # would let this principal delete it (else the lifecycle refuses, as for any other job).
+    if job is not None and mutation_refusal(job, command, utc_now()) is None:
+        veto = await history_deletion_veto(context.job_types.get(job.accepted.job_type), job_id)
+        if veto is not None:
+            refusal = f"job type {job.accepted.job_type} keeps this history: {veto}"
+            target = job_target(job_id)
+            await context.audit(
+                principal, request, AuditAction.JOB_HISTORY_DELETE, refusal, target, kind=CONFLICT
+            )
+            context.refusals.refused(principal)
+            raise ApiError(409, "conflict", refusal)
     return await _mutate(request, command)
 
 
@@ -289,6 +310,11 @@ def _history(context: ApiContext, job_id: UUID, at: datetime) -> list[Event]:
     if refusal is not None:
         raise ApiError(422, "out_of_history", refusal)
     return events
+
+
+def _reads_own_only(principal: Principal) -> bool:
+    """A principal that may read only its own jobs is shown no other job a job's history names."""
+    return principal.role not in READERS_OF_EVERYTHING
 
 
 def _actor(principal: Principal, request: Request) -> dict[str, Any]:

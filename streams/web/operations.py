@@ -1,4 +1,5 @@
-"""Probes and metrics for the platform running the worker; they need no token."""
+"""Probes and metrics for the platform running the worker: the probes need no token, the metrics a
+reader of every job's (or a peer worker's credential)."""
 
 from __future__ import annotations
 
@@ -8,16 +9,19 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from projections.access import READERS_OF_EVERYTHING
 from projections.ledger import RouteLedger
 from schemas.work import JobTypeControl
+from streams.auth.peering import SIGNATURE_HEADER as PEER_SIGNATURE
+from streams.auth.principals import Principal
 from streams.broker.compat import LogGapError
 from streams.clock import utc_now
 from streams.fetch.routes import metering_of, meterings
 from streams.jobtypes import BUILT_IN, labels, runnable_here
-from streams.ledger import ledgers_as_of
+from streams.ledger import TooLongAgoError, ledgers_as_of
 from streams.moments import as_utc
 from streams.settings import RouteSettings
-from streams.web.auth import Caller
+from streams.web.auth import Caller, Credentials, authenticated, raw_target
 from streams.web.context import ApiContext, context_of
 from streams.web.errors import ApiError, responses
 from streams.web.models import (
@@ -71,9 +75,28 @@ async def readyz(request: Request, response: Response) -> Readiness:
     return readiness
 
 
-@router.get("/metrics", response_class=Response, responses=METRICS_RESPONSE, summary="Prometheus metrics")
-async def metrics(request: Request) -> Response:
-    return Response(context_of(request).metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
+@router.get(
+    "/metrics",
+    response_class=Response,
+    responses={**METRICS_RESPONSE, **responses(401, 403)},
+    summary="Prometheus metrics (viewers, operators, admins, peer workers: they count every caller's jobs)",
+)
+async def metrics(request: Request, credentials: Credentials) -> Response:
+    context = context_of(request)
+    if context.principals is not None and not _is_peer(request):
+        principal = await authenticated(request, credentials)
+        if principal.role not in READERS_OF_EVERYTHING:
+            context.refusals.refused(principal)
+            raise ApiError(403, "forbidden", f"role {principal.role} may not read every caller's metrics")
+    return Response(context.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
+
+
+def _is_peer(request: Request) -> bool:
+    key = context_of(request).peer_key
+    if key is None or PEER_SIGNATURE not in request.headers:
+        return False
+    verdict = key.verify(request.method, raw_target(request), request.headers, int(utc_now().timestamp()))
+    return not isinstance(verdict, str)
 
 
 @router.get(
@@ -155,7 +178,7 @@ async def routes(request: Request, principal: Caller, as_of: AsOf = None) -> Rou
     now = utc_now()
     ledgers = context.ledger.ledgers if context.ledger is not None else {}
     if as_of is not None:
-        now, ledgers = await _ledgers_as_of(context, as_utc(as_of), now)
+        now, ledgers = await _ledgers_as_of(context, principal, as_utc(as_of), now)
     items = []
     for name, route in context.settings.routes.items():
         ledger = ledgers.get(name) or RouteLedger(metering_of(route))
@@ -164,16 +187,31 @@ async def routes(request: Request, principal: Caller, as_of: AsOf = None) -> Rou
 
 
 async def _ledgers_as_of(
-    context: ApiContext, at: datetime, now: datetime
+    context: ApiContext, principal: Principal, at: datetime, now: datetime
 ) -> tuple[datetime, dict[str, RouteLedger]]:
     if at > now:
         raise ApiError(422, "out_of_history", f"{at.isoformat()} is in the future (now is {now.isoformat()})")
     settings = context.settings
     metered = meterings(settings)
+    kept = context.ledger.kept if context.ledger is not None else {}
     try:
-        ledgers = await ledgers_as_of(
-            settings.kafka_bootstrap, settings.topic("routes"), settings.client_profile, metered, at
-        )
+        async with context.costly.slot(principal):
+            ledgers = await ledgers_as_of(
+                settings.kafka_bootstrap,
+                settings.topic("routes"),
+                settings.client_profile,
+                metered,
+                at,
+                kept,
+                settings.as_of_max_records,
+            )
+    except TooLongAgoError as exc:
+        raise ApiError(
+            422,
+            "out_of_history",
+            f"{at.isoformat()} is too far back to tell from here: {exc} (SCRAPESTREAM_AS_OF_MAX_RECORDS); "
+            "this worker keeps route checkpoints from its start on, so later times are cheap",
+        ) from exc
     except LogGapError as exc:
         raise ApiError(
             422,

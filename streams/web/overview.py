@@ -9,6 +9,8 @@ import httpx
 from fastapi import APIRouter, Request
 
 from projections.access import READERS_OF_EVERYTHING
+from schemas.enums import ActorRole
+from streams.auth.principals import Principal
 from streams.clock import utc_now
 from streams.web import summary
 from streams.web.auth import Caller
@@ -20,6 +22,7 @@ from streams.web.models import Cluster, Overview
 RECENT = timedelta(hours=1)
 MOST_RECENT_JOBS = 2_000
 PEER_METRICS_TIMEOUT_S = 2.0
+WORKER = "scrapestream-worker"  # the principal a worker names when it reads a peer's metrics
 router = APIRouter(tags=["operations"])
 
 
@@ -31,9 +34,10 @@ router = APIRouter(tags=["operations"])
 )
 async def overview(request: Request, principal: Caller) -> Overview:
     now = utc_now()
-    recent = await recent_jobs(request, principal, now - RECENT, MOST_RECENT_JOBS)
     everything = principal.role in READERS_OF_EVERYTHING
-    cluster = await _cluster(context_of(request)) if everything else None
+    async with context_of(request).costly.slot(principal):
+        recent = await recent_jobs(request, principal, now - RECENT, MOST_RECENT_JOBS)
+        cluster = await _cluster(context_of(request)) if everything else None
     return Overview(
         at=now,
         states=dict(sorted(cluster.jobs.items())) if cluster is not None else summary.states_of(recent),
@@ -62,7 +66,12 @@ async def _cluster(context: ApiContext) -> Cluster:
 async def _expositions(context: ApiContext) -> list[str]:
     """Every worker's metrics: this one's from memory, the others' over HTTP (unreachable: left out)."""
     texts = [context.metrics.exposition().decode()]
-    async with httpx.AsyncClient(timeout=PEER_METRICS_TIMEOUT_S) as client:
+    now_s = int(utc_now().timestamp())
+    key = context.peer_key
+    headers = (
+        {} if key is None else key.headers("GET", "/metrics", Principal(WORKER, ActorRole.VIEWER), now_s)
+    )
+    async with httpx.AsyncClient(timeout=PEER_METRICS_TIMEOUT_S, headers=headers) as client:
         answers = await asyncio.gather(
             *(client.get(f"{peer}/metrics") for peer in context.routing.everyone()[1:]),
             return_exceptions=True,

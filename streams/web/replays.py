@@ -1,15 +1,12 @@
 """`POST /callbacks/replay`: the callbacks of the finished jobs a selection finds, delivered again.
 
 Each job's replay is a `ReplayCallback` decided (and audited) by its lifecycle; they are sent at
-most `per_receiver_per_s` a second to any one receiving host, so a receiver back from an outage
-is not flooded.
+most `per_receiver_per_s` a second to any one receiving host, whatever calls ask for them and however
+the host is spelled (`ReceiverPacer`, one per worker), so a receiver back from an outage is not flooded.
 """
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections import defaultdict
 from urllib.parse import urlsplit
 from uuid import UUID
 
@@ -49,7 +46,8 @@ async def replay_callbacks(body: BulkReplayBody, request: Request, principal: Ca
     query = JobQuery(
         caller=body.caller, statuses=frozenset(body.states), since=as_utc(body.since), until=until
     )
-    jobs = await listed_jobs(request, principal, query, body.limit)
+    async with context.costly.slot(principal):
+        jobs = await listed_jobs(request, principal, query, body.limit)
     override = None if body.callback_url is None else urlsplit(body.callback_url).hostname or ""
     receivers = {UUID(job["job_id"]): override or job["callback_host"] for job in jobs}
     chosen = [job_id for job_id, host in receivers.items() if host is not None]
@@ -65,11 +63,7 @@ async def _send_paced(
     """Each replay on the commands topic, no receiving host sent more than its share a second."""
     context = context_of(request)
     interval = 1.0 / body.per_receiver_per_s
-    next_at: dict[str, float] = defaultdict(time.monotonic)
     for job_id, host in hosts.items():
-        wait = next_at[host] - time.monotonic()
-        if wait > 0:
-            await asyncio.sleep(wait)
-        next_at[host] = max(next_at[host], time.monotonic()) + interval
+        await context.replay_pacer.turn(host, interval)
         command = replay_command(job_id, body, principal, request)
         await context.publisher.send_all([outgoing(context.settings.topic("commands"), job_id, command)])

@@ -158,6 +158,14 @@ class Origin:
         body = '<script>window.pwned = "script"</script><img src="x" onerror="window.pwned = \'onerror\'">'
         return web.Response(text=f"<html><body>{body}hostile</body></html>", content_type="text/html")
 
+    async def _png(self, request: web.Request, count: int) -> web.Response:
+        """A one-pixel PNG."""
+        pixel = bytes.fromhex(
+            "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+            "1f15c4890000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082"
+        )
+        return web.Response(body=pixel, content_type="image/png")
+
     async def _slow(self, request: web.Request, count: int) -> web.Response:
         await self.release.wait()
         return web.Response(text="slow")

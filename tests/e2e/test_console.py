@@ -22,6 +22,7 @@ from schemas.enums import ActorRole
 from streams.auth.issue import IssuedPrincipal, issue
 from streams.web.console.session import CSRF_COOKIE, SESSION_COOKIE
 from tests.browser_pages import Pages, chromium_or_skip, serving_pages
+from tests.console_sessions import console_cookies, login_csrf
 from tests.e2e.conftest import Origin, running_system, worker_settings
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.one_broker]
@@ -66,8 +67,8 @@ class Console:
     @contextlib.asynccontextmanager
     async def signed_in(self, principal: str) -> AsyncIterator[Watched]:
         context = await self.browser.new_context(base_url=self.base)
-        cookie = {"name": SESSION_COOKIE, "value": ISSUED[principal].token, "url": self.base}
-        await context.add_cookies([cookie])
+        cookies = await console_cookies(self.base, ISSUED[principal].token)
+        await context.add_cookies([{"name": n, "value": v, "url": self.base} for n, v in cookies.items()])
         try:
             yield await watched(context)
         finally:
@@ -378,17 +379,18 @@ async def test_the_overview_gives_a_service_its_own_jobs_and_readers_the_cluster
 
 async def test_signing_in_goes_back_only_to_a_console_page(console):
     async with httpx.AsyncClient(base_url=console.base) as http:
+        csrf = await login_csrf(http)
         for target, expected in (
             ("/ui/jobs?state=SUCCEEDED", "/ui/jobs?state=SUCCEEDED"),
             ("https://evil.example/", "/ui"),
             ("//evil.example/ui", "/ui"),
             ("/ui\\\\evil.example", "/ui"),
         ):
-            form = {"token": ISSUED["viewer"].token, "next": target}
+            form = {"token": ISSUED["viewer"].token, "next": target, "csrf": csrf}
             answer = await http.post("/ui/login", data=form)
             assert answer.status_code == 303
             assert answer.headers["location"] == expected
-        http.cookies.clear()
+        http.cookies.delete(SESSION_COOKIE)
         answer = await http.get("/ui/jobs")
         assert answer.status_code == 303
         assert answer.headers["location"].startswith("/ui/login?next=")

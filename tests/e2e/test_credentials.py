@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -16,10 +17,24 @@ from tests.servers import loopback
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 SECRET = "s3cr3t"
-CREDENTIALS = {
-    "partner": {"headers": {"Authorization": f"Bearer {SECRET}"}, "callers": ["svc-a"]},
-    "elsewhere": {"headers": {"Authorization": "Bearer not-this-one"}, "job_types": ["test.other"]},
-}
+
+
+def credentials(port: int) -> dict[str, Any]:
+    """The deployment's credentials, each bound to the origins it may be sent to."""
+    own = f"http://127.0.0.1:{port}"
+    return {
+        "partner": {"headers": {"Authorization": f"Bearer {SECRET}"}, "callers": ["svc-a"], "origins": [own]},
+        "elsewhere": {
+            "headers": {"Authorization": "Bearer not-this-one"},
+            "job_types": ["test.other"],
+            "origins": [own],
+        },
+        "carried": {
+            "headers": {"Authorization": f"Bearer {SECRET}"},
+            "origins": [own],
+            "through_proxy": True,
+        },
+    }
 
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
@@ -30,9 +45,9 @@ async def other_origin() -> AsyncIterator[Origin]:
 
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
-async def system(broker, tmp_path_factory) -> AsyncIterator[System]:  # type: ignore[no-untyped-def]
+async def system(broker, origin, tmp_path_factory) -> AsyncIterator[System]:  # type: ignore[no-untyped-def]
     settings = worker_settings(
-        broker.bootstrap, tmp_path_factory.mktemp("credentials"), credentials=CREDENTIALS
+        broker.bootstrap, tmp_path_factory.mktemp("credentials"), credentials=credentials(origin.port)
     )
     async with running_system(settings) as running:
         yield running
@@ -82,6 +97,7 @@ async def test_a_credential_is_never_sent_to_a_redirect_on_another_origin(system
         ("svc-a", "nowhere", {}),  # no such credential
         ("svc-a", "elsewhere", {}),  # not for this job type
         ("svc-a", "partner", {"transport_policy": TransportPolicy.BROWSER}),  # a page would spread it
+        ("svc-a", "partner", {"transport_policy": TransportPolicy.PROXY_ALLOWED}),  # no proxy may carry it
     ],
 )
 async def test_a_credential_the_submission_may_not_carry_is_rejected(
@@ -94,3 +110,28 @@ async def test_a_credential_the_submission_may_not_carry_is_rejected(
     assert (completion.status, completion.failure.code) == (JobStatus.REJECTED, "CREDENTIAL_NOT_ALLOWED")
     assert "not-this-one" not in completion.failure.safe_message
     assert origin.authorizations["/private/refused"] == []
+
+
+async def test_a_credential_cannot_be_sent_to_the_callers_own_server(system, origin, other_origin):
+    """The caller it is granted to points a job at a server it runs, to read the value there."""
+    for url in (
+        other_origin.url("/private/collect"),
+        f"http://localhost:{origin.port}/private/collect",  # the same server by another name
+        f"http://127.0.0.1:{other_origin.port}/private/collect",  # the same host, another port
+    ):
+        job = await system.submit(url, caller_identity="svc-a", credential="partner")
+        completion = await system.completion(job)
+        assert (completion.status, completion.failure.code) == (JobStatus.REJECTED, "CREDENTIAL_NOT_ALLOWED")
+        assert f"may be sent to http://127.0.0.1:{origin.port} only" in completion.failure.safe_message
+    assert other_origin.authorizations["/private/collect"] == []
+    assert origin.authorizations["/private/collect"] == []
+
+
+async def test_a_credential_a_proxy_may_carry_is_sent_through_one_only_when_its_grant_says_so(system, origin):
+    job = await system.submit(
+        origin.url("/private/carried"),
+        caller_identity="svc-a",
+        credential="carried",
+        transport_policy=TransportPolicy.PROXY_ALLOWED,
+    )
+    assert (await system.completion(job)).status is JobStatus.SUCCEEDED  # the direct route, here

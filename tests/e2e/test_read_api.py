@@ -353,8 +353,8 @@ async def test_metrics_parse_and_move_with_the_work(cluster: Cluster, origin: Or
     async def summed(name: str, label: str, matches: Callable[[str], bool]) -> float:
         total = 0.0
         for index in (0, 1):
-            async with cluster.api(index, None) as anonymous:
-                text = (await anonymous.get("/metrics")).text
+            async with cluster.api(index, "viewer") as viewer:
+                text = (await viewer.get("/metrics")).text
             for family in text_string_to_metric_families(text):
                 for sample in family.samples:
                     if sample.name == name and matches(sample.labels[label]):
@@ -372,9 +372,12 @@ async def test_metrics_parse_and_move_with_the_work(cluster: Cluster, origin: Or
     await cluster.system.completion(job_id)
     assert await accepted() == before + 1
     assert await completions_written() == completions_before + 1
-    async with cluster.api(0, None) as anonymous:
+    async with cluster.api(0, None) as anonymous, cluster.api(0, "svc-a") as service:
+        assert (await anonymous.get("/metrics")).status_code == 401
+        assert (await service.get("/metrics")).status_code == 403  # it counts every caller's jobs
+    async with cluster.api(0, "viewer") as viewer:
         families = {
-            family.name for family in text_string_to_metric_families((await anonymous.get("/metrics")).text)
+            family.name for family in text_string_to_metric_families((await viewer.get("/metrics")).text)
         }
     expected = {
         "scrapestream_jobs",

@@ -306,7 +306,12 @@ def test_an_idempotency_key_sent_again_with_another_request_is_rejected_and_ends
 CREDENTIALED = replace(
     POLICY,
     credentials={
-        "partner": CredentialGrant(callers=frozenset({"svc-a"}), job_types=frozenset({"http.fetch"}))
+        "partner": CredentialGrant(
+            callers=frozenset({"svc-a"}),
+            job_types=frozenset({"http.fetch"}),
+            origins=frozenset({"https://example.com"}),
+        ),
+        "proxied": CredentialGrant(origins=frozenset({"https://example.com"}), through_proxy=True),
     },
 )
 
@@ -325,6 +330,34 @@ def test_a_job_carries_a_credential_only_by_a_name_its_caller_and_type_are_grant
     ):
         (rejected,) = Lifecycle(policy=CREDENTIALED)(refused)
         assert rejected.reason.value == "CREDENTIAL_NOT_ALLOWED"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://attacker.example/collect",
+        "http://example.com/page",  # the same host in clear is another origin
+        "https://example.com:8443/page",
+        "https://sub.example.com/page",
+        "https://example.com.attacker.example/",
+    ],
+)
+def test_a_credential_goes_only_to_the_origins_it_names(url):
+    (rejected,) = Lifecycle(policy=CREDENTIALED)(submit(credential="partner", request=Request(url=url)))
+    assert rejected.reason.value == "CREDENTIAL_NOT_ALLOWED"
+    assert "may be sent to https://example.com only" in rejected.detail
+    (accepted, *_) = Lifecycle(policy=CREDENTIALED)(
+        submit(credential="partner", request=Request(url="HTTPS://Example.COM:443/other?x=1"))
+    )
+    assert isinstance(accepted, JobAccepted)
+
+
+def test_a_credential_no_proxy_may_carry_is_refused_to_a_job_that_may_take_a_proxy():
+    for name, accepted in (("partner", False), ("proxied", True)):
+        events = Lifecycle(policy=CREDENTIALED)(
+            submit(credential=name, transport_policy=TransportPolicy.PROXY_ALLOWED)
+        )
+        assert isinstance(events[0], JobAccepted) is accepted, name
 
 
 def test_a_credential_changes_what_a_job_produces_and_nothing_else_changes_a_key_without_one():

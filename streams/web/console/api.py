@@ -10,6 +10,7 @@ import httpx
 from fastapi import Request
 
 from streams.web.console.session import Session
+from streams.web.console.sessions import SESSION_HEADER
 from streams.web.context import request_id
 
 PREVIEW_BYTES = 64 * 1024
@@ -35,7 +36,7 @@ class ConsoleApi:
     def __init__(self, request: Request, session: Session) -> None:
         headers = {"X-Request-Id": request_id(request)}
         if session.token is not None:
-            headers["Authorization"] = f"Bearer {session.token}"
+            headers[SESSION_HEADER] = session.token
         self._client = httpx.AsyncClient(
             transport=httpx.ASGITransport(app=request.app), base_url="http://console.local", headers=headers
         )

@@ -17,13 +17,20 @@ from schemas.enums import AuditAction, JobStatus
 from streams.auth.principals import Principals
 from streams.web import summary
 from streams.web.console.api import ConsoleApi, ConsoleError
-from streams.web.console.session import Session, csrf_refusal, protect, session_of, sign_in, sign_out
+from streams.web.console.session import (
+    Session,
+    csrf_of,
+    csrf_refusal,
+    protect,
+    session_of,
+    sign_in,
+    sign_out,
+)
 
 RECENT = timedelta(hours=1)
 RECENT_PAGES = 4
 PAGE_SIZE = 50
 MAX_PAGE_SIZE = 500
-MAX_FORM_BYTES = 64 * 1024
 IMAGE_TYPES = ("image/png", "image/jpeg", "image/webp", "image/gif")
 MAX_IMAGE_BYTES = 16 * 1024 * 1024
 TEXT_PREVIEWS = 3
@@ -63,28 +70,41 @@ async def login_page(request: Request, next: str = "/ui") -> Response:
     session = session_of(request)
     if session is not None and session.token is None:
         return protect(request, RedirectResponse("/ui", 303), session)
-    return _render(request, None, "login.html", 200, next=_local(next), problem=None)
+    return _sign_in_page(request, 200, _local(next), None)
+
+
+def _sign_in_page(request: Request, status: int, target: str, problem: str | None) -> Response:
+    csrf = csrf_of(request)
+    page = templates.get_template("login.html").render(
+        session=None, path=request.url.path, next=target, problem=problem, csrf=csrf[0]
+    )
+    return protect(request, HTMLResponse(page, status), None, csrf)
 
 
 @router.post("/login")
 async def login(request: Request) -> Response:
     form = await _form(request)
-    principals: Principals | None = request.app.state.principals
-    token = form.get("token", "").strip()
     target = _local(form.get("next", "/ui"))
-    principal = None if principals is None else principals.by_token(token)
+    refusal = csrf_refusal(request, str(form.get("csrf", "")))
+    if refusal is not None:  # a sign-in another site started (login CSRF) carries no console cookie
+        return _sign_in_page(request, 403, target, refusal)
+    principals: Principals | None = request.app.state.principals
+    principal = None if principals is None else principals.by_token(form.get("token", "").strip())
     if principal is None:
         problem = "that token matches no principal (revoked, mistyped or for another deployment)"
-        return _render(request, None, "login.html", 401, next=target, problem=problem)
+        return _sign_in_page(request, 401, target, problem)
     response = RedirectResponse(target, 303)
-    sign_in(request, response, token)
+    sign_in(request, response, principal)
     return protect(request, response, None)
 
 
 @router.post("/logout")
 async def logout(request: Request) -> Response:
+    refusal = csrf_refusal(request, str((await _form(request)).get("csrf", "")))
+    if refusal is not None:  # another site's form cannot sign a person out either
+        return _render(request, session_of(request), "error.html", 403, problem=refusal)
     response = RedirectResponse("/ui/login", 303)
-    sign_out(response)
+    sign_out(request, response)
     return protect(request, response, None)
 
 
@@ -332,9 +352,7 @@ def _local(target: str) -> str:
 
 
 async def _form(request: Request, multiple: tuple[str, ...] = ()) -> dict[str, Any]:
-    body = await request.body()
-    if len(body) > MAX_FORM_BYTES:
-        raise ConsoleError(413, "the form is too large")
+    body = await request.body()  # bounded by the edge (streams/web/edge.py) before it was read
     fields = parse_qs(body.decode("utf-8", errors="replace"), keep_blank_values=True)
     return {name: values if name in multiple else values[-1] for name, values in fields.items()}
 

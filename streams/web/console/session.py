@@ -1,7 +1,8 @@
 """Who is signed in to the console, and the protections every page and action carries.
 
-The bearer token is kept in an HttpOnly, SameSite=Strict cookie (Secure over TLS); actions carry a
-CSRF token that must equal a second cookie (double submit), checked before the API is asked.
+The session token (`sessions.ConsoleSessions`, never the principal's bearer token) is kept in an
+HttpOnly, SameSite=Strict cookie (Secure over TLS); every form, sign-in and sign-out included, carries
+a CSRF token that must equal a second cookie (double submit), checked before anything is done.
 """
 
 from __future__ import annotations
@@ -12,11 +13,10 @@ from dataclasses import dataclass
 
 from fastapi import Request, Response
 
-from streams.auth.principals import TRUSTED, Principal, Principals
+from streams.auth.principals import TRUSTED, Principal
+from streams.web.console.sessions import SESSION_COOKIE, SESSION_MAX_AGE_S, ConsoleSessions
 
-SESSION_COOKIE = "scrapestream_session"
 CSRF_COOKIE = "scrapestream_csrf"
-SESSION_MAX_AGE_S = 12 * 3600
 CONTENT_SECURITY_POLICY = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
@@ -33,25 +33,32 @@ PAGE_HEADERS = {
 @dataclass(frozen=True)
 class Session:
     principal: Principal
-    token: str | None  # None when auth is off
+    token: str | None  # the session token; None when auth is off
     csrf: str
     fresh_csrf: bool  # the CSRF cookie is set by this response
 
 
 def session_of(request: Request) -> Session | None:
     """The signed-in principal; None when auth is on and no valid token is in the cookie."""
-    principals: Principals | None = request.app.state.principals
-    csrf = request.cookies.get(CSRF_COOKIE, "")
-    fresh = len(csrf) < 32
-    if fresh:
-        csrf = secrets.token_urlsafe(32)
-    if principals is None:
+    csrf, fresh = csrf_of(request)
+    if request.app.state.principals is None:
         return Session(TRUSTED, None, csrf, fresh)
     token = request.cookies.get(SESSION_COOKIE)
-    principal = None if not token else principals.by_token(token)
+    principal = None if not token else sessions_of(request).principal_of(token)
     if principal is None or token is None:
         return None
     return Session(principal, token, csrf, fresh)
+
+
+def csrf_of(request: Request) -> tuple[str, bool]:
+    """This browser's CSRF token, and whether this response must set it (a new one)."""
+    csrf = request.cookies.get(CSRF_COOKIE, "")
+    return (secrets.token_urlsafe(32), True) if len(csrf) < 32 else (csrf, False)
+
+
+def sessions_of(request: Request) -> ConsoleSessions:
+    sessions: ConsoleSessions = request.app.state.sessions
+    return sessions
 
 
 def csrf_refusal(request: Request, sent: str) -> str | None:
@@ -62,19 +69,27 @@ def csrf_refusal(request: Request, sent: str) -> str | None:
     return None
 
 
-def protect(request: Request, response: Response, session: Session | None) -> Response:
+def protect(
+    request: Request, response: Response, session: Session | None, csrf: tuple[str, bool] | None = None
+) -> Response:
     """The console's headers, and the CSRF cookie when this response starts one."""
-    response.headers.update(PAGE_HEADERS)
-    if session is not None and session.fresh_csrf:
-        _cookie(request, response, CSRF_COOKIE, session.csrf)
+    for name, value in PAGE_HEADERS.items():
+        response.headers.setdefault(name, value)  # an image keeps its own `CSP: sandbox`
+    csrf = csrf or (None if session is None else (session.csrf, session.fresh_csrf))
+    if csrf is not None and csrf[1]:
+        _cookie(request, response, CSRF_COOKIE, csrf[0])
     return response
 
 
-def sign_in(request: Request, response: Response, token: str) -> None:
-    _cookie(request, response, SESSION_COOKIE, token)
+def sign_in(request: Request, response: Response, principal: Principal) -> None:
+    _cookie(request, response, SESSION_COOKIE, sessions_of(request).issue(principal))
 
 
-def sign_out(response: Response) -> None:
+def sign_out(request: Request, response: Response) -> None:
+    """Revokes the session (its token stops working at once) and clears the cookie."""
+    token = request.cookies.get(SESSION_COOKIE)
+    if token:
+        sessions_of(request).revoke(token)
     response.delete_cookie(SESSION_COOKIE, path="/ui")
 
 

@@ -1,0 +1,40 @@
+"""Replays to one receiver, paced across every call a worker serves and every spelling of its host."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import socket
+import time
+
+
+class ReceiverPacer:
+    """When each receiving host may next be sent a replay, shared by every replay call of a worker."""
+
+    def __init__(self) -> None:
+        self._next_at: dict[str, float] = {}
+
+    async def turn(self, host: str, interval_s: float) -> None:
+        """Waits for `host`'s next turn, taking it (turns are handed out before anyone sleeps)."""
+        now = time.monotonic()
+        self._next_at = {key: at for key, at in self._next_at.items() if at > now}
+        key = receiver_of(host)
+        at = max(self._next_at.get(key, now), now)
+        self._next_at[key] = at + interval_s
+        if at > now:
+            await asyncio.sleep(at - now)
+
+
+def receiver_of(host: str) -> str:
+    """One spelling of a receiving host: lower case, no trailing dot, A-labels, and an address in
+    its canonical form (`127.1`, `0x7f.0.0.1` and `127.0.0.1` are one receiver)."""
+    name = host.strip().strip("[]").rstrip(".").lower()
+    with contextlib.suppress(UnicodeError):
+        name = name.encode("idna").decode("ascii")
+    with contextlib.suppress(ValueError):
+        return ipaddress.ip_address(name).compressed
+    if name and all(part.isalnum() for part in name.split(".")) and name[-1:].isdigit():
+        with contextlib.suppress(OSError):
+            return socket.inet_ntoa(socket.inet_aton(name))  # the legacy forms resolvers still accept
+    return name

@@ -1,0 +1,187 @@
+"""The surfaces added since the first trust round, tried as a hostile caller would (auth on).
+
+Each test acts as the attacker: its own token or none, raw sockets where a client library would
+be polite, forms another site would post, ids it can compute. What it may not do: make a worker
+hold memory or its event loop, read what another caller did, or use a session or a secret past
+what it was given for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import pytest
+import pytest_asyncio
+
+from schemas.enums import ActorRole
+from streams.auth.issue import IssuedPrincipal, issue
+from streams.web.console.session import CSRF_COOKIE, SESSION_COOKIE
+from tests.console_sessions import console_cookies, login_csrf
+from tests.e2e.conftest import Origin, System, running_system, worker_settings
+from tests.e2e.test_trust import answered
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+ROLES = {
+    "admin": ActorRole.ADMIN,
+    "operator": ActorRole.OPERATOR,
+    "viewer": ActorRole.VIEWER,
+    "svc-a": ActorRole.SERVICE,
+    "svc-b": ActorRole.SERVICE,
+}
+ISSUED: dict[str, IssuedPrincipal] = {name: issue(name, role) for name, role in ROLES.items()}
+PRINCIPALS = json.dumps({"principals": [issued.entry for issued in ISSUED.values()]})
+MIB = 1024 * 1024
+
+
+@dataclass
+class Deployment:
+    system: System
+    base: str
+    port: int
+
+    def api(self, principal: str | None = None, **options: Any) -> httpx.AsyncClient:
+        headers = {"Authorization": f"Bearer {ISSUED[principal].token}"} if principal else {}
+        return httpx.AsyncClient(base_url=self.base, headers=headers, timeout=30, **options)
+
+    async def submit(self, principal: str, url: str, **fields: Any) -> dict[str, Any]:
+        async with self.api(principal) as http:
+            answer = await answered(
+                http, "POST", "/jobs", json={"caller_identity": principal, "url": url, **fields}
+            )
+        assert answer.status_code in (200, 201, 422), answer.text
+        found: dict[str, Any] = answer.json()
+        return found
+
+    async def finished(self, job_id: str, principal: str = "admin") -> dict[str, Any]:
+        async with self.api(principal) as http:
+            for _ in range(600):
+                answer = await http.get(f"/jobs/{job_id}")
+                if answer.status_code == 200 and answer.json()["state"] not in ("QUEUED", "LEASED"):
+                    found: dict[str, Any] = answer.json()
+                    return found
+                await asyncio.sleep(0.1)
+        raise AssertionError(f"job {job_id} did not finish")
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def deployment(broker, origin: Origin, tmp_path_factory) -> AsyncIterator[Deployment]:
+    settings = worker_settings(
+        broker.bootstrap,
+        tmp_path_factory.mktemp("surfaces"),
+        auth_enabled=True,
+        principals=PRINCIPALS,
+        peer_secret="the-peer-secret-of-the-surface-tests-0123456789",
+        deployment_id="surface-tests",
+    )
+    async with running_system(settings) as system:
+        assert system.worker is not None
+        port = system.worker.web_port
+        yield Deployment(system, f"http://127.0.0.1:{port}", port)
+
+
+async def raw_exchange(port: int, head: str, body: bytes = b"", read_s: float = 30) -> tuple[int, bytes]:
+    """Sends a request's head (and `body`, if any) on a raw socket; the status the worker answers
+    with, before the rest of a declared body was ever sent."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(head.replace("\n", "\r\n").encode() + b"\r\n" + body)
+        await writer.drain()
+        answer = await asyncio.wait_for(reader.read(65_536), read_s)
+    finally:
+        writer.close()
+        with contextlib.suppress(ConnectionError):
+            await writer.wait_closed()
+    status = int(answer.split(b" ", 2)[1]) if answer.startswith(b"HTTP/") else 0
+    return status, answer
+
+
+def head_of(method: str, path: str, length: int | None, token: str | None = None, **extra: str) -> str:
+    lines = [f"{method} {path} HTTP/1.1", "Host: 127.0.0.1", "Content-Type: application/json"]
+    lines += [f"Content-Length: {length}"] if length is not None else ["Transfer-Encoding: chunked"]
+    lines += [f"Authorization: Bearer {token}"] if token else []
+    lines += [f"{name.replace('_', '-')}: {value}" for name, value in extra.items()]
+    return "\n".join(lines) + "\n"
+
+
+async def test_no_body_is_read_before_its_sender_is_authenticated_and_none_past_its_limit(
+    deployment: Deployment,
+):
+    port, huge = deployment.port, 160 * MIB
+    # Step 1: a declared 160 MiB with no token or a wrong one: 401 before one byte of it is sent.
+    for path in ("/jobs", "/jobs/00000000-0000-0000-0000-000000000000/cancel", "/callbacks/replay"):
+        for token in (None, "not-a-token"):
+            status, _ = await raw_exchange(port, head_of("POST", path, huge, token))
+            assert status == 401, (path, token)
+    # Step 2: an authenticated sender declaring more than the limit: 413 before the body is sent.
+    status, _ = await raw_exchange(port, head_of("POST", "/jobs", huge, ISSUED["svc-a"].token))
+    assert status == 413
+    # Step 3: a body with no declared length is counted as it arrives.
+    chunk = b"x" * 65_536
+    stream = b"".join(b"%x\r\n%s\r\n" % (len(chunk), chunk) for _ in range(20))
+    status, _ = await raw_exchange(port, head_of("POST", "/jobs", None, ISSUED["svc-a"].token), stream)
+    assert status == 413
+    # Step 4: the console's forms take 64 KiB, sign-in included, whoever sends them.
+    for path in ("/ui/login", "/ui/logout", "/ui/jobs/x/cancel"):
+        status, _ = await raw_exchange(port, head_of("POST", path, huge))
+        assert status in (401, 413), path
+        status, _ = await raw_exchange(port, head_of("POST", path, 65 * 1024), b"t" * 65 * 1024)
+        assert status in (401, 413), path
+    async with deployment.api() as http:
+        assert (await http.get("/healthz")).status_code == 200
+    answer = await deployment.submit("svc-a", "ftp://example.com/")
+    assert answer["reason"] == "UNSUPPORTED_SCHEME"  # a body within the limit is read and decided
+
+
+async def test_a_console_session_is_its_own_token_and_signing_out_ends_it(deployment: Deployment):
+    cookies = await console_cookies(deployment.base, ISSUED["viewer"].token)
+    session = cookies[SESSION_COOKIE]
+    assert ISSUED["viewer"].token not in session
+    async with deployment.api(cookies=cookies) as browser:
+        assert (await browser.get("/ui/jobs")).status_code == 200
+    async with httpx.AsyncClient(base_url=deployment.base) as thief:
+        for header in (f"Bearer {session}", f"Bearer {session.split('.')[-1]}"):
+            assert (await thief.get("/jobs", headers={"Authorization": header})).status_code == 401
+        forged = {"x-scrapestream-console": session}  # the console's in-process header, from outside
+        assert (await thief.get("/jobs", headers=forged)).status_code == 401
+    async with deployment.api(cookies=cookies) as browser:
+        answer = await browser.post("/ui/logout", data={"csrf": cookies[CSRF_COOKIE]})
+        assert answer.status_code == 303
+    async with deployment.api(cookies=cookies) as replayed:  # the cookie as it was, kept by a thief
+        answer = await replayed.get("/ui/jobs")
+        assert answer.status_code == 303
+        assert answer.headers["location"].startswith("/ui/login")
+        refused = await replayed.post("/ui/jobs/x/cancel", data={"csrf": cookies[CSRF_COOKIE], "reason": "r"})
+        assert refused.status_code == 401
+
+
+async def test_another_site_can_neither_sign_a_browser_in_nor_out(deployment: Deployment):
+    async with httpx.AsyncClient(base_url=deployment.base) as attacker:
+        # The attacker's page posts its own token to the victim's console: no CSRF cookie comes along.
+        answer = await attacker.post("/ui/login", data={"token": ISSUED["svc-b"].token, "next": "/ui"})
+        assert answer.status_code == 403
+        assert SESSION_COOKIE not in answer.cookies
+        csrf = await login_csrf(attacker)
+        answer = await attacker.post("/ui/login", data={"token": ISSUED["svc-b"].token, "csrf": csrf + "x"})
+        assert answer.status_code == 403
+    cookies = await console_cookies(deployment.base, ISSUED["viewer"].token)
+    async with deployment.api(cookies={SESSION_COOKIE: cookies[SESSION_COOKIE]}) as victim:
+        assert (await victim.post("/ui/logout", data={})).status_code == 403  # no CSRF token: refused
+        assert (await victim.get("/ui/jobs")).status_code == 200  # and still signed in
+
+
+async def test_an_image_in_the_console_keeps_its_sandbox(deployment: Deployment, origin: Origin):
+    submitted = await deployment.submit("svc-a", origin.url("/png/console-sandbox"))
+    job = await deployment.finished(submitted["job_id"])
+    artifact = job["artifacts"][0]
+    assert artifact["content_type"].startswith("image/png")
+    cookies = await console_cookies(deployment.base, ISSUED["svc-a"].token)
+    async with deployment.api(cookies=cookies) as browser:
+        answer = await browser.get(f"/ui/artifacts/{artifact['artifact_id']}")
+    assert answer.status_code == 200
+    assert answer.headers["content-security-policy"] == "sandbox"
