@@ -175,8 +175,15 @@ def _api_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     export.add_argument("--since", help="accepted since: a duration (90s, 30m, 1h, 2d) or an RFC 3339 time")
     export.add_argument("--caller")
     export.add_argument("--type", dest="job_type")
-    callbacks = commands.add_parser("callbacks", help="callbacks of finished jobs")
-    replay = callbacks.add_subparsers(dest="action", required=True).add_parser(
+    callbacks = commands.add_parser("callbacks", help="callbacks of finished jobs; each caller's signing key")
+    actions = callbacks.add_subparsers(dest="action", required=True)
+    key = actions.add_parser(
+        "key",
+        help="print a caller's callback signing key (from SCRAPESTREAM_CALLBACK_SECRET), for its receiver",
+    )
+    key.add_argument("--caller", required=True, help="the caller whose callbacks the receiver verifies")
+    key.add_argument("--generation", type=int, help="this generation (default: each that signs now)")
+    replay = actions.add_parser(
         "replay",
         help="deliver the callbacks of matching finished jobs again, with their original webhook-ids",
     )

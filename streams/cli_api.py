@@ -27,6 +27,8 @@ JOB_COMMANDS = frozenset({"get", "events", "explain", "cancel", "redrive", "dele
 def run_api_command(arguments: argparse.Namespace) -> int:
     if arguments.command == "principal":
         return _new_principal(arguments)
+    if arguments.command == "callbacks" and arguments.action == "key":
+        return _callback_key(arguments)
     token = arguments.token or os.environ.get("SCRAPESTREAM_TOKEN")
     with ApiClient(api_url(arguments.url), token) as api:
         if arguments.command == "top":
@@ -120,6 +122,19 @@ def _show(arguments: argparse.Namespace, answer: Any) -> None:
         console.print(f"{command} of {arguments.job_id} submitted; {pending}")
     else:
         console.print(f"{command} of {arguments.job_id}: done ({answer['audit']['detail']})")
+
+
+def _callback_key(arguments: argparse.Namespace) -> int:
+    """A caller's `whsec_` key(s): what its receiver verifies its callbacks with, and nobody else's."""
+    from streams.settings import load_settings
+
+    keys = load_settings().callback_keys
+    if keys is None:
+        raise UsageError("SCRAPESTREAM_CALLBACK_SECRET is not set: callbacks are sent unsigned")
+    generations = (arguments.generation,) if arguments.generation else keys.generations(arguments.caller)
+    for generation in generations:
+        sys.stdout.write(f"generation {generation}: {keys.key(arguments.caller, generation)}\n")
+    return 0
 
 
 def _new_principal(arguments: argparse.Namespace) -> int:

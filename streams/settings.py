@@ -32,6 +32,7 @@ from projections.lifecycle.policy import CallbackPolicy, CredentialGrant, Execut
 from schemas.enums import ArtifactTrust, PolicyClass
 from schemas.types import to_cost_scale
 from streams.broker.compat import EMBEDDED_TANSU, KAFKA, BrokerProfile
+from streams.callbacks.keys import CallbackKeys
 from streams.errors import UsageError
 
 TOPIC_NAMES = (
@@ -264,6 +265,8 @@ class Settings(BaseSettings):
     accept_log_gap: tuple[int, ...] = ()
 
     callback_secret: SecretStr | None = None
+    replays_per_receiver_per_s: float = Field(default=10.0, gt=0, le=1_000)
+    callback_key_generations: dict[str, tuple[Annotated[int, Field(ge=1)], ...]] = {}
     callback_max_elapsed_s: float = Field(default=86_400.0, gt=0)
     callback_max_attempts: int = Field(default=25, ge=1)
     callback_retry_base_s: float = Field(default=1.0, gt=0)
@@ -342,6 +345,13 @@ class Settings(BaseSettings):
         if self.min_insync_replicas is not None:
             return self.min_insync_replicas
         return max(1, min(2, self.replication_factor - 1))
+
+    @property
+    def callback_keys(self) -> CallbackKeys | None:
+        """Each caller's signing keys (`streams.callbacks.keys`); None: callbacks go unsigned."""
+        if self.callback_secret is None:
+            return None
+        return CallbackKeys(self.callback_secret.get_secret_value(), self.callback_key_generations)
 
     @property
     def client_profile(self) -> BrokerProfile:

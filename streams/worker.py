@@ -290,9 +290,8 @@ class Worker:
 
     def _callback_sender(self) -> CallbackSender:
         settings = self.settings
-        secret = None if settings.callback_secret is None else settings.callback_secret.get_secret_value()
         sender = CallbackSender(
-            secret,
+            settings.callback_keys,
             settings.allow_private_networks,
             settings.allowed_networks,
             settings.callback_timeout_s,

@@ -54,6 +54,7 @@ from schemas.events import (
 from schemas.records import Attempt, Failure
 from schemas.types import to_utc_millis
 
+MAX_STALE_TRACES = 16
 SUCCESS_OUTCOMES = frozenset({AttemptOutcome.FETCHED, AttemptOutcome.NOT_MODIFIED, AttemptOutcome.CACHE_HIT})
 
 
@@ -93,7 +94,7 @@ def decide(state: State, command: Command, now: datetime, policy: Policy) -> lis
     return emit.events
 
 
-def _holds_current_lease(state: Job | None, attempt_number: int, lease_id: UUID) -> str | None:
+def lease_refusal(state: Job | None, attempt_number: int, lease_id: UUID) -> str | None:
     """Why a report or renewal is stale (fencing), or None when it carries the current lease."""
     if state is None:
         return "no such job"
@@ -108,10 +109,13 @@ def _fenced(
     state: Job | None, kind: ReportKind, attempt_number: int, lease_id: UUID, emit: Emitter
 ) -> Job | None:
     """The job when the sender holds its current lease; otherwise the report is recorded as stale."""
-    stale = _holds_current_lease(state, attempt_number, lease_id)
+    stale = lease_refusal(state, attempt_number, lease_id)
     if stale is None and state is not None and state.lease is not None:
         return state
-    emit(StaleReportIgnored, kind=kind, attempt_number=attempt_number, lease_id=lease_id, reason=stale)
+    # Stale reports grow no job without bound: each distinct one is traced once, and a few in all.
+    traces = () if state is None else state.stale_traces
+    if (kind, attempt_number, lease_id) not in traces and len(traces) < MAX_STALE_TRACES:
+        emit(StaleReportIgnored, kind=kind, attempt_number=attempt_number, lease_id=lease_id, reason=stale)
     return None
 
 

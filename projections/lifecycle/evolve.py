@@ -108,14 +108,10 @@ def _unaccepted(state: Unaccepted, event: Event) -> Unaccepted:
 
 def _apply(state: Job, event: Event) -> Job:  # noqa: C901 - one flat case per event type
     match event:
-        case (
-            JobAccepted()
-            | JobRejected()
-            | StaleReportIgnored()
-            | AuditRecorded()
-            | JobHistoryDeleted()
-            | AuditRecordsPurged()
-        ):
+        case StaleReportIgnored():
+            traced = (event.kind, event.attempt_number, event.lease_id)
+            return updated(state, stale_traces=(*state.stale_traces, traced))
+        case JobAccepted() | JobRejected() | AuditRecorded() | JobHistoryDeleted() | AuditRecordsPurged():
             return state
         case JobRedriven():
             accepted = state.accepted.model_copy(update={"deadline_at": event.deadline_at})

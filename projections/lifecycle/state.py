@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar
 from uuid import UUID
 
-from schemas.enums import AttemptOutcome, CacheMode, JobStatus
+from schemas.enums import AttemptOutcome, CacheMode, JobStatus, ReportKind
 from schemas.events import JobAccepted, JobRejected
 from schemas.records import Artifact, Attempt, Failure
 from schemas.work import CallbackDue
@@ -69,6 +69,7 @@ class Job:
     cache_mode: CacheMode | None = None  # set by a redrive: how its attempts use the cache
     completion_webhook_id: str | None = None  # the webhook-id of its latest end's callback
     callback_replays: int = 0
+    stale_traces: tuple[tuple[ReportKind, int, UUID], ...] = ()  # stale reports recorded, at most a few
 
     @property
     def effective_cache_mode(self) -> CacheMode:

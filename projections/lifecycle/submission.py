@@ -325,8 +325,10 @@ def _oversized(command: SubmitJob) -> str | None:
 def _reject(command: SubmitJob, key: str, rejection: Rejection, emit: Emitter) -> None:
     """The rejection carries what its completion and callback need, cut to the accepted bounds."""
     callback_url = command.callback_url
+    # A submission refused as another caller calls nobody back: the callback would be that caller's.
     usable_callback = (
-        callback_url is not None
+        rejection.reason is not RejectionReason.NOT_PERMITTED
+        and callback_url is not None
         and oversized_field({"callback_url": (callback_url, MAX_CALLBACK_URL_BYTES)}) is None
         and is_valid_callback_url(callback_url)
     )

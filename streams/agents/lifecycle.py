@@ -32,7 +32,7 @@ from aiokafka import ConsumerRecord, TopicPartition
 from projections.artifacts import reference_key
 from projections.jobstore import JobStore, decode_event
 from projections.lifecycle.consequences import consequences_of
-from projections.lifecycle.decide import decide
+from projections.lifecycle.decide import decide, lease_refusal
 from projections.lifecycle.emit import command_id_of
 from projections.lifecycle.evolve import replay
 from projections.lifecycle.identity import host_of
@@ -207,7 +207,10 @@ class Lifecycle(QuietStage):
         job = self._store.load_job(report.job_id)
         if job is None or job.accepted.job_type != report.job_type:
             return f"no job {report.job_id} of type {report.job_type[:64]!r}"
-        attempt = await self._remote.attempt(report, job)
+        if lease_refusal(job, report.attempt_number, report.lease_id) is not None:
+            attempt = self._remote.unstored(report)  # fenced before anything is stored
+        else:
+            attempt = await self._remote.attempt(report, job)
         return ReportAttempt(command_id=report.command_id, job_id=report.job_id, attempt=attempt)
 
     def _record_time(self, record: Record) -> datetime:

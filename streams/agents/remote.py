@@ -81,6 +81,10 @@ class RemoteResults:
             artifacts = (stored,)
         return self._attempt(report, fetched.outcome, fetched.failure, artifacts, len(fetched.body))
 
+    def unstored(self, report: ReportRemoteAttempt) -> Attempt:
+        """A stale report as the lifecycle records it: nothing of its result looked at or kept."""
+        return self._attempt(report, AttemptOutcome.NETWORK_ERROR, None, (), 0)
+
     def checked(self, job_type: str, result: bytes | None) -> Mapping[str, Any]:
         """The result as a record of the type's declared schema: single-object encoded with exactly
         that schema, and nothing after it."""

@@ -13,6 +13,7 @@ from datetime import datetime
 
 from projections.lifecycle.limits import clip
 from schemas.work import CallbackDue
+from streams.callbacks.keys import CallbackKeys
 from streams.callbacks.signing import signature_headers
 from streams.fetch.addresses import IPNetwork
 from streams.fetch.guard import AddressPolicy, AddressRefusedError, guarded_session
@@ -32,13 +33,13 @@ class TryResult:
 class CallbackSender:
     def __init__(
         self,
-        secret: str | None,
+        keys: CallbackKeys | None,
         allow_private: bool,
         allowed_networks: tuple[IPNetwork, ...],
         timeout_s: float,
         clock: Callable[[], datetime],
     ) -> None:
-        self._secret = secret
+        self._keys = keys
         self._timeout_s = timeout_s
         self._clock = clock
         self._session = guarded_session(AddressPolicy(allow_private, allowed_networks), connections=100)
@@ -48,10 +49,10 @@ class CallbackSender:
 
     async def attempt(self, due: CallbackDue) -> TryResult:
         body = due.completion.model_dump_json().encode()
+        signing = [] if self._keys is None else self._keys.signing(due.completion.caller_identity)
+        timestamp_s = int(self._clock().timestamp())
         headers = {"content-type": "application/json"}
-        if self._secret is not None:
-            timestamp_s = int(self._clock().timestamp())
-            headers |= signature_headers(self._secret, due.webhook_id, timestamp_s, body)
+        headers |= signature_headers(signing, due.webhook_id, timestamp_s, body)
         try:
             async with asyncio.timeout(self._timeout_s):
                 status = await self._post(due.callback_url, body, headers)

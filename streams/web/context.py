@@ -97,6 +97,10 @@ class ApiContext:
         key = None if self.peer_key is None else self.peer_key.derived(b"console sessions")
         self.sessions = ConsoleSessions(self.principals, key, lambda: utc_now().timestamp())
 
+    def replay_interval_s(self) -> float:
+        """The least time between two replays to one receiving host, whoever asks for them."""
+        return 1.0 / self.settings.replays_per_receiver_per_s
+
     def partition_of(self, job_id: UUID) -> int:
         return partition_of(uuid_text(job_id).encode(), self.partitions)
 

@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Annotated, Any
+from urllib.parse import urlsplit
 from uuid import UUID, uuid4
 
 from fastapi import APIRouter, Query, Request, Response
@@ -267,7 +268,16 @@ async def redrive(job_id: UUID, body: RedriveBody, request: Request, principal: 
     summary="Deliver a finished job's callback again, with its original webhook-id (operators, admins)",
 )
 async def replay_callback(job_id: UUID, body: ReplayBody, request: Request, principal: Caller) -> Response:
-    return await _mutate(request, replay_command(job_id, body, principal, request))
+    context = context_of(request)
+    forwarded = await context.forwarded(request, job_id)
+    if forwarded is not None:
+        return forwarded
+    command = replay_command(job_id, body, principal, request)
+    job = context.store.load_job(job_id)
+    if job is not None and mutation_refusal(job, command, utc_now()) is None:
+        url = body.callback_url or job.accepted.callback_url or ""
+        await context.replay_pacer.turn(urlsplit(url).hostname or "", context.replay_interval_s())
+    return await _mutate(request, command)
 
 
 def replay_command(job_id: UUID, body: ReplayBody, principal: Principal, request: Request) -> ReplayCallback:

@@ -62,7 +62,7 @@ async def _send_paced(
 ) -> None:
     """Each replay on the commands topic, no receiving host sent more than its share a second."""
     context = context_of(request)
-    interval = 1.0 / body.per_receiver_per_s
+    interval = max(1.0 / body.per_receiver_per_s, context.replay_interval_s())
     for job_id, host in hosts.items():
         await context.replay_pacer.turn(host, interval)
         command = replay_command(job_id, body, principal, request)

@@ -24,6 +24,7 @@ from schemas.commands import SubmitJob
 from schemas.errors import CodecError
 from schemas.records import Request
 from streams.broker.compat import end_offsets, records_between, start_whole
+from streams.callbacks.keys import CallbackKeys
 from streams.client import Client
 from streams.clock import utc_now
 from streams.settings import Settings, load_settings
@@ -32,6 +33,11 @@ from tests.brokers import profile, profile_name
 from tests.servers import loopback
 
 CALLBACK_SECRET = "whsec_" + "c2NyYXBlc3RyZWFtLXRlc3Qtc2VjcmV0LWtleQ=="
+
+
+def callback_key(caller: str, generation: int = 1) -> str:
+    """The key `caller`'s receiver verifies its callbacks with, in the tests' deployments."""
+    return CallbackKeys(CALLBACK_SECRET, {}).key(caller, generation)
 
 
 @dataclass

@@ -13,7 +13,7 @@ from standardwebhooks import Webhook
 from schemas.commands import CancelJob
 from schemas.enums import ActorRole, JobStatus
 from schemas.events import JobCompleted
-from tests.e2e.conftest import CALLBACK_SECRET, running_system, worker_settings
+from tests.e2e.conftest import callback_key, running_system, worker_settings
 from tests.poison import poison_records, refused_submissions
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -77,7 +77,7 @@ async def test_a_rejection_is_published_as_a_completion_and_posted_to_its_callba
     assert completion.failure.code == "UNSUPPORTED_SCHEME"
     await system.events.wait_for(lambda _: "CallbackDelivered" in system.event_kinds(job_id))
     ((headers, body),) = origin.callbacks[hook]
-    payload = Webhook(CALLBACK_SECRET).verify(body, headers)
+    payload = Webhook(callback_key("svc-a")).verify(body, headers)
     assert payload["status"] == "REJECTED"
     assert payload["labels"] == {"team": "a"}
     assert [c.status for c in system.completions.of_job(job_id)] == [JobStatus.REJECTED]

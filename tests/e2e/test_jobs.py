@@ -21,7 +21,7 @@ from schemas.events import AuditRecorded, JobCompleted, JobDispatched, RetrySche
 from schemas.records import Request
 from streams.clock import utc_now
 from streams.publisher import Publisher
-from tests.e2e.conftest import CALLBACK_SECRET, running_system, worker_settings
+from tests.e2e.conftest import callback_key, running_system, worker_settings
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -176,7 +176,7 @@ async def test_a_callback_is_delivered_after_two_failures_and_its_signature_veri
     assert len(deliveries) == 3
     assert len({headers["webhook-id"] for headers, _ in deliveries}) == 1
     headers, body = deliveries[-1]
-    payload = Webhook(CALLBACK_SECRET).verify(body, headers)
+    payload = Webhook(callback_key("svc-a")).verify(body, headers)
     assert payload["job_id"] == str(job_id)
     assert payload["status"] == completion.status.value
 

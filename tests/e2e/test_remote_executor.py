@@ -7,22 +7,30 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import json
 import os
 import sys
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
+from uuid import uuid4
 
+import fastavro
 import pytest
+from fastavro.schema import fingerprint, to_parsing_canonical_form
 
-from schemas.commands import SubmitJob
+from projections.lifecycle.decide import MAX_STALE_TRACES
+from schemas.codec import SINGLE_OBJECT_MARKER
+from schemas.commands import ReportRemoteAttempt, SubmitJob
 from schemas.enums import ActorRole, JobStatus
 from schemas.records import Request
 from streams.auth.issue import issue
+from streams.auth.signing import Binding, private_key_from_text, sign
 from streams.client import Client, Signer
 from streams.clock import utc_now
 from streams.jobtypes import runnable_here
+from streams.publisher import Outgoing, Publisher, outgoing
 from streams.worker import Worker
 from tests.e2e.conftest import observed_system, worker_settings
 
@@ -125,3 +133,70 @@ def remote_job(url: str) -> SubmitJob:
     return SubmitJob(
         caller_identity="svc-a", request=Request(url=url), job_type="test.remote", deadline_at=deadline
     )
+
+
+async def test_stale_remote_reports_store_nothing_and_leave_a_bounded_trace(broker, tmp_path, monkeypatch):
+    """A principal allowed to run the type floods a job with results under leases it made up."""
+    monkeypatch.syspath_prepend(str(PLUGINS))
+    from scrapestream_echo import Remote
+
+    settings = worker_settings(
+        broker.bootstrap,
+        tmp_path,
+        auth_enabled=True,
+        principals=principals(),
+        deployment_id="remote-tests",
+        peer_secret="the-peer-secret-of-the-remote-tests-0123456789",
+    )
+    worker = Worker(settings)
+    await worker.start()
+    try:
+        async with observed_system(settings, worker) as system:
+            signer = Signer("svc-a", ISSUED["svc-a"].signing_key, deployment=settings.deployment_id)
+            async with Client(
+                settings.kafka_bootstrap, broker.profile, settings.topic_prefix, signer
+            ) as client:
+                job_id = await client.submit(remote_job("https://remote.example/good/Flood"))
+            await system.events.wait_for(lambda _: "JobDispatched" in system.event_kinds(job_id))
+            result = single_object(Remote.result_schema, {"title": "Flood", "words": 5})
+            key = private_key_from_text(ISSUED["remote"].signing_key)
+            binding = Binding(settings.deployment_id, settings.topic("submit"))
+            flood = []
+            for number in range(150):
+                report = ReportRemoteAttempt(
+                    command_id=uuid4(),
+                    job_id=job_id,
+                    job_type="test.remote",
+                    attempt_number=1 + number % 3,
+                    lease_id=uuid4(),
+                    result=result,
+                    expires_at=utc_now() + timedelta(minutes=5),
+                )
+                message = outgoing(settings.topic("submit"), str(job_id), report)
+                headers = tuple(sign("remote", key, message.value, binding))
+                flood.append(Outgoing(message.topic, message.key, message.value, headers=headers))
+            publisher = Publisher(settings.kafka_bootstrap, broker.profile)
+            await publisher.start()
+            try:
+                await publisher.send_all(flood)
+            finally:
+                await publisher.stop()
+            await system.events.wait_for(
+                lambda _: system.event_kinds(job_id).count("StaleReportIgnored") >= MAX_STALE_TRACES
+            )
+            await asyncio.sleep(2)  # what the rest of the flood would add, had it added anything
+            assert system.event_kinds(job_id).count("StaleReportIgnored") == MAX_STALE_TRACES
+            stored = [path for path in (settings.data_dir / "artifacts").rglob("*") if path.is_file()]
+            assert stored == []  # fenced before anything was stored
+            assert not system.completions.of_job(job_id)
+    finally:
+        await worker.stop()
+
+
+def single_object(schema: dict, record: dict) -> bytes:  # type: ignore[type-arg]
+    header = SINGLE_OBJECT_MARKER + bytes.fromhex(
+        fingerprint(to_parsing_canonical_form(schema), "CRC-64-AVRO")
+    )
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, fastavro.parse_schema(schema), record)
+    return header + out.getvalue()

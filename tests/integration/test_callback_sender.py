@@ -14,11 +14,13 @@ from standardwebhooks import Webhook
 
 from schemas.events import JobCompleted
 from schemas.work import CallbackDue
+from streams.callbacks.keys import CallbackKeys
 from streams.callbacks.sender import CallbackSender
 from streams.clock import utc_now
 from tests.servers import loopback
 
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+KEYS = CallbackKeys(SECRET, {})
 
 
 class Receiver:
@@ -62,7 +64,7 @@ async def receiver():
 
 
 async def one_try(url: str, allow_private: bool = True, allowed=(), timeout_s: float = 5.0):
-    client = CallbackSender(SECRET, allow_private, allowed, timeout_s, utc_now)
+    client = CallbackSender(KEYS, allow_private, allowed, timeout_s, utc_now)
     try:
         return await client.attempt(due(url))
     finally:
@@ -141,13 +143,13 @@ async def test_an_endless_answer_is_read_only_up_to_its_cap(receiver):
 @pytest.mark.parametrize("path", ["/hook", "/down"])
 async def test_the_body_is_the_completion_as_json_signed_over_id_timestamp_and_body(receiver, path):
     callback = due(receiver.url(path))
-    client = CallbackSender(SECRET, True, (), 5.0, utc_now)
+    client = CallbackSender(KEYS, True, (), 5.0, utc_now)
     try:
         await client.attempt(callback)
     finally:
         await client.close()
     headers = receiver.headers[0]
     body = callback.completion.model_dump_json().encode()
-    assert Webhook(SECRET).verify(body, headers)["job_id"] == str(callback.job_id)
+    assert Webhook(KEYS.key("svc", 1)).verify(body, headers)["job_id"] == str(callback.job_id)
     assert headers["Content-Type"] == "application/json"
     assert headers["webhook-id"] == "msg_1"

@@ -9,7 +9,7 @@ from uuid import uuid4, uuid5
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from projections.lifecycle.decide import decide
+from projections.lifecycle.decide import MAX_STALE_TRACES, decide
 from projections.lifecycle.evolve import replay
 from projections.lifecycle.identity import event_ids
 from projections.lifecycle.state import TERMINAL_STATUSES, Job, Lease, accepted_job
@@ -46,8 +46,8 @@ FAILURES = st.one_of(
 
 
 def lifecycle_view(job: Job) -> Job:
-    """A job without its bookkeeping (sequence, recent command ids)."""
-    return replace(job, sequence=0, recent_command_ids=(), recent_command_at=())
+    """A job without its bookkeeping (sequence, recent command ids, stale reports traced)."""
+    return replace(job, sequence=0, recent_command_ids=(), recent_command_at=(), stale_traces=())
 
 
 def mutation_command(draw, job, choice):
@@ -175,9 +175,11 @@ def check_history(lifecycle):
 
 def check_step(before, after, events, now, deadline):
     """Invariants of one decision."""
-    # A stale report never changes state.
-    if [type(e).__name__ for e in events] == ["StaleReportIgnored"] and after is not None:
+    # A stale report never changes state, and is traced at most once, a few in all.
+    if [type(e).__name__ for e in events] in (["StaleReportIgnored"], []) and after is not None:
         assert lifecycle_view(after) == lifecycle_view(before)
+    if isinstance(after, Job):
+        assert len(after.stale_traces) == len(set(after.stale_traces)) <= MAX_STALE_TRACES
     for event in events:
         if isinstance(event, RetryScheduled):
             # Never before Retry-After, never at or past the deadline.
