@@ -8,6 +8,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -57,7 +58,11 @@ class ApiClient:
         return self._answer(lambda: self._http.post(path, json=body))
 
     def download(self, path: str, destination: Path) -> str:
-        """Stream `path`'s bytes into `destination`; returns their SHA-256 (hex)."""
+        """Stream `path`'s bytes into `destination`; returns their SHA-256 (hex). `path` must be one
+        of this API's own: the token goes to no other origin, whatever an answer names."""
+        parts = urlsplit(path)
+        if parts.scheme or parts.netloc or not path.startswith("/") or path.startswith("//"):
+            raise ApiRequestError(0, "refused", f"{path[:120]!r} is not a path of {self.url}: not downloaded")
         digest = hashlib.sha256()
 
         def call() -> httpx.Response:

@@ -33,6 +33,7 @@ from streams.bulk import FileSubmission, submissions_in
 from streams.cli import EXIT_FAILED, EXIT_TIMED_OUT
 from streams.client import Client, Decided
 from streams.errors import UsageError
+from streams.terminal import printable
 
 BATCH = 500
 IN_FLIGHT = 2_000
@@ -120,7 +121,9 @@ async def submit_file(arguments: argparse.Namespace, client: Client) -> int:
     err = Console(stderr=True)
     problems = [line for line in parsed if line.command is None]
     for line in problems:
-        err.print(f"line {line.line}: {line.problem} (not submitted)", highlight=False, markup=False)
+        err.print(
+            f"line {line.line}: {printable(str(line.problem))} (not submitted)", highlight=False, markup=False
+        )
     lines = [line for line in parsed if line.command is not None]
     commands = [line.command for line in lines if line.command is not None]
     run = BulkRun(lines, commands, arguments.wait, arguments.json)

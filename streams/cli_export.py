@@ -13,6 +13,7 @@ import hashlib
 import json
 from pathlib import Path
 from typing import Any
+from uuid import UUID
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -22,6 +23,7 @@ from streams.api_client import ApiClient
 from streams.cli import EXIT_FAILED
 from streams.clock import utc_now
 from streams.moments import moment_of
+from streams.terminal import printable
 
 PAGE = 200
 EXTENSIONS = {
@@ -45,12 +47,12 @@ def run_export(api: ApiClient, arguments: argparse.Namespace) -> int:
     ) as progress:
         task = progress.add_task("artifacts", total=len(wanted))
         for job, artifact in wanted:
-            name = f"{artifact['artifact_id']}.{_extension(artifact['content_type'])}"
-            path = target / job["job_id"] / name
-            outcome = _export(api, artifact, path)
+            path = _path_of(target, job, artifact)
+            outcome = "refused: not a job and artifact id" if path is None else _export(api, artifact, path)
             counts[outcome if outcome in counts else "failed"] += 1
-            if outcome not in counts:
-                progress.console.print(f"{artifact['artifact_id']} of job {job['job_id']}: {outcome}")
+            if outcome not in counts or path is None:
+                said = f"{artifact.get('artifact_id')} of job {job.get('job_id')}: {outcome}"
+                progress.console.print(printable(said), highlight=False, markup=False)
             else:
                 manifest.append(_entry(job, artifact, path.relative_to(target)))
             progress.advance(task)
@@ -73,6 +75,18 @@ def _artifacts(api: ApiClient, arguments: argparse.Namespace) -> list[tuple[dict
         cursor = page["next_cursor"]
         if cursor is None:
             return found
+
+
+def _path_of(target: Path, job: dict[str, Any], artifact: dict[str, Any]) -> Path | None:
+    """`DIR/<job id>/<artifact id>.<ext>`, or None when the API's ids are not ids (a hostile or
+    broken API could name `../` or an absolute path)."""
+    ids = (str(job.get("job_id")), str(artifact.get("artifact_id")))
+    try:
+        if any(str(UUID(text)) != text.lower() for text in ids):
+            return None
+    except ValueError:
+        return None
+    return target / ids[0] / f"{ids[1]}.{_extension(str(artifact.get('content_type', '')))}"
 
 
 def _export(api: ApiClient, artifact: dict[str, Any], path: Path) -> str:

@@ -240,3 +240,19 @@ async def test_watch_since_prints_what_finished_before_it_started_then_what_fini
         await terminal.finish()
     assert since_then.text.index(before) < since_then.text.index(after)
     assert before not in since_now.text
+
+
+async def test_escape_sequences_in_a_file_reach_the_terminal_escaped(dev):
+    directory, _ = dev
+    hostile = directory / "hostile.jsonl"
+    lines = [
+        json.dumps({"url": "https://example.com/", "\x1b[2J\x1b]0;owned\x07": 1}),
+        json.dumps({"url": "https://example.com/\x1b[31mred"}),
+        '{"url": "\x1b[8m',
+    ]
+    hostile.write_text("\n".join(lines) + "\n")
+    code, output = await run("submit", "--from", str(hostile), cwd=directory)
+    assert code == 1, output
+    for sequence in ("\x1b[2J", "\x1b]0;", "\x1b[31m", "\x1b[8m"):
+        assert sequence not in output, output
+    assert "\\x1b[2J" in output  # named, escaped

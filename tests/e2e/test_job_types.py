@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from datetime import timedelta
 from pathlib import Path
@@ -12,11 +13,13 @@ from uuid import UUID
 import httpx
 import pytest
 
-from schemas.enums import ExpiryReason, JobStatus
+from schemas.enums import ActorRole, ExpiryReason, JobStatus
 from schemas.events import AttemptRecorded, AttemptStarted, LeaseExpired, LeaseRenewed
+from streams.auth.issue import issue
 from streams.clock import utc_now
 from streams.worker import Worker
 from tests.e2e.conftest import Origin, System, running_system, worker_settings
+from tests.e2e.test_trust import answered
 from tests.servers import loopback
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -307,3 +310,48 @@ async def test_a_type_that_owns_outside_state_vetoes_the_deletion_of_its_histori
     denied = [a for a in audit if a["outcome"] == "DENIED" and a["action"] == "JOB_HISTORY_DELETE"]
     assert {a["actor_id"] for a in denied} >= {"scrapestream-maintenance"}
     assert all("the partner's invoice still points at it" in a["detail"] for a in denied)
+
+
+async def test_the_history_veto_is_asked_only_once_the_caller_may_delete_the_history(
+    broker, origin, tmp_path, installed_plugin
+):
+    from scrapestream_echo import Keeper
+
+    roles = {"admin": ActorRole.ADMIN, "operator": ActorRole.OPERATOR, "viewer": ActorRole.VIEWER}
+    roles |= {"svc-a": ActorRole.SERVICE, "svc-b": ActorRole.SERVICE}
+    issued = {name: issue(name, role) for name, role in roles.items()}
+    settings = worker_settings(
+        broker.bootstrap,
+        tmp_path,
+        auth_enabled=True,
+        principals=json.dumps({"principals": [entry.entry for entry in issued.values()]}),
+        peer_secret="the-peer-secret-of-the-veto-test-0123456789abcdef",
+    )
+    async with running_system(settings) as system:
+        worker = system.worker
+        assert worker is not None
+        base = f"http://127.0.0.1:{worker.web_port}"
+
+        def as_(name: str) -> httpx.AsyncClient:
+            return httpx.AsyncClient(base_url=base, headers={"Authorization": f"Bearer {issued[name].token}"})
+
+        async with as_("svc-a") as owner:
+            body = {"url": origin.url("/page/vetoed"), "job_type": "test.keeper", "caller_identity": "svc-a"}
+            created = await answered(owner, "POST", "/jobs", json=body)
+        kept = created.json()["job_id"]
+        assert (await system.completion(UUID(kept))).status is JobStatus.SUCCEEDED
+        Keeper.asked.clear()
+        for name, status in (("viewer", 403), ("operator", 403), ("svc-b", 404), ("svc-a", 403)):
+            async with as_(name) as http:
+                answer = await answered(
+                    http, "POST", f"/jobs/{kept}/delete-history", json={"reason": "probe"}
+                )
+            assert answer.status_code == status, (name, answer.text)
+            assert "invoice" not in answer.text
+            assert "test.keeper" not in answer.text
+        assert Keeper.asked == []  # no principal without the right made the plugin's hook run
+        async with as_("admin") as admin:
+            vetoed = await admin.post(f"/jobs/{kept}/delete-history", json={"reason": "tidy up"})
+        assert vetoed.status_code == 409
+        assert "the partner's invoice still points at it" in vetoed.json()["message"]
+        assert len(Keeper.asked) == 1

@@ -27,7 +27,7 @@ from schemas.enums import (
 from schemas.events import AttemptRecorded, JobSucceeded
 from schemas.work import RouteReconciled, RouteReserved
 from streams.clock import utc_now
-from streams.publisher import Outgoing, Publisher, outgoing
+from streams.publisher import Outgoing, Publisher, outgoing, partition_of
 from streams.topics import ensure_topics
 from streams.worker import Worker
 from tests.commands import run
@@ -394,3 +394,55 @@ async def test_a_routes_ledger_as_of_a_time_is_what_get_routes_showed_then(broke
         code, output = await run(*asked, cwd=tmp_path)
         assert code == 0, output
         assert json.loads(output)["items"][0]["spent_in_period"] == then["spent_in_period"]
+
+
+async def test_an_as_of_read_starts_from_a_kept_checkpoint_is_bounded_and_one_at_a_time(
+    broker, origin, tmp_path
+):
+    """A long route log, read as of a time by a principal that asks twice at once."""
+    route = {"kind": "direct", "price_per_gb": str(PRICE_PER_GB), "budget": "1000000", "period_s": 86_400}
+    settings = worker_settings(broker.bootstrap, tmp_path, routes={"direct": route}, as_of_max_records=10_000)
+    await ensure_topics(settings, {"http.fetch"})
+    topic = settings.topic("routes")
+    reservations = [
+        RouteReserved(
+            reservation_id=uuid4(),
+            route="direct",
+            job_id=uuid4(),
+            attempt_number=1,
+            estimated=Decimal("0.000001"),
+            requested_at=utc_now(),
+        )
+        for _ in range(12_000)
+    ]
+    publisher = Publisher(broker.bootstrap, broker.profile)
+    await publisher.start()
+    try:
+        into = partition_of(b"direct", settings.partitions)  # as executors write them: the route's partition
+        await publisher.send_all(
+            [outgoing(topic, f"direct/{r.reservation_id}", r, partition=into) for r in reservations]
+        )
+    finally:
+        await publisher.stop()
+    before_any_checkpoint = utc_now()
+    await asyncio.sleep(1.1)
+    async with running_system(settings) as system:
+        worker = system.worker
+        assert worker is not None
+        now = await route_when(worker, "direct", lambda r: r["granted"] == 12_000)
+        assert worker.ledger is not None
+        async with asyncio.timeout(30):
+            while not worker.ledger.kept["direct"]:  # noqa: ASYNC110 - the reader writes and reads it back
+                await asyncio.sleep(0.1)
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{worker.web_port}", timeout=60) as http:
+            told = await http.get("/routes", params={"as_of": utc_now().isoformat()})
+            assert told.status_code == 200, told.text
+            assert told.json()["items"][0]["granted"] == now["granted"]  # from the checkpoint on
+            far = await http.get("/routes", params={"as_of": before_any_checkpoint.isoformat()})
+            assert far.status_code == 422
+            assert "SCRAPESTREAM_AS_OF_MAX_RECORDS" in far.json()["message"]
+            twice = await asyncio.gather(
+                *(http.get("/routes", params={"as_of": utc_now().isoformat()}) for _ in range(2))
+            )
+            assert sorted(answer.status_code for answer in twice) == [200, 429]
+            assert (await http.get("/healthz")).status_code == 200

@@ -10,21 +10,27 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+from uuid import uuid4
 
 import httpx
 import pytest
 import pytest_asyncio
+from aiohttp import web
 
 from schemas.enums import ActorRole
 from streams.auth.issue import IssuedPrincipal, issue
 from streams.web.console.session import CSRF_COOKIE, SESSION_COOKIE
+from tests.commands import run
 from tests.console_sessions import console_cookies, login_csrf
 from tests.e2e.conftest import Origin, System, running_system, worker_settings
 from tests.e2e.test_trust import answered
+from tests.servers import loopback
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 ROLES = {
@@ -185,3 +191,74 @@ async def test_an_image_in_the_console_keeps_its_sandbox(deployment: Deployment,
         answer = await browser.get(f"/ui/artifacts/{artifact['artifact_id']}")
     assert answer.status_code == 200
     assert answer.headers["content-security-policy"] == "sandbox"
+
+
+async def test_export_writes_only_inside_its_directory_and_sends_its_token_nowhere_else(tmp_path):
+    """An API (hostile, or answering for a compromised worker) names paths and other origins."""
+    stolen: list[str | None] = []
+
+    async def elsewhere(request: web.Request) -> web.Response:
+        stolen.append(request.headers.get("Authorization"))
+        return web.Response(body=b"x")
+
+    async with loopback(elsewhere) as other_port:
+        job = "6b1f1a2e-8f0b-4c2e-9a31-0f8b8f6d2c11"
+
+        def artifact(artifact_id: str, path: str) -> dict[str, Any]:
+            digest = hashlib.sha256(b"x").hexdigest()
+            fields = {"content_type": "text/plain", "size_bytes": 1, "sha256": digest}
+            return {"artifact_id": artifact_id, "download_path": path, **fields}
+
+        listed = [
+            {"job_id": "../../escaped", "request": {"url": "u"}, "artifacts": [artifact(str(uuid4()), "/a")]},
+            {
+                "job_id": str(tmp_path / "absolute"),
+                "request": {"url": "u"},
+                "artifacts": [artifact(str(uuid4()), "/a")],
+            },
+            {
+                "job_id": job,
+                "request": {"url": "u"},
+                "artifacts": [
+                    artifact("../../../escaped-too", "/a"),
+                    artifact(str(uuid4()), f"http://127.0.0.1:{other_port}/steal"),
+                    artifact(str(uuid4()), f"//127.0.0.1:{other_port}/steal"),
+                ],
+            },
+        ]
+
+        async def api(request: web.Request) -> web.Response:
+            return web.json_response({"items": listed, "next_cursor": None})
+
+        async with loopback(api) as api_port:
+            out = tmp_path / "deep" / "out"
+            code, said = await run(
+                "export", "--url", f"http://127.0.0.1:{api_port}", "--token", "the-token", "--to", str(out),
+                cwd=tmp_path,
+            )  # fmt: skip
+    assert code == 1, said
+    assert stolen == []
+    written = {path.relative_to(tmp_path) for path in tmp_path.rglob("*") if path.is_file()}
+    assert written == {Path("deep/out/manifest.jsonl")}, written
+
+
+async def test_a_foreign_job_and_a_missing_one_cost_the_same_work(deployment: Deployment, origin: Origin):
+    """Both are read, audited in the reader's stream and counted: nothing the reader can time differs
+    by which it was."""
+    submitted = await deployment.submit("svc-a", origin.url("/page/timing"))
+    missing = str(uuid4())
+    async with deployment.api("svc-b") as stranger:
+        for job_id in (submitted["job_id"], missing):
+            answer = await answered(stranger, "GET", f"/jobs/{job_id}")
+            assert (answer.status_code, answer.json()) == (
+                404,
+                {"code": "not_found", "message": f"no job {job_id}"},
+            )
+    async with deployment.api("admin") as admin:
+        for _ in range(100):
+            audit = (await admin.get("/audit", params={"actor": "svc-b"})).json()["items"]
+            targets = {record["target"] for record in audit if record["action"] == "JOB_READ"}
+            if {f"job:{submitted['job_id']}", f"job:{missing}"} <= targets:
+                break
+            await asyncio.sleep(0.1)
+    assert {f"job:{submitted['job_id']}", f"job:{missing}"} <= targets

@@ -69,7 +69,10 @@ class Keeper:
     async def run(self, work: DueWork) -> Outcome:
         return Outcome(body=b"kept")
 
+    asked: list[object] = []  # the jobs its veto was asked about, by every instance
+
     async def veto_history_deletion(self, job_id: object) -> str | None:
+        Keeper.asked.append(job_id)
         return "the partner's invoice still points at it"
 
 
