@@ -33,7 +33,9 @@ def receiver_of(host: str) -> str:
     with contextlib.suppress(UnicodeError):
         name = name.encode("idna").decode("ascii")
     with contextlib.suppress(ValueError):
-        return ipaddress.ip_address(name).compressed
+        address = ipaddress.ip_address(name)
+        mapped = address.ipv4_mapped if isinstance(address, ipaddress.IPv6Address) else None
+        return (mapped or address).compressed
     if name and all(part.isalnum() for part in name.split(".")) and name[-1:].isdigit():
         with contextlib.suppress(OSError):
             return socket.inet_ntoa(socket.inet_aton(name))  # the legacy forms resolvers still accept

@@ -22,13 +22,15 @@ import httpx
 import pytest
 import pytest_asyncio
 from aiohttp import web
+from standardwebhooks import Webhook, WebhookVerificationError
 
 from schemas.enums import ActorRole
 from streams.auth.issue import IssuedPrincipal, issue
+from streams.clock import utc_now
 from streams.web.console.session import CSRF_COOKIE, SESSION_COOKIE
 from tests.commands import run
 from tests.console_sessions import console_cookies, login_csrf
-from tests.e2e.conftest import Origin, System, running_system, worker_settings
+from tests.e2e.conftest import CALLBACK_SECRET, Origin, System, callback_key, running_system, worker_settings
 from tests.e2e.test_trust import answered
 from tests.servers import loopback
 
@@ -262,3 +264,113 @@ async def test_a_foreign_job_and_a_missing_one_cost_the_same_work(deployment: De
                 break
             await asyncio.sleep(0.1)
     assert {f"job:{submitted['job_id']}", f"job:{missing}"} <= targets
+
+
+async def test_a_cached_answer_names_the_job_that_stored_it_only_to_readers_of_both(
+    deployment: Deployment, origin: Origin
+):
+    url = origin.url("/headers/Cache-Control=max-age~600/shared-by-tenants")
+    first = await deployment.submit("svc-a", url)
+    writer = first["job_id"]
+    await deployment.finished(writer)
+    second = await deployment.submit("svc-b", url)
+    hit = await deployment.finished(second["job_id"], "svc-b")
+    assert hit["attempts"][-1]["from_cache"] is True
+    reads = [f"/jobs/{second['job_id']}{path}" for path in ("", "/events", "/explain")]
+    async with deployment.api("svc-b") as reader, deployment.api("viewer") as viewer:
+        for path in reads:
+            answer = await answered(reader, "GET", path)
+            assert answer.status_code == 200, (path, answer.text)
+            assert writer not in answer.text, path
+        then = {"as_of": utc_now().isoformat()}
+        as_of = await answered(reader, "GET", f"/jobs/{second['job_id']}", params=then)
+        assert as_of.status_code == 200
+        assert writer not in as_of.text
+        assert writer in (await answered(viewer, "GET", reads[2])).text  # a reader of every job sees it
+
+
+async def test_secrets_in_callback_urls_are_refused_and_never_shown(deployment: Deployment, origin: Origin):
+    secret_hook = f"http://hook:hunter2@127.0.0.1:{origin.port}/hook/0/pw"
+    refused = await deployment.submit("svc-a", origin.url("/page/pw"), callback_url=secret_hook)
+    assert refused["submission"] == "rejected"
+    assert refused["reason"] == "INVALID_CALLBACK_URL"
+    assert "hunter2" not in json.dumps(refused)
+    tokened = await deployment.submit(
+        "svc-a", origin.url("/page/tokened"), callback_url=origin.url("/hook/0/tokened?token=s3cr3t-q")
+    )
+    await deployment.finished(tokened["job_id"])
+    job_id = tokened["job_id"]
+    async with deployment.api("operator") as operator:
+        for _ in range(100):
+            callbacks = (await answered(operator, "GET", f"/jobs/{job_id}/callbacks")).json()["items"]
+            if callbacks and callbacks[0]["outcome"] != "in_flight":
+                break
+            await asyncio.sleep(0.1)
+        replay = await answered(
+            operator,
+            "POST",
+            f"/jobs/{job_id}/replay-callback",
+            json={"reason": "probe", "callback_url": f"http://op:s3cr3t-pw@127.0.0.1:{origin.port}/h"},
+        )
+        assert replay.status_code == 400
+        assert "s3cr3t-pw" not in replay.text
+    async with deployment.api("viewer") as viewer, deployment.api("svc-a") as owner:
+        for reader in (viewer, owner):
+            for path in ("", "/events", "/callbacks", "/explain"):
+                answer = await answered(reader, "GET", f"/jobs/{job_id}{path}")
+                assert answer.status_code == 200
+                assert "s3cr3t" not in answer.text, path
+        audit = (await answered(viewer, "GET", "/audit", params={"actor": "operator"})).text
+        assert "s3cr3t" not in audit
+
+
+async def test_each_callers_callbacks_verify_with_its_own_key_only(deployment: Deployment, origin: Origin):
+    hooks = {caller: f"/hook/0/keys-{caller}" for caller in ("svc-a", "svc-b")}
+    for caller, hook in hooks.items():
+        await deployment.submit(caller, origin.url(f"/page/keys-{caller}"), callback_url=origin.url(hook))
+    for _ in range(300):
+        if all(origin.callbacks[hook] for hook in hooks.values()):
+            break
+        await asyncio.sleep(0.1)
+    for caller, hook in hooks.items():
+        headers, body = origin.callbacks[hook][0]
+        assert Webhook(callback_key(caller)).verify(body, headers)["caller_identity"] == caller
+        other = "svc-b" if caller == "svc-a" else "svc-a"
+        for wrong in (callback_key(other), CALLBACK_SECRET):
+            with pytest.raises(WebhookVerificationError):
+                Webhook(wrong).verify(body, headers)
+
+
+async def test_replays_to_one_receiver_are_paced_across_calls(deployment: Deployment, origin: Origin):
+    """Two replay calls at once, to one receiver spelled two ways."""
+    since = utc_now()
+    jobs = []
+    for n in range(12):
+        caller, hook = ("svc-a", "svc-b")[n % 2], origin.url(f"/hook/0/p{n}")
+        jobs.append(await deployment.submit(caller, origin.url(f"/page/paced-{n}"), callback_url=hook))
+    for job in jobs:
+        await deployment.finished(job["job_id"])
+    await asyncio.sleep(2)  # their own callbacks delivered
+    receiver = "/hook/0/paced-receiver"
+    body = {
+        "reason": "receiver back",
+        "since": since.isoformat(),
+        "caller": "svc-a",
+        "callback_url": origin.url(receiver),
+        "per_receiver_per_s": 4,
+    }
+    spelled = body | {"caller": "svc-b", "callback_url": f"HTTP://127.0.0.1:{origin.port}{receiver}"}
+    async with deployment.api("operator") as first, deployment.api("admin") as second:
+        answers = await asyncio.gather(
+            answered(first, "POST", "/callbacks/replay", json=body),
+            answered(second, "POST", "/callbacks/replay", json=spelled),
+        )
+    assert [answer.status_code for answer in answers] == [200, 200], [a.text for a in answers]
+    for _ in range(300):
+        if len(origin.arrivals[receiver]) >= 12:
+            break
+        await asyncio.sleep(0.1)
+    arrivals = sorted(origin.arrivals[receiver])
+    assert len(arrivals) == 12  # each call replayed its caller's six
+    busiest = max(sum(1 for at in arrivals if start <= at < start + 1.0) for start in arrivals)
+    assert busiest <= 5  # 4 a second across both calls, whatever they asked for together
