@@ -12,6 +12,7 @@ from schemas.enums import (
     CacheMode,
     CaptureMode,
     PolicyClass,
+    ReportKind,
     RetentionClass,
     TransportPolicy,
 )
@@ -133,6 +134,8 @@ class ReportRemoteAttempt(Record):
     retryable: bool = False
     elapsed_ms: int = 0
     expires_at: Instant | None = None
+    kind: ReportKind = ReportKind.ATTEMPT
+    result_key: str | None = None
 
 
 class PurgeAuditRecords(Record):

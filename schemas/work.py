@@ -28,6 +28,8 @@ class DueWork(Record):
     render: RenderOptions | None = None
     avoid_routes: tuple[str, ...] = ()
     credential: str | None = None
+    upload_url: str | None = None
+    upload_key: str | None = None
 
 
 class CacheEntry(Record):

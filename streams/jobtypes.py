@@ -178,7 +178,10 @@ def deployment_policy(settings: Settings, job_types: Mapping[str, AnyJobType]) -
         name: policy.default_profile for name in [*BUILT_IN, *job_types] if policy.profile(name) is None
     }
     return replace(
-        policy, profiles=dict(policy.profiles) | undeclared, fallbacks=policy.fallbacks | set(undeclared)
+        policy,
+        profiles=dict(policy.profiles) | undeclared,
+        fallbacks=policy.fallbacks | set(undeclared),
+        remote_types=frozenset(name for name, job_type in job_types.items() if is_remote(job_type)),
     )
 
 

@@ -1,8 +1,11 @@
 """An outside executor for the `test.remote` job type, written without scrapestream's package: plain
 aiokafka, fastavro and cryptography, and the `.avsc` files of the contract. It reads the type's due
-topic and reports each job through the submit topic, signed, as its URL's first segment says:
-`/good/<title>` reports the title (as `remote`), `/bad/...` a result in another schema, `/fail/...`
-a failure of its own, `/stranger/...` a good result signed by a principal not allowed to run the type.
+topic and reports each job through the submit topic, signed: its start first, then renewals while
+it runs, then the outcome its URL's first segment says: `/good/<title>` reports the title (as
+`remote`), `/bad/...` a result in another schema, `/fail/...` a failure of its own, `/stranger/...`
+a good result signed by a principal not allowed to run the type, `/die/...` nothing after its start
+(a run that died), `/slow/...` renews until its lease is revoked (then stops, reporting nothing).
+A `LeaseRevoked` on the due topic stops the run it names.
 
 Run as a script; the settings come from the environment (see `main`).
 """
@@ -24,11 +27,24 @@ from fastavro.schema import fingerprint, load_schema, to_parsing_canonical_form
 
 MARKER = b"\xc3\x01"
 LABEL = b"scrapestream-command/2\n"
+BASE_REPORT = {
+    "result": None,
+    "failure_code": None,
+    "failure_message": "",
+    "retryable": False,
+    "elapsed_ms": 5,
+    "kind": "ATTEMPT",
+    "result_key": None,
+}
 OTHER_SCHEMA = {"type": "record", "name": "NotTheSummary", "fields": [{"name": "title", "type": "string"}]}
 
 
+def header_of(schema):
+    return MARKER + bytes.fromhex(fingerprint(to_parsing_canonical_form(schema), "CRC-64-AVRO"))
+
+
 def single_object(schema, record):
-    header = MARKER + bytes.fromhex(fingerprint(to_parsing_canonical_form(schema), "CRC-64-AVRO"))
+    header = header_of(schema)
     out = io.BytesIO()
     fastavro.schemaless_writer(out, schema, record)
     return header + out.getvalue()
@@ -42,17 +58,82 @@ def signed(deployment, topic, principal, key, value):
     ]
 
 
+class Executor:
+    """Runs each due work as its own task; revocations read from the same topic stop them."""
+
+    def __init__(self, env, producer):
+        avsc = env["AVSC_DIR"]
+        self.env, self.producer = env, producer
+        self.due_schema = load_schema(os.path.join(avsc, "scrapestream.v1.DueWork.avsc"))
+        self.report_schema = load_schema(os.path.join(avsc, "scrapestream.v1.ReportRemoteAttempt.avsc"))
+        self.revoked_schema = load_schema(os.path.join(avsc, "scrapestream.v1.LeaseRevoked.avsc"))
+        self.result_schema = fastavro.parse_schema(json.loads(env["RESULT_SCHEMA"]))
+        self.keys = {
+            name: Ed25519PrivateKey.from_private_bytes(base64.b64decode(text))
+            for name, text in json.loads(env["KEYS"]).items()
+        }
+        self.revoked = set()
+        self.running = set()
+
+    def take(self, value):
+        """A record of the due topic: work to start, or a revocation to honour."""
+        for schema, act in ((self.revoked_schema, self.revoke), (self.due_schema, self.start)):
+            header = header_of(schema)
+            if value.startswith(header):
+                act(fastavro.schemaless_reader(io.BytesIO(value[len(header) :]), schema))
+
+    def revoke(self, revocation):
+        self.revoked.add(revocation["lease_id"])
+
+    def start(self, work):
+        task = asyncio.create_task(self.run(work))
+        self.running.add(task)
+        task.add_done_callback(self.running.discard)
+
+    async def send(self, report, principal="remote"):
+        report = BASE_REPORT | {"command_id": str(uuid.uuid4())} | report
+        report["expires_at"] = datetime.now(UTC) + timedelta(minutes=5)
+        value = single_object(self.report_schema, report)
+        env = self.env
+        headers = signed(env["DEPLOYMENT"], env["SUBMIT_TOPIC"], principal, self.keys[principal], value)
+        await self.producer.send_and_wait(
+            env["SUBMIT_TOPIC"], value, key=report["job_id"].encode(), headers=headers
+        )
+
+    async def run(self, work):
+        kind, _, rest = urlsplit(work["request"]["url"]).path.strip("/").partition("/")
+        lease = {
+            "job_id": str(work["job_id"]),
+            "job_type": work["job_type"],
+            "attempt_number": work["attempt_number"],
+            "lease_id": str(work["lease_id"]),
+        }
+        principal = "stranger" if kind == "stranger" else "remote"
+        await self.send(lease | {"kind": "START"}, principal)
+        if kind == "die":
+            print("died", lease["job_id"], flush=True)
+            return
+        rounds = 300 if kind == "slow" else 1
+        for _ in range(rounds):
+            await asyncio.sleep(work["renew_interval_ms"] / 1000 if kind == "slow" else 0.3)
+            if work["lease_id"] in self.revoked:
+                print("revoked", lease["job_id"], flush=True)
+                return
+            if kind == "slow":
+                await self.send(lease | {"kind": "RENEWAL"})
+        await self.send(lease | self.outcome(kind, rest), principal)
+        print("reported", kind, lease["job_id"], flush=True)
+
+    def outcome(self, kind, rest):
+        if kind == "fail":
+            return {"failure_code": "SOURCE_GONE", "failure_message": "the source is gone"}
+        if kind == "bad":
+            return {"result": single_object(fastavro.parse_schema(OTHER_SCHEMA), {"title": rest})}
+        return {"result": single_object(self.result_schema, {"title": rest, "words": len(rest)})}
+
+
 async def main() -> None:
     env = os.environ
-    avsc = env["AVSC_DIR"]
-    due_schema = load_schema(os.path.join(avsc, "scrapestream.v1.DueWork.avsc"))
-    report_schema = load_schema(os.path.join(avsc, "scrapestream.v1.ReportRemoteAttempt.avsc"))
-    result_schema = fastavro.parse_schema(json.loads(env["RESULT_SCHEMA"]))
-    due_header = MARKER + bytes.fromhex(fingerprint(to_parsing_canonical_form(due_schema), "CRC-64-AVRO"))
-    keys = {
-        name: Ed25519PrivateKey.from_private_bytes(base64.b64decode(text))
-        for name, text in json.loads(env["KEYS"]).items()
-    }
     consumer = AIOKafkaConsumer(
         env["DUE_TOPIC"],
         bootstrap_servers=env["BOOTSTRAP"],
@@ -64,40 +145,14 @@ async def main() -> None:
     await consumer.start()
     await producer.start()
     assert not {name.split(".")[0] for name in sys.modules} & {"streams", "schemas", "projections"}
+    executor = Executor(env, producer)
     print("ready", flush=True)
     try:
         async for record in consumer:
-            if not record.value.startswith(due_header):
-                continue  # a revocation, not work
-            work = fastavro.schemaless_reader(io.BytesIO(record.value[len(due_header) :]), due_schema)
-            kind, _, rest = urlsplit(work["request"]["url"]).path.strip("/").partition("/")
-            report = {
-                "command_id": str(uuid.uuid4()),
-                "job_id": str(work["job_id"]),
-                "job_type": work["job_type"],
-                "attempt_number": work["attempt_number"],
-                "lease_id": str(work["lease_id"]),
-                "result": None,
-                "failure_code": None,
-                "failure_message": "",
-                "retryable": False,
-                "elapsed_ms": 5,
-                "expires_at": datetime.now(UTC) + timedelta(minutes=5),
-            }
-            if kind == "fail":
-                report["failure_code"], report["failure_message"] = "SOURCE_GONE", "the source is gone"
-            elif kind == "bad":
-                report["result"] = single_object(fastavro.parse_schema(OTHER_SCHEMA), {"title": rest})
-            else:
-                report["result"] = single_object(result_schema, {"title": rest, "words": len(rest)})
-            principal = "stranger" if kind == "stranger" else "remote"
-            value = single_object(report_schema, report)
-            headers = signed(env["DEPLOYMENT"], env["SUBMIT_TOPIC"], principal, keys[principal], value)
-            await producer.send_and_wait(
-                env["SUBMIT_TOPIC"], value, key=report["job_id"].encode(), headers=headers
-            )
-            print("reported", kind, report["job_id"], flush=True)
+            executor.take(record.value)
     finally:
+        for task in executor.running:
+            task.cancel()
         await producer.stop()
         await consumer.stop()
 

@@ -161,6 +161,8 @@ def due_work(state: Job, dispatched: JobDispatched, policy: Policy) -> DueWork:
             "render": accepted.render,
             "avoid_routes": policy.routes.avoided(state.attempts),
             "credential": accepted.credential,
+            "upload_url": None,  # the worker hands one out for a remotely run type
+            "upload_key": None,
         },
     )
 

@@ -105,11 +105,28 @@ def lease_refusal(state: Job | None, attempt_number: int, lease_id: UUID) -> str
     return None
 
 
+def _held(state: Job | None, kind: ReportKind, policy: Policy) -> str | None:
+    """Why a start (or a remote executor's outcome of a run it never started) is refused because
+    its type is switched off: the work waits, and its lease lapses uncharged."""
+    if state is None or state.lease is None:
+        return None
+    off = policy.disabled_types.get(state.accepted.job_type)
+    unstarted_remote = (
+        kind is ReportKind.ATTEMPT
+        and state.lease.started_at is None
+        and state.accepted.job_type in policy.remote_types
+    )
+    if off is None or not (kind is ReportKind.START or unstarted_remote):
+        return None
+    return f"job type {state.accepted.job_type} is switched off ({off}): its work waits"
+
+
 def _fenced(
-    state: Job | None, kind: ReportKind, attempt_number: int, lease_id: UUID, emit: Emitter
+    state: Job | None, kind: ReportKind, attempt_number: int, lease_id: UUID, emit: Emitter, policy: Policy
 ) -> Job | None:
-    """The job when the sender holds its current lease; otherwise the report is recorded as stale."""
-    stale = lease_refusal(state, attempt_number, lease_id)
+    """The job when the sender holds its current lease (and its type may run); otherwise the report
+    is recorded as stale."""
+    stale = lease_refusal(state, attempt_number, lease_id) or _held(state, kind, policy)
     if stale is None and state is not None and state.lease is not None:
         return state
     # Stale reports grow no job without bound: each distinct one is traced once, and a few in all.
@@ -120,7 +137,7 @@ def _fenced(
 
 
 def _report(current: Job | None, attempt: Attempt, emit: Emitter, policy: Policy) -> None:
-    state = _fenced(current, ReportKind.ATTEMPT, attempt.attempt_number, attempt.lease_id, emit)
+    state = _fenced(current, ReportKind.ATTEMPT, attempt.attempt_number, attempt.lease_id, emit, policy)
     if state is None:
         return
     emit(AttemptRecorded, attempt=attempt)
@@ -178,7 +195,7 @@ def _bounded(cause: Failure, why: str) -> Failure:
 
 
 def _renew(current: Job | None, command: RenewLease, emit: Emitter, policy: Policy) -> None:
-    state = _fenced(current, ReportKind.RENEWAL, command.attempt_number, command.lease_id, emit)
+    state = _fenced(current, ReportKind.RENEWAL, command.attempt_number, command.lease_id, emit, policy)
     if state is None:
         return
     emit(
@@ -191,7 +208,7 @@ def _renew(current: Job | None, command: RenewLease, emit: Emitter, policy: Poli
 
 def _start(current: Job | None, command: StartAttempt, emit: Emitter, policy: Policy) -> None:
     """The lease of started work runs from its start; a repeated start changes nothing."""
-    state = _fenced(current, ReportKind.START, command.attempt_number, command.lease_id, emit)
+    state = _fenced(current, ReportKind.START, command.attempt_number, command.lease_id, emit, policy)
     if state is None or state.lease is None or state.lease.started_at is not None:
         return
     emit(

@@ -84,6 +84,7 @@ class Policy:
     # Switched off at run time (the controls topic): job type -> why. New submissions are rejected.
     disabled_types: Mapping[str, str] = field(default_factory=dict, compare=False)
     credentials: Mapping[str, CredentialGrant] = field(default_factory=dict)
+    remote_types: frozenset[str] = frozenset()  # run by outside executors, which report their starts
     warnings: tuple[str, ...] = field(default=(), compare=False)
     fallbacks: frozenset[str] = field(default=frozenset(), compare=False)  # types on the default profile
 

@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import cast, get_args
-from uuid import UUID
+from uuid import UUID, uuid4
 
 from aiokafka import ConsumerRecord, TopicPartition
 
@@ -41,8 +41,16 @@ from projections.lifecycle.policy import Policy
 from projections.lifecycle.state import State, accepted_job
 from projections.lifecycle.submission import runner_of, submission_identity
 from schemas.codec import decode_as
-from schemas.commands import Command, RecordAudit, ReportAttempt, ReportRemoteAttempt, SubmitJob
-from schemas.enums import TransportPolicy
+from schemas.commands import (
+    Command,
+    RecordAudit,
+    RenewLease,
+    ReportAttempt,
+    ReportRemoteAttempt,
+    StartAttempt,
+    SubmitJob,
+)
+from schemas.enums import ReportKind, TransportPolicy
 from schemas.errors import CodecError
 from schemas.events import AuditRecorded, Event, JobAccepted, JobRejected, SubmissionReused
 from streams.agents.remote import RemoteResults
@@ -199,14 +207,24 @@ class Lifecycle(QuietStage):
             incoming.append(Incoming(record.partition, command, self._record_time(record), record))
         await self.handle_batch(incoming, dead)
 
-    async def _remote_report(self, report: ReportRemoteAttempt) -> ReportAttempt | str:
-        """A remote executor's report as the attempt it stands for (checked and stored here, then
-        fenced by its lease like any report), or why it is dead input."""
+    async def _remote_report(self, report: ReportRemoteAttempt) -> Command | str:
+        """A remote executor's start, renewal or outcome as the command it stands for (an outcome
+        checked and stored here, then fenced by its lease like any report), or why it is dead input."""
         if self._remote is None or not self._remote.runs(report.job_type):
             return f"job type {report.job_type[:64]!r} is not run remotely on this deployment"
         job = self._store.load_job(report.job_id)
         if job is None or job.accepted.job_type != report.job_type:
             return f"no job {report.job_id} of type {report.job_type[:64]!r}"
+        command_id = report.command_id or uuid4()
+        lease = {
+            "job_id": report.job_id,
+            "attempt_number": report.attempt_number,
+            "lease_id": report.lease_id,
+        }
+        if report.kind is ReportKind.START:
+            return StartAttempt(command_id=command_id, **lease)
+        if report.kind is ReportKind.RENEWAL:
+            return RenewLease(command_id=command_id, **lease)
         if lease_refusal(job, report.attempt_number, report.lease_id) is not None:
             attempt = self._remote.unstored(report)  # fenced before anything is stored
         else:

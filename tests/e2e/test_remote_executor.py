@@ -17,13 +17,15 @@ from pathlib import Path
 from uuid import uuid4
 
 import fastavro
+import httpx
 import pytest
 from fastavro.schema import fingerprint, to_parsing_canonical_form
 
 from projections.lifecycle.decide import MAX_STALE_TRACES
 from schemas.codec import SINGLE_OBJECT_MARKER
-from schemas.commands import ReportRemoteAttempt, SubmitJob
-from schemas.enums import ActorRole, JobStatus
+from schemas.commands import CancelJob, ReportRemoteAttempt, SubmitJob
+from schemas.enums import ActorRole, ExpiryReason, JobStatus
+from schemas.events import LeaseExpired, StaleReportIgnored
 from schemas.records import Request
 from streams.auth.issue import issue
 from streams.auth.signing import Binding, private_key_from_text, sign
@@ -39,6 +41,7 @@ ROOT = Path(__file__).parent.parent.parent
 PLUGINS = ROOT / "tests" / "plugins"
 EXECUTOR = ROOT / "tests" / "remote_executor.py"
 ISSUED = {
+    "ops": issue("ops", ActorRole.OPERATOR),
     "svc-a": issue("svc-a", ActorRole.SERVICE),
     "remote": issue("remote", ActorRole.SERVICE),
     "stranger": issue("stranger", ActorRole.SERVICE),
@@ -200,3 +203,112 @@ def single_object(schema: dict, record: dict) -> bytes:  # type: ignore[type-arg
     out = io.BytesIO()
     fastavro.schemaless_writer(out, fastavro.parse_schema(schema), record)
     return header + out.getvalue()
+
+
+def remote_settings(broker, tmp_path, **overrides):  # type: ignore[no-untyped-def]
+    return worker_settings(
+        broker.bootstrap,
+        tmp_path,
+        auth_enabled=True,
+        principals=principals(),
+        deployment_id="remote-tests",
+        peer_secret="the-peer-secret-of-the-remote-tests-0123456789",
+        lease_grace_ms=1_000,
+        start_window_ms=3_000,
+        **({"profiles": {"test.remote": (2_000, 2)}} | overrides),
+    )
+
+
+async def lines_until(process: asyncio.subprocess.Process, wanted: str, timeout_s: float = 60) -> list[str]:
+    """What the executor printed, up to and including the first line that starts with `wanted`."""
+    assert process.stdout is not None
+    said: list[str] = []
+    async with asyncio.timeout(timeout_s):
+        while not said or not said[-1].startswith(wanted):
+            said.append((await process.stdout.readline()).decode().strip())
+    return said
+
+
+async def test_a_remote_run_that_dies_after_its_start_is_charged_and_a_revoked_one_stops(
+    broker, tmp_path, monkeypatch
+):
+    monkeypatch.syspath_prepend(str(PLUGINS))
+    from scrapestream_echo import Remote
+
+    settings = remote_settings(broker, tmp_path, profiles={"test.remote": (6_000, 2)})  # renewed within
+    worker = Worker(settings)
+    await worker.start()
+    try:
+        async with (
+            observed_system(settings, worker) as system,
+            outside_executor(settings, Remote.result_schema) as executor,
+        ):
+            signer = Signer("svc-a", ISSUED["svc-a"].signing_key, deployment=settings.deployment_id)
+            async with Client(
+                settings.kafka_bootstrap, broker.profile, settings.topic_prefix, signer
+            ) as client:
+                died = await client.submit(remote_job("https://remote.example/die/Gone"))
+                dead = await system.completion(died)
+                assert dead.status is JobStatus.DEAD_LETTER
+                await system.events.wait_for(lambda _: "JobDeadLettered" in system.event_kinds(died))
+                expiries = [e for e in system.events.of_job(died) if isinstance(e, LeaseExpired)]
+                assert [e.reason for e in expiries] == [ExpiryReason.EXPIRED, ExpiryReason.EXPIRED]  # charged
+                assert "AttemptStarted" in system.event_kinds(died)
+                slow = await client.submit(remote_job("https://remote.example/slow/Stopped"))
+                await system.events.wait_for(lambda _: "LeaseRenewed" in system.event_kinds(slow))
+                cancel = CancelJob(
+                    job_id=slow, reason="not needed", actor_id="svc-a", actor_role=ActorRole.SERVICE
+                )
+                await client.cancel(cancel)
+                said = await lines_until(executor, f"revoked {slow}")
+            assert not [line for line in said if line.startswith("reported") and str(slow) in line]
+            assert (await system.completion(slow)).status is JobStatus.CANCELLED
+    finally:
+        await worker.stop()
+
+
+async def test_a_remote_type_switched_off_holds_its_queued_work_until_it_is_on_again(
+    broker, tmp_path, monkeypatch
+):
+    monkeypatch.syspath_prepend(str(PLUGINS))
+    from scrapestream_echo import Remote
+
+    settings = remote_settings(broker, tmp_path)
+    worker = Worker(settings)
+    await worker.start()
+    try:
+        async with observed_system(settings, worker) as system:
+            signer = Signer("svc-a", ISSUED["svc-a"].signing_key, deployment=settings.deployment_id)
+            async with Client(
+                settings.kafka_bootstrap, broker.profile, settings.topic_prefix, signer
+            ) as client:
+                held = await client.submit(remote_job("https://remote.example/good/Held"))
+            await system.events.wait_for(lambda _: "JobDispatched" in system.event_kinds(held))
+            base = f"http://127.0.0.1:{worker.web_port}"
+            operator = {"Authorization": f"Bearer {ISSUED['ops'].token}"}
+            async with httpx.AsyncClient(base_url=base, headers=operator) as http:
+                answer = await http.post("/job-types/test.remote/disable", json={"reason": "partner paused"})
+                assert answer.status_code == 202, answer.text
+                await switched(http, "test.remote", enabled=False)
+                async with outside_executor(settings, Remote.result_schema) as executor:
+                    said = await lines_until(executor, f"revoked {held}")  # its start was refused
+                    assert not system.completions.of_job(held)
+                    answer = await http.post("/job-types/test.remote/enable", json={"reason": "resumed"})
+                    assert answer.status_code == 202, answer.text
+                    await switched(http, "test.remote", enabled=True)
+                    done = await system.completion(held, timeout_s=90)
+            assert done.status is JobStatus.SUCCEEDED
+            assert not any(line.startswith("reported") for line in said)
+            started = [e for e in system.events.of_job(held) if isinstance(e, StaleReportIgnored)]
+            assert any("switched off" in e.reason for e in started)
+    finally:
+        await worker.stop()
+
+
+async def switched(http: httpx.AsyncClient, name: str, enabled: bool) -> None:
+    async with asyncio.timeout(30):
+        while True:
+            listed = {item["name"]: item for item in (await http.get("/job-types")).json()["items"]}
+            if listed[name]["enabled"] is enabled:
+                return
+            await asyncio.sleep(0.1)
