@@ -242,6 +242,7 @@ class Settings(BaseSettings):
     peer_secret: SecretStr | None = None
     peer_secret_file: Path | None = None
     refusals_per_minute: int = Field(default=60, ge=1, le=100_000)
+    remote_result_max_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
     as_of_max_records: int = Field(default=500_000, ge=1_000)
     max_request_body_bytes: int = Field(default=1024 * 1024, ge=1024, le=64 * 1024 * 1024)
     deployment_id: str = Field(default="", max_length=256)

@@ -56,6 +56,7 @@ SETTING_DOCS: dict[str, str] = {
     "SCRAPESTREAM_PRINCIPALS_FILE": "principals as a JSON file (`scrapestream principal new … --file`)",
     "SCRAPESTREAM_PROCESSING_GUARANTEE": "`exactly_once` (Kafka transactions: a batch's output and its input offsets commit together; the default with the `kafka` profile) or `at_least_once` (the default, and the only choice, on the embedded broker)",
     "SCRAPESTREAM_PROFILES": "execution profiles: `max_runtime_ms`, `max_attempts` per job type",
+    "SCRAPESTREAM_REMOTE_RESULT_MAX_BYTES": "the largest result an outside executor may upload to the signed `upload_url` its due work carries (`PUT /uploads/…`, answered 413 past it)",
     "SCRAPESTREAM_REPLAYS_PER_RECEIVER_PER_S": "the most callback replays a worker sends one receiving host a second, over every replay call and however the host is spelled (a call may ask for fewer)",
     "SCRAPESTREAM_REFUSALS_PER_MINUTE": "refused HTTP requests a principal may have in a minute; past it, its requests are answered `429`",
     "SCRAPESTREAM_REPLICATION_FACTOR": "replication factor of every topic scrapestream creates (3 in production)",

@@ -21,6 +21,7 @@ from streams.agents.maintenance import Maintenance
 from streams.agents.outbox import Outbox
 from streams.agents.remote import RemoteResults
 from streams.agents.timers import Timers
+from streams.agents.uploads import Uploads
 from streams.artifacts.configured import open_artifact_store
 from streams.artifacts.port import ArtifactStore
 from streams.auth.peering import PeerKey, PeerSecretError, peer_secret
@@ -34,7 +35,7 @@ from streams.fetch.browser import renderer_of
 from streams.fetch.http import FetchLimits, HttpFetcher
 from streams.fetch.routes import Routes, meterings
 from streams.global_table import GlobalTable
-from streams.jobtypes import deployment_policy, discover, local_types, runnable_here
+from streams.jobtypes import deployment_policy, discover, is_remote, local_types, runnable_here
 from streams.ledger import LedgerReader
 from streams.metrics import Metrics, ScrapeTimeGauges
 from streams.publisher import Publisher
@@ -119,6 +120,13 @@ class Worker:
         snapshots = self.snapshots = Snapshots(
             settings, self.profile, store, publisher, lambda: lifecycle.owned, self.counters
         )
+        uploads = Uploads(
+            {name: job_type for name, job_type in self.job_types.items() if is_remote(job_type)},
+            settings.data_dir / "uploads",
+            None if peer_key is None else peer_key.derived(b"uploads"),
+            lambda: routing.own_url,
+            settings.remote_result_max_bytes,
+        )
         lifecycle = self.lifecycle = Lifecycle(
             settings,
             self.profile,
@@ -131,7 +139,7 @@ class Worker:
             snapshots.restore,
             table.hold,
             disabled=lambda: table.disabled,
-            remote=RemoteResults(self.job_types, artifacts, utc_now),
+            remote=RemoteResults(self.job_types, artifacts, utc_now, uploads),
         )
         intake = Intake(settings, publisher, dead, self.counters, utc_now, principals)
         stages: list[Stage] = [intake, lifecycle]
@@ -181,6 +189,7 @@ class Worker:
             watchdog=self.watchdog,
             peer_key=peer_key,
             refusals=RefusalLimiter(settings.refusals_per_minute),
+            uploads=uploads,
         )
         await server.serve(build_api(context))
         with contextlib.suppress(TimeoutError):

@@ -4,7 +4,8 @@ topic and reports each job through the submit topic, signed: its start first, th
 it runs, then the outcome its URL's first segment says: `/good/<title>` reports the title (as
 `remote`), `/bad/...` a result in another schema, `/fail/...` a failure of its own, `/stranger/...`
 a good result signed by a principal not allowed to run the type, `/die/...` nothing after its start
-(a run that died), `/slow/...` renews until its lease is revoked (then stops, reporting nothing).
+(a run that died), `/slow/...` renews until its lease is revoked (then stops, reporting nothing),
+`/big/<n>` a title of n letters, uploaded to the work's `upload_url` and reported by its key.
 A `LeaseRevoked` on the due topic stops the run it names.
 
 Run as a script; the settings come from the environment (see `main`).
@@ -20,6 +21,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from urllib.parse import urlsplit
 
+import aiohttp
 import fastavro
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -121,7 +123,15 @@ class Executor:
                 return
             if kind == "slow":
                 await self.send(lease | {"kind": "RENEWAL"})
-        await self.send(lease | self.outcome(kind, rest), principal)
+        outcome = self.outcome(kind, rest)
+        if kind == "big":
+            async with (
+                aiohttp.ClientSession() as http,
+                http.put(work["upload_url"], data=outcome.pop("result")) as answer,
+            ):
+                print("uploaded", answer.status, work["upload_key"], flush=True)
+            outcome["result_key"] = work["upload_key"]
+        await self.send(lease | outcome, principal)
         print("reported", kind, lease["job_id"], flush=True)
 
     def outcome(self, kind, rest):
@@ -129,7 +139,8 @@ class Executor:
             return {"failure_code": "SOURCE_GONE", "failure_message": "the source is gone"}
         if kind == "bad":
             return {"result": single_object(fastavro.parse_schema(OTHER_SCHEMA), {"title": rest})}
-        return {"result": single_object(self.result_schema, {"title": rest, "words": len(rest)})}
+        title = "x" * int(rest) if kind == "big" else rest
+        return {"result": single_object(self.result_schema, {"title": title, "words": len(title)})}
 
 
 async def main() -> None:

@@ -64,6 +64,11 @@ LOCAL_FAILURES: dict[str, tuple[AttemptOutcome, FailureDisposition, str]] = {
         "the remote executor's result is not a record of the job type's result schema",
     ),
     "JOB_TYPE_FAILED": (AttemptOutcome.NETWORK_ERROR, _RETRYABLE, "the job type's run failed"),
+    "RESULT_NOT_UPLOADED": (
+        AttemptOutcome.NETWORK_ERROR,
+        _RETRYABLE,
+        "the remote executor reported a result_key under which nothing was uploaded for its attempt",
+    ),
     "RENDER_FAILED": (AttemptOutcome.NETWORK_ERROR, _RETRYABLE, "the browser could not render the page"),
     "INVALID_SELECTOR": (
         AttemptOutcome.HTTP_ERROR,

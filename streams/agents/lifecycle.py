@@ -53,6 +53,7 @@ from schemas.commands import (
 from schemas.enums import ReportKind, TransportPolicy
 from schemas.errors import CodecError
 from schemas.events import AuditRecorded, Event, JobAccepted, JobRejected, SubmissionReused
+from schemas.work import DueWork
 from streams.agents.remote import RemoteResults
 from streams.broker.compat import BrokerProfile, LogGapError, end_offsets, records_between
 from streams.consumer import PartitionControl, QuietStage, Record
@@ -370,7 +371,7 @@ class Lifecycle(QuietStage):
                     work,
                     at=at,
                 )
-                for work in result.due
+                for work in map(self._handed_out, result.due)
             ),
             *(outgoing(topic("completions"), c.job_id, c, at=at) for c in result.completions),
             *(outgoing(topic("outbox"), c.job_id, c, at=at) for c in result.callbacks),
@@ -391,6 +392,17 @@ class Lifecycle(QuietStage):
                 if job
             ),
         ]
+
+    def _handed_out(self, work: DueWork) -> DueWork:
+        """Due work of a remotely run type carries where its executor may upload a large result."""
+        uploads = None if self._remote is None else self._remote.uploads
+        if uploads is None:
+            return work
+        try:
+            return uploads.handed_out(work)
+        except Exception as exc:  # a type's output key hook that fails: the work goes without an upload URL
+            log.warning("job %s: no upload URL for its result: %s", work.job_id, exc)
+            return work
 
     def _current_policy(self) -> Policy:
         """The deployment's rules, with the job types switched off as they are now."""

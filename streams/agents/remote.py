@@ -28,6 +28,7 @@ from schemas.enums import ArtifactTrust, AttemptOutcome, TransportRoute
 from schemas.records import Artifact, Attempt, Failure
 from schemas.types import to_utc_millis
 from streams.agents.executor import result_of
+from streams.agents.uploads import UploadRefusedError, Uploads
 from streams.artifacts.port import ArtifactStore
 from streams.jobtypes import AnyJobType, Outcome, RemoteJobType, is_remote
 
@@ -41,12 +42,17 @@ class ResultMismatchError(ValueError):
 
 class RemoteResults:
     def __init__(
-        self, job_types: Mapping[str, AnyJobType], artifacts: ArtifactStore, clock: Callable[[], datetime]
+        self,
+        job_types: Mapping[str, AnyJobType],
+        artifacts: ArtifactStore,
+        clock: Callable[[], datetime],
+        uploads: Uploads | None = None,
     ) -> None:
         self._types: dict[str, RemoteJobType] = {n: t for n, t in job_types.items() if is_remote(t)}
         self._schemas = {name: _parsed(job_type.result_schema) for name, job_type in self._types.items()}
         self._artifacts = artifacts
         self._clock = clock
+        self.uploads = uploads
 
     def runs(self, job_type: str) -> bool:
         """Whether `job_type` is run remotely and its plugin is installed here."""
@@ -61,7 +67,9 @@ class RemoteResults:
             )
         else:
             try:
-                result = self.checked(report.job_type, report.result)
+                result = self.checked(report.job_type, self._result_bytes(report))
+            except UploadRefusedError as exc:
+                return self._failed(report, "RESULT_NOT_UPLOADED", str(exc))
             except ResultMismatchError as exc:
                 return self._failed(report, "RESULT_SCHEMA_MISMATCH", str(exc))
             try:
@@ -80,6 +88,14 @@ class RemoteResults:
                 return self._failed(report, "ARTIFACT_STORE_FAILED", f"{type(exc).__name__}: {exc}")
             artifacts = (stored,)
         return self._attempt(report, fetched.outcome, fetched.failure, artifacts, len(fetched.body))
+
+    def _result_bytes(self, report: ReportRemoteAttempt) -> bytes | None:
+        """The result in the record, or the one uploaded for this attempt (never both)."""
+        if report.result_key is None:
+            return report.result
+        if report.result is not None or self.uploads is None:
+            raise ResultMismatchError("a report carries its result or a result_key of an upload, not both")
+        return self.uploads.taken(report.job_id, report.lease_id, report.result_key)
 
     def unstored(self, report: ReportRemoteAttempt) -> Attempt:
         """A stale report as the lifecycle records it: nothing of its result looked at or kept."""

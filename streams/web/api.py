@@ -11,7 +11,17 @@ from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
-from streams.web import artifacts, cache_reads, controls, jobs, listings, operations, overview, replays
+from streams.web import (
+    artifacts,
+    cache_reads,
+    controls,
+    jobs,
+    listings,
+    operations,
+    overview,
+    replays,
+    uploads,
+)
 from streams.web.console import pages as console
 from streams.web.context import ApiContext
 from streams.web.edge import EdgeGuard
@@ -36,6 +46,7 @@ def build_api(context: ApiContext) -> RequestMetrics:
         context.sessions,
         context.peer_key,
         context.settings.max_request_body_bytes,
+        context.settings.remote_result_max_bytes,
     )
     return RequestMetrics(guarded, context.metrics)
 
@@ -63,7 +74,7 @@ def documented_api(context: ApiContext) -> FastAPI:
     app.state.peer_key = context.peer_key
     app.state.sessions = context.sessions
     routers = (operations.router, overview.router, controls.router, jobs.router, listings.router)
-    for router in (*routers, artifacts.router, cache_reads.router, replays.router):
+    for router in (*routers, artifacts.router, cache_reads.router, replays.router, uploads.router):
         app.include_router(router)
     app.include_router(console.router)
     install(app)

@@ -22,6 +22,7 @@ from schemas.commands import RecordAudit
 from schemas.enums import AuditAction, AuditOutcome
 from schemas.types import uuid_text
 from streams.agents.lifecycle import Lifecycle
+from streams.agents.uploads import Uploads
 from streams.artifacts.port import ArtifactStore
 from streams.auth.peering import PeerKey
 from streams.auth.principals import Principal, Principals
@@ -89,6 +90,7 @@ class ApiContext:
     views: JobViews = field(default_factory=JobViews)
     peer_key: PeerKey | None = None
     refusals: RefusalLimiter = field(default_factory=lambda: RefusalLimiter(60))
+    uploads: Uploads | None = None
     costly: CostlyReads = field(default_factory=CostlyReads)
     replay_pacer: ReceiverPacer = field(default_factory=ReceiverPacer)
     sessions: ConsoleSessions = field(init=False)

@@ -19,6 +19,7 @@ CONSOLE_SIGN_IN = ("/ui/login", "/ui/logout")
 CONSOLE_BODY_BYTES = 64 * 1024
 PUBLIC = ("/healthz", "/readyz", "/docs", "/docs-assets/", "/openapi.json", "/ui/static/")
 PEER_ROUTES = "/_shard/"
+UPLOADS = "/uploads/"  # signed by the URL itself; streamed and bounded by its handler
 INTERNAL_HEADERS = (b"x-scrapestream-console",)  # only the console's in-process calls may carry it
 
 
@@ -39,12 +40,14 @@ class EdgeGuard:
         sessions: ConsoleSessions,
         peer_key: PeerKey | None,
         max_body_bytes: int,
+        max_upload_bytes: int,
     ) -> None:
         self._app = app
         self._principals = principals
         self._sessions = sessions
         self._peer_key = peer_key
         self._max_body_bytes = max_body_bytes
+        self._max_upload_bytes = max_upload_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -58,11 +61,12 @@ class EdgeGuard:
                 await send(message)
             return
         limit = CONSOLE_BODY_BYTES if path.startswith(CONSOLE) else self._max_body_bytes
+        limit = self._max_upload_bytes if path.startswith(UPLOADS) else limit
         declared = _declared_length(scope)
         if declared is not None and declared > limit:
             await _too_large(send, limit)
             return
-        if not _carries_body(scope):
+        if not _carries_body(scope) or path.startswith(UPLOADS):
             await self._app(scope, receive, send)
             return
         body = await _read_within(receive, limit)
@@ -73,7 +77,7 @@ class EdgeGuard:
 
     def _unauthenticated(self, path: str, scope: Scope) -> tuple[str, str, list[tuple[bytes, bytes]]] | None:
         """Why this request may not be handed a body: None when it needs no principal, or has one."""
-        if self._principals is None or path.startswith(PUBLIC) or path in CONSOLE_SIGN_IN:
+        if self._principals is None or path.startswith((*PUBLIC, UPLOADS)) or path in CONSOLE_SIGN_IN:
             return None
         headers = dict(scope["headers"])
         if path.startswith(PEER_ROUTES):

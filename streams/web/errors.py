@@ -17,6 +17,7 @@ STATUS_CODES = {
     404: "not_found",
     405: "method_not_allowed",
     409: "conflict",
+    413: "too_large",
     422: "out_of_history",
     429: "too_many_refusals",
     503: "unavailable",

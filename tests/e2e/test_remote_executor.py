@@ -22,11 +22,12 @@ import pytest
 from fastavro.schema import fingerprint, to_parsing_canonical_form
 
 from projections.lifecycle.decide import MAX_STALE_TRACES
-from schemas.codec import SINGLE_OBJECT_MARKER
+from schemas.codec import SINGLE_OBJECT_MARKER, decode
 from schemas.commands import CancelJob, ReportRemoteAttempt, SubmitJob
 from schemas.enums import ActorRole, ExpiryReason, JobStatus
 from schemas.events import LeaseExpired, StaleReportIgnored
 from schemas.records import Request
+from schemas.work import DueWork
 from streams.auth.issue import issue
 from streams.auth.signing import Binding, private_key_from_text, sign
 from streams.client import Client, Signer
@@ -34,7 +35,8 @@ from streams.clock import utc_now
 from streams.jobtypes import runnable_here
 from streams.publisher import Outgoing, Publisher, outgoing
 from streams.worker import Worker
-from tests.e2e.conftest import observed_system, worker_settings
+from tests.e2e.conftest import observed_system, read_topic, worker_settings
+from tests.raw_http import head_of, raw_exchange
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 ROOT = Path(__file__).parent.parent.parent
@@ -312,3 +314,49 @@ async def switched(http: httpx.AsyncClient, name: str, enabled: bool) -> None:
             if listed[name]["enabled"] is enabled:
                 return
             await asyncio.sleep(0.1)
+
+
+async def test_a_result_too_large_for_a_record_is_uploaded_to_the_signed_url_its_work_carries(
+    broker, tmp_path, monkeypatch
+):
+    monkeypatch.syspath_prepend(str(PLUGINS))
+    from scrapestream_echo import Remote
+
+    settings = remote_settings(broker, tmp_path, profiles={"test.remote": (20_000, 2)})
+    worker = Worker(settings)
+    await worker.start()
+    try:
+        async with (
+            observed_system(settings, worker) as system,
+            outside_executor(settings, Remote.result_schema) as executor,
+        ):
+            signer = Signer("svc-a", ISSUED["svc-a"].signing_key, deployment=settings.deployment_id)
+            prefix = settings.topic_prefix
+            async with Client(settings.kafka_bootstrap, broker.profile, prefix, signer) as client:
+                big = await client.submit(remote_job("https://remote.example/big/3000000"))
+            said = await lines_until(executor, f"reported big {big}")
+            assert f"uploaded 201 summaries/{big}/1" in said  # the type's output key hook chose it
+            done = await system.completion(big)
+            assert done.status is JobStatus.SUCCEEDED
+            (artifact,) = done.artifacts
+            stored = (settings.data_dir / "artifacts" / artifact.key).read_bytes()
+            assert stored == b"x" * 3_000_000 + b" (3000000 letters)"
+            assert not list((settings.data_dir / "uploads").iterdir())  # read once, then removed
+            work = next(w for w in await due_work(settings) if w.job_id == big and w.upload_url is not None)
+            async with httpx.AsyncClient() as http:
+                forged = work.upload_url.replace("summaries", "elsewhere")
+                assert (await http.put(forged, content=b"x")).status_code == 403
+                tampered = work.upload_url.replace(str(work.lease_id), str(uuid4()))
+                assert (await http.put(tampered, content=b"x")).status_code == 403
+            target = work.upload_url.removeprefix(f"http://127.0.0.1:{worker.web_port}")
+            head = head_of("PUT", target, settings.remote_result_max_bytes + 1)
+            assert (await raw_exchange(worker.web_port, head))[0] == 413  # before a byte of it is sent
+    finally:
+        await worker.stop()
+
+
+async def due_work(settings) -> list[DueWork]:  # type: ignore[no-untyped-def]
+    records = await read_topic(
+        settings.kafka_bootstrap, settings.due_topic("test.remote"), settings.partitions
+    )
+    return [decoded for r in records if r.value and isinstance(decoded := decode(r.value), DueWork)]

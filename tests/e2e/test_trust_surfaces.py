@@ -9,7 +9,6 @@ what it was given for.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import json
 from collections.abc import AsyncIterator
@@ -32,6 +31,7 @@ from tests.commands import run
 from tests.console_sessions import console_cookies, login_csrf
 from tests.e2e.conftest import CALLBACK_SECRET, Origin, System, callback_key, running_system, worker_settings
 from tests.e2e.test_trust import answered
+from tests.raw_http import head_of, raw_exchange
 from tests.servers import loopback
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -91,30 +91,6 @@ async def deployment(broker, origin: Origin, tmp_path_factory) -> AsyncIterator[
         assert system.worker is not None
         port = system.worker.web_port
         yield Deployment(system, f"http://127.0.0.1:{port}", port)
-
-
-async def raw_exchange(port: int, head: str, body: bytes = b"", read_s: float = 30) -> tuple[int, bytes]:
-    """Sends a request's head (and `body`, if any) on a raw socket; the status the worker answers
-    with, before the rest of a declared body was ever sent."""
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    try:
-        writer.write(head.replace("\n", "\r\n").encode() + b"\r\n" + body)
-        await writer.drain()
-        answer = await asyncio.wait_for(reader.read(65_536), read_s)
-    finally:
-        writer.close()
-        with contextlib.suppress(ConnectionError):
-            await writer.wait_closed()
-    status = int(answer.split(b" ", 2)[1]) if answer.startswith(b"HTTP/") else 0
-    return status, answer
-
-
-def head_of(method: str, path: str, length: int | None, token: str | None = None, **extra: str) -> str:
-    lines = [f"{method} {path} HTTP/1.1", "Host: 127.0.0.1", "Content-Type: application/json"]
-    lines += [f"Content-Length: {length}"] if length is not None else ["Transfer-Encoding: chunked"]
-    lines += [f"Authorization: Bearer {token}"] if token else []
-    lines += [f"{name.replace('_', '-')}: {value}" for name, value in extra.items()]
-    return "\n".join(lines) + "\n"
 
 
 async def test_no_body_is_read_before_its_sender_is_authenticated_and_none_past_its_limit(

@@ -96,6 +96,10 @@ class Remote:
             body=f"{result['title']} ({result['words']} letters)".encode(), content_type="text/plain"
         )
 
+    def output_key(self, work: DueWork) -> str:
+        """Where a result too large for a record is uploaded: this type's own layout."""
+        return f"summaries/{work.job_id}/{work.attempt_number}"
+
 
 class Refusing:
     """Fails every time, retryably: only its one-attempt profile stops it."""

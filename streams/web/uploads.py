@@ -1,0 +1,57 @@
+"""`PUT /uploads/{job}/{lease}`: an outside executor's result too large for a record, to the URL
+its due work was handed (`streams.agents.uploads`): signed for that job, lease and key, expiring,
+written once, bounded by `SCRAPESTREAM_REMOTE_RESULT_MAX_BYTES`."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from uuid import UUID, uuid4
+
+from fastapi import APIRouter, Query, Request, Response
+
+from streams.clock import utc_now
+from streams.web.context import context_of
+from streams.web.errors import ApiError, responses
+
+router = APIRouter(tags=["remote executors"])
+
+
+@router.put(
+    "/uploads/{job_id}/{lease_id}",
+    status_code=201,
+    responses=responses(403, 404, 409, 413),
+    summary="A remote executor's large result, to the signed URL its due work carries",
+)
+async def upload(
+    job_id: UUID,
+    lease_id: UUID,
+    request: Request,
+    key: str = Query(max_length=256),
+    expires: str = Query(max_length=20),
+    signature: str = Query(max_length=128),
+) -> Response:
+    uploads = context_of(request).uploads
+    if uploads is None:
+        raise ApiError(404, "not_found", "this worker takes no uploads")
+    refusal = uploads.refusal(job_id, lease_id, key, expires, signature, utc_now())
+    if refusal is not None:
+        raise ApiError(403, "forbidden", refusal)
+    target = uploads.staged(job_id, lease_id, key)
+    if target.exists():
+        raise ApiError(409, "conflict", "this attempt's result was uploaded already")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    part = target.with_name(f"{target.name}.{uuid4().hex}.part")
+    size = 0
+    try:
+        with part.open("wb") as written:
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > uploads.max_bytes:
+                    raise ApiError(413, "too_large", f"a result may be at most {uploads.max_bytes} bytes")
+                written.write(chunk)
+        os.replace(part, target)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            part.unlink()
+    return Response(status_code=201)
