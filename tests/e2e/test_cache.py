@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from datetime import datetime, timedelta
 from uuid import UUID
 
@@ -12,6 +13,7 @@ import pytest_asyncio
 from aiohttp import web
 from aiokafka import TopicPartition
 
+from projections.artifacts import content_key
 from schemas.enums import AttemptOutcome, CacheMode, CaptureMode, JobStatus, PolicyClass, RetentionClass
 from schemas.events import AttemptRecorded, JobAccepted
 from streams.broker.compat import end_offsets
@@ -373,3 +375,19 @@ async def test_the_cache_says_which_entry_answers_a_url_now_and_as_of_a_time(sys
         assert never["answered_from_cache"] is False
         assert never["entry"] is None
         assert (await http.get("/cache", params={"url": "ftp://example.com/"})).status_code == 400
+
+
+async def test_a_cache_entry_points_only_at_content_addressed_objects_stored_before_it(system, origin):
+    url = origin.url("/page/captured-first")
+    first, fetched = await job(system, url, "captured-first")
+    await entry_seen(system, first)
+    (accepted,) = [e for e in system.events.of_job(first) if isinstance(e, JobAccepted)]
+    assert system.worker is not None
+    assert system.worker.table is not None
+    entry = system.worker.table.get(accepted.request_hash)
+    assert entry is not None
+    assert entry.artifacts == fetched.attempt.artifacts
+    for artifact in entry.artifacts:
+        path = system.settings.data_dir / "artifacts" / artifact.key
+        assert artifact.key == content_key(artifact.sha256, RetentionClass.CACHE_7D)
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == artifact.sha256  # there, whole

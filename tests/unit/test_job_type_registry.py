@@ -1,5 +1,6 @@
 """Where the project's rules on job types and settings differ from the seed's handler registry."""
 
+import asyncio
 from importlib.metadata import EntryPoint
 
 import pytest
@@ -52,3 +53,30 @@ def test_a_job_of_an_unknown_type_is_rejected_at_submit_not_run_under_the_defaul
 def test_a_bad_deployment_wide_setting_refuses_to_start_instead_of_falling_back(setting, value):
     with pytest.raises(SettingsError, match=f"SCRAPESTREAM_{setting.upper()}"):
         load_settings(**{setting: value})
+
+
+async def test_a_veto_hook_that_fails_or_hangs_refuses_the_delete(monkeypatch: pytest.MonkeyPatch):
+    from uuid import uuid4
+
+    from streams import jobtypes
+
+    class Failing:
+        async def veto_history_deletion(self, job_id: object) -> str | None:
+            raise RuntimeError("the partner database is down")
+
+    class Hanging:
+        async def veto_history_deletion(self, job_id: object) -> str | None:
+            await asyncio.sleep(3600)
+            return None
+
+    class Allowing:
+        async def veto_history_deletion(self, job_id: object) -> str | None:
+            return None
+
+    refused = await jobtypes.history_deletion_veto(Failing(), uuid4())
+    assert refused is not None
+    assert "the partner database is down" in refused
+    monkeypatch.setattr(jobtypes, "VETO_TIMEOUT_S", 0.05)
+    assert await jobtypes.history_deletion_veto(Hanging(), uuid4()) is not None  # fails closed
+    assert await jobtypes.history_deletion_veto(Allowing(), uuid4()) is None
+    assert await jobtypes.history_deletion_veto(object(), uuid4()) is None  # no hook: allowed

@@ -8,9 +8,11 @@ import pytest
 
 from projections.lifecycle.completion import completion_of
 from projections.lifecycle.decide import decide
+from projections.lifecycle.identity import lease_id_for
 from projections.lifecycle.policy import UNBOUNDED_RUN_LEASE_MS, Policy
 from projections.lifecycle.state import Lease, Unaccepted
 from projections.lifecycle.submission import submission_identity
+from projections.views import job_view
 from schemas.commands import CancelJob, RedriveJob
 from schemas.enums import (
     ActorRole,
@@ -456,3 +458,19 @@ def test_now_is_truncated_to_milliseconds_so_events_survive_the_wire():
     lifecycle = Lifecycle()
     events = lifecycle(submit(), T0 + timedelta(microseconds=1999))
     assert events[0].occurred_at == T0 + timedelta(milliseconds=1)
+
+
+def test_each_attempt_is_shown_with_its_stable_identity_the_job_and_its_number():
+    lifecycle = Lifecycle()
+    lifecycle(submit())
+    job = lifecycle.job
+    lifecycle(report(job, attempt_under(job, http_status=503, failure=failure("HTTP_503"))))
+    retry_at = lifecycle.job.next_attempt_at
+    assert retry_at is not None
+    lifecycle(tick(job.job_id), retry_at)
+    second = lifecycle.job
+    lifecycle(report(second, attempt_under(second, http_status=200)))
+    shown = job_view(lifecycle.job).attempts
+    assert [(a.attempt_number, a.lease_id) for a in shown] == [
+        (n, lease_id_for(job.job_id, n)) for n in (1, 2)
+    ]

@@ -80,3 +80,51 @@ def test_a_principal_runs_only_the_job_types_it_is_given():
     assert principals.named("exec").runs == frozenset({"a.b"})
     with pytest.raises(PrincipalsError, match="runs must be a list"):
         Principals.from_json('{"principals": [{"name": "exec", "role": "SERVICE", "runs": "a.b"}]}', "t")
+
+
+class CountingStore:
+    """An artifact store that only counts what it was asked to keep."""
+
+    def __init__(self) -> None:
+        self.puts = 0
+
+    async def put(self, *_: object) -> None:
+        self.puts += 1
+        raise AssertionError("nothing may be stored")
+
+
+class CountingRemote(Remote):
+    def __init__(self) -> None:
+        self.outcomes = 0
+
+    def outcome(self, result):  # type: ignore[no-untyped-def]
+        self.outcomes += 1
+        raise AssertionError("the persist step may not see it")
+
+
+async def test_a_result_that_fails_its_schema_never_reaches_the_persist_step():
+    from dataclasses import replace
+    from uuid import uuid4
+
+    from projections.lifecycle.policy import ExecutionProfile
+    from schemas.commands import ReportRemoteAttempt
+    from tests.lifecycle import POLICY, Lifecycle, submit
+
+    store, remote = CountingStore(), CountingRemote()
+    results = RemoteResults({"test.remote": remote}, store, lambda: datetime.now(UTC))  # type: ignore[arg-type]
+    bad = encoded(
+        {"type": "record", "name": "Other", "fields": [{"name": "t", "type": "string"}]}, {"t": "x"}
+    )
+    policy = replace(POLICY, profiles={**POLICY.profiles, "test.remote": ExecutionProfile(10_000, 2)})
+    lifecycle = Lifecycle(policy=policy)
+    lifecycle(submit(job_type="test.remote"))
+    job = lifecycle.job
+    for result in (bad, GOOD + b"\x00", None):
+        report = ReportRemoteAttempt(
+            job_id=job.job_id, job_type="test.remote", attempt_number=1, lease_id=uuid4(), result=result
+        )
+        attempt = await results.attempt(report, job)
+        assert attempt.failure is not None
+        assert attempt.failure.code == "RESULT_SCHEMA_MISMATCH"
+        assert attempt.artifacts == ()
+    assert (store.puts, remote.outcomes) == (0, 0)
