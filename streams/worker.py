@@ -112,7 +112,7 @@ class Worker:
         self._watch("the global table reader", table.task)
         store = self.store = JobStore(RocksStore(settings.data_dir / "lifecycle"), self.policy)
         stack.callback(store.close)
-        publisher = Publisher(settings.kafka_bootstrap, self.profile, self.counters)
+        publisher = self.publisher = Publisher(settings.kafka_bootstrap, self.profile, self.counters)
         await publisher.start()
         stack.push_async_callback(publisher.stop)
         dead = DeadLetters(settings, publisher, self.counters)

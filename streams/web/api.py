@@ -23,6 +23,7 @@ from streams.web import (
     uploads,
 )
 from streams.web.console import pages as console
+from streams.web.console import revocations
 from streams.web.context import ApiContext
 from streams.web.edge import EdgeGuard
 from streams.web.errors import install
@@ -77,6 +78,7 @@ def documented_api(context: ApiContext) -> FastAPI:
     for router in (*routers, artifacts.router, cache_reads.router, replays.router, uploads.router):
         app.include_router(router)
     app.include_router(console.router)
+    app.include_router(revocations.router)
     install(app)
     generated = app.openapi
 

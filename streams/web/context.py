@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -44,6 +45,7 @@ from streams.web.pacing import ReceiverPacer
 from streams.web.peers import Peers
 from streams.web.refusals import RefusalLimiter
 
+log = logging.getLogger(__name__)
 MAX_REQUEST_ID = 128
 VIEW_CACHE_SIZE = 10_000
 Shard = Page[bytes]  # items are (position, the item's JSON)
@@ -92,12 +94,20 @@ class ApiContext:
     refusals: RefusalLimiter = field(default_factory=lambda: RefusalLimiter(60))
     uploads: Uploads | None = None
     costly: CostlyReads = field(default_factory=CostlyReads)
+    _audits: set[asyncio.Task[UUID]] = field(default_factory=set)
     replay_pacer: ReceiverPacer = field(default_factory=ReceiverPacer)
     sessions: ConsoleSessions = field(init=False)
 
     def __post_init__(self) -> None:
         key = None if self.peer_key is None else self.peer_key.derived(b"console sessions")
         self.sessions = ConsoleSessions(self.principals, key, lambda: utc_now().timestamp())
+
+    async def tell_peers(self, target: str) -> None:
+        """POSTs `target` (an internal route) to every other worker, as a peer; one that does not
+        answer is left out (it hears nothing, and says so in its log of peers)."""
+        await asyncio.gather(
+            *(self.peers.tell(peer, target) for peer in self.routing.everyone()[1:]), return_exceptions=True
+        )
 
     def replay_interval_s(self) -> float:
         """The least time between two replays to one receiving host, whoever asks for them."""
@@ -124,6 +134,20 @@ class ApiContext:
                 {"Retry-After": "1"},
             )
         return await self.peers.forward(owner, request)
+
+    def audit_soon(
+        self, principal: Principal, request: Request, action: AuditAction, refusal: str, target: str
+    ) -> None:
+        """A refused read's audit record, sent without holding the answer: a refusal then takes as
+        long as the answer for a job that does not exist (no time tells them apart)."""
+        task = asyncio.create_task(self.audit(principal, request, action, refusal, target))
+        self._audits.add(task)
+        task.add_done_callback(self._audited)
+
+    def _audited(self, task: asyncio.Task[UUID]) -> None:
+        self._audits.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("a refused read could not be audited: %r", task.exception())
 
     async def audit(
         self,

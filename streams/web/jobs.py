@@ -63,7 +63,6 @@ from streams.web.models import (
 )
 
 JSON = "application/json"
-MISSING = "no such job"
 DECISION_TIMEOUT_S = 10.0
 REFUSALS = {
     FORBIDDEN: (403, "forbidden"),
@@ -343,12 +342,11 @@ async def _readable(context: ApiContext, job_id: UUID, request: Request, princip
     as none at all."""
     context.refusals.check(principal)
     job = context.store.load_listed(job_id)
-    refusal = MISSING if job is None else job_read_refusal(principal.name, principal.role, owner_of(job))
+    refusal = None if job is None else job_read_refusal(principal.name, principal.role, owner_of(job))
+    if refusal is not None:
+        context.audit_soon(principal, request, AuditAction.JOB_READ, refusal, job_target(job_id))
     if job is None or refusal is not None:
-        # A missing job is audited and counted exactly as another caller's: no answer, count or
-        # time tells them apart.
-        await context.audit(principal, request, AuditAction.JOB_READ, refusal or MISSING, job_target(job_id))
-        context.refusals.refused(principal)
+        context.refusals.refused(principal)  # a missing job counts alike: no count tells them apart
         raise ApiError(404, "not_found", f"no job {job_id}")
     return job
 

@@ -9,8 +9,6 @@ import httpx
 from fastapi import APIRouter, Request
 
 from projections.access import READERS_OF_EVERYTHING
-from schemas.enums import ActorRole
-from streams.auth.principals import Principal
 from streams.clock import utc_now
 from streams.web import summary
 from streams.web.auth import Caller
@@ -18,11 +16,11 @@ from streams.web.context import ApiContext, context_of
 from streams.web.errors import responses
 from streams.web.listings import recent_jobs
 from streams.web.models import Cluster, Overview
+from streams.web.peers import WORKER
 
 RECENT = timedelta(hours=1)
 MOST_RECENT_JOBS = 2_000
 PEER_METRICS_TIMEOUT_S = 2.0
-WORKER = "scrapestream-worker"  # the principal a worker names when it reads a peer's metrics
 router = APIRouter(tags=["operations"])
 
 
@@ -68,9 +66,7 @@ async def _expositions(context: ApiContext) -> list[str]:
     texts = [context.metrics.exposition().decode()]
     now_s = int(utc_now().timestamp())
     key = context.peer_key
-    headers = (
-        {} if key is None else key.headers("GET", "/metrics", Principal(WORKER, ActorRole.VIEWER), now_s)
-    )
+    headers = {} if key is None else key.headers("GET", "/metrics", WORKER, now_s)
     async with httpx.AsyncClient(timeout=PEER_METRICS_TIMEOUT_S, headers=headers) as client:
         answers = await asyncio.gather(
             *(client.get(f"{peer}/metrics") for peer in context.routing.everyone()[1:]),

@@ -18,6 +18,7 @@ from fastapi import Request, Response
 from pydantic import BaseModel, ValidationError
 from yarl import URL
 
+from schemas.enums import ActorRole
 from streams.auth.peering import PeerKey
 from streams.auth.principals import Principal
 from streams.clock import utc_now
@@ -26,6 +27,7 @@ from streams.web.errors import ApiError
 FORWARDED_HEADER = "scrapestream-forwarded"
 PASSED_HEADERS = ("authorization", "content-type", "x-request-id")
 CHUNK_BYTES = 256 * 1024
+WORKER = Principal("scrapestream-worker", ActorRole.VIEWER)  # who a worker is when it tells its peers
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -97,11 +99,20 @@ class Peers:
             return None
         return answer
 
-    def _credential(self, target: str, principal: Principal) -> dict[str, str]:
+    async def tell(self, peer: str, target: str) -> bool:
+        """POSTs an internal route of a peer's, as this worker; whether it took it."""
+        headers = self._credential(target, WORKER, "POST")
+        try:
+            async with self._client().post(URL(f"{peer}{target}", encoded=True), headers=headers) as answer:
+                return answer.status < 300
+        except (aiohttp.ClientError, TimeoutError):
+            return False
+
+    def _credential(self, target: str, principal: Principal, method: str = "GET") -> dict[str, str]:
         """A peer request's headers: the peer credential for `principal` (none with auth off)."""
         headers = {FORWARDED_HEADER: "1"}
         if self._key is not None:
-            headers |= self._key.headers("GET", target, principal, int(utc_now().timestamp()))
+            headers |= self._key.headers(method, target, principal, int(utc_now().timestamp()))
         return headers
 
 

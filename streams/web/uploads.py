@@ -20,7 +20,7 @@ router = APIRouter(tags=["remote executors"])
 @router.put(
     "/uploads/{job_id}/{lease_id}",
     status_code=201,
-    responses=responses(403, 404, 409, 413),
+    responses=responses(400, 403, 404, 409, 413),
     summary="A remote executor's large result, to the signed URL its due work carries",
 )
 async def upload(

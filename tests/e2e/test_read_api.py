@@ -409,8 +409,10 @@ async def test_the_openapi_document_is_valid_and_every_route_answers_as_it_docum
             "job_id": str(job_id),
             "artifact_id": job["artifacts"][0]["artifact_id"],
             "name": "browser.render",
+            "lease_id": str(uuid4()),
         }
         unknown = {"job_id": str(uuid4()), "artifact_id": str(uuid4()), "name": "no.such-type"}
+        unknown["lease_id"] = str(uuid4())
         routes = sorted(
             (
                 (method, path, operation)

@@ -34,7 +34,9 @@ from streams.client import Client, Signer
 from streams.clock import utc_now
 from streams.publisher import Outgoing, Publisher, outgoing, partition_of
 from streams.settings import Settings
+from streams.web.console.session import CSRF_COOKIE
 from streams.worker import Worker
+from tests.console_sessions import console_cookies
 from tests.e2e.conftest import Origin, System, observed_system, settled_ownership, worker_settings
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -389,3 +391,18 @@ async def test_a_service_submits_over_http_as_itself_and_never_as_another(
 
 def job_for(caller: str, key: str) -> UUID:
     return job_id_for(caller, key)
+
+
+async def test_a_console_session_signed_out_on_one_worker_ends_on_every_worker(deployment: Deployment):
+    bases = [f"http://127.0.0.1:{worker.web_port}" for worker in deployment.workers]
+    cookies = await console_cookies(bases[0], ISSUED["viewer"].token)
+    for base in bases:  # every worker verifies the session another one started
+        async with httpx.AsyncClient(base_url=base, cookies=cookies) as browser:
+            assert (await browser.get("/ui/jobs")).status_code == 200
+    async with httpx.AsyncClient(base_url=bases[0], cookies=cookies) as browser:
+        assert (await browser.post("/ui/logout", data={"csrf": cookies[CSRF_COOKIE]})).status_code == 303
+    for base in bases:
+        async with httpx.AsyncClient(base_url=base, cookies=cookies) as replayed:
+            answer = await replayed.get("/ui/jobs")
+        assert answer.status_code == 303, base
+        assert answer.headers["location"].startswith("/ui/login")

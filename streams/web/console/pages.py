@@ -104,7 +104,7 @@ async def logout(request: Request) -> Response:
     if refusal is not None:  # another site's form cannot sign a person out either
         return _render(request, session_of(request), "error.html", 403, problem=refusal)
     response = RedirectResponse("/ui/login", 303)
-    sign_out(request, response)
+    await sign_out(request, response)
     return protect(request, response, None)
 
 

@@ -15,6 +15,7 @@ from fastapi import Request, Response
 
 from streams.auth.principals import TRUSTED, Principal
 from streams.web.console.sessions import SESSION_COOKIE, SESSION_MAX_AGE_S, ConsoleSessions
+from streams.web.context import context_of
 
 CSRF_COOKIE = "scrapestream_csrf"
 CONTENT_SECURITY_POLICY = (
@@ -85,11 +86,12 @@ def sign_in(request: Request, response: Response, principal: Principal) -> None:
     _cookie(request, response, SESSION_COOKIE, sessions_of(request).issue(principal))
 
 
-def sign_out(request: Request, response: Response) -> None:
-    """Revokes the session (its token stops working at once) and clears the cookie."""
+async def sign_out(request: Request, response: Response) -> None:
+    """Revokes the session (here at once, on the other workers as they are told) and clears the cookie."""
     token = request.cookies.get(SESSION_COOKIE)
-    if token:
-        sessions_of(request).revoke(token)
+    revoked = None if not token else sessions_of(request).revoke(token)
+    if revoked is not None:
+        await context_of(request).tell_peers(f"/_shard/sessions/{revoked[0]}/revoke?expires={revoked[1]}")
     response.delete_cookie(SESSION_COOKIE, path="/ui")
 
 

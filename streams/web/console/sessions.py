@@ -23,6 +23,7 @@ SESSION_COOKIE = "scrapestream_session"
 SESSION_HEADER = "x-scrapestream-console"
 SESSION_MAX_AGE_S = 8 * 3600
 VERSION = "s1"
+SESSION_ID_LENGTH = 32
 
 
 class ConsoleSessions:
@@ -33,7 +34,7 @@ class ConsoleSessions:
         self._revoked: dict[str, float] = {}  # session id -> when its token expires anyway
 
     def issue(self, principal: Principal) -> str:
-        session_id = secrets.token_hex(16)
+        session_id = secrets.token_hex(SESSION_ID_LENGTH // 2)
         expires = int(self._clock()) + SESSION_MAX_AGE_S
         name = base64.urlsafe_b64encode(principal.name.encode()).decode().rstrip("=")
         signed = f"{VERSION}.{session_id}.{expires}.{name}"
@@ -57,14 +58,21 @@ class ConsoleSessions:
             return None
         return self._principals.named(decoded)
 
-    def revoke(self, token: str) -> None:
-        """Signs a session out (tokens not this worker's, or not valid, have nothing to revoke)."""
+    def revoke(self, token: str) -> tuple[str, int] | None:
+        """Signs a session out; its id and expiry, for the other workers (None: nothing to revoke,
+        a token not this deployment's or no longer valid)."""
         if self.principal_of(token) is None:
-            return
+            return None
+        _, session_id, expires, *_ = token.split(".")
+        self.revoke_id(session_id, int(expires))
+        return session_id, int(expires)
+
+    def revoke_id(self, session_id: str, expires: int) -> None:
+        """Signs out a session another worker ended; kept until its token expires anyway."""
         now = self._clock()
         self._revoked = {sid: until for sid, until in self._revoked.items() if until > now}
-        _, session_id, expires, *_ = token.split(".")
-        self._revoked[session_id] = float(expires)
+        if expires > now and len(session_id) == SESSION_ID_LENGTH:
+            self._revoked[session_id] = float(expires)
 
     def from_cookie_header(self, header: str) -> Principal | None:
         try:
