@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,23 +17,13 @@ import pytest
 import pytest_asyncio
 from playwright.async_api import Browser, BrowserContext, Page, async_playwright
 
-from schemas.enums import ActorRole
-from streams.auth.issue import IssuedPrincipal, issue
 from streams.web.console.session import CSRF_COOKIE, SESSION_COOKIE
 from tests.browser_pages import Pages, chromium_or_skip, serving_pages
 from tests.console_sessions import console_cookies, login_csrf
 from tests.e2e.conftest import Origin, running_system, worker_settings
+from tests.principals import ISSUED, PRINCIPALS
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.one_broker]
-ROLES = {
-    "admin": ActorRole.ADMIN,
-    "operator": ActorRole.OPERATOR,
-    "viewer": ActorRole.VIEWER,
-    "svc-a": ActorRole.SERVICE,
-    "svc-b": ActorRole.SERVICE,
-}
-ISSUED: dict[str, IssuedPrincipal] = {name: issue(name, role) for name, role in ROLES.items()}
-PRINCIPALS = json.dumps({"principals": [issued.entry for issued in ISSUED.values()]})
 TERMINAL = {"SUCCEEDED", "DEAD_LETTER", "CANCELLED", "REJECTED"}
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -24,7 +23,6 @@ from schemas.codec import encode
 from schemas.commands import CancelJob, SubmitJob
 from schemas.enums import ActorRole
 from schemas.records import Request
-from streams.auth.issue import IssuedPrincipal, issue
 from streams.auth.signing import Binding, private_key_from_text, sign
 from streams.client import Client, Signer
 from streams.clock import utc_now
@@ -33,17 +31,9 @@ from streams.settings import Settings
 from streams.worker import Worker
 from tests.brokers import profile
 from tests.e2e.conftest import Origin, System, observed_system, settled_ownership, worker_settings
+from tests.principals import ISSUED, PRINCIPALS, ROLES
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
-ROLES = {
-    "admin": ActorRole.ADMIN,
-    "operator": ActorRole.OPERATOR,
-    "viewer": ActorRole.VIEWER,
-    "svc-a": ActorRole.SERVICE,
-    "svc-b": ActorRole.SERVICE,
-}
-ISSUED: dict[str, IssuedPrincipal] = {name: issue(name, role) for name, role in ROLES.items()}
-PRINCIPALS = json.dumps({"principals": [issued.entry for issued in ISSUED.values()]})
 JOBS = 12
 PEER_SECRET = "peer-secret-of-the-read-api-tests-0123456789"
 

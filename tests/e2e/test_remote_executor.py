@@ -12,8 +12,10 @@ import json
 import os
 import sys
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 from uuid import uuid4
 
 import fastavro
@@ -34,8 +36,9 @@ from streams.client import Client, Signer
 from streams.clock import utc_now
 from streams.jobtypes import runnable_here
 from streams.publisher import Outgoing, Publisher, outgoing
+from streams.settings import Settings
 from streams.worker import Worker
-from tests.e2e.conftest import observed_system, read_topic, worker_settings
+from tests.e2e.conftest import System, observed_system, read_topic, worker_settings
 from tests.raw_http import head_of, raw_exchange
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -84,9 +87,20 @@ async def outside_executor(settings, result_schema: dict) -> AsyncIterator[async
         await process.wait()
 
 
-async def test_an_outside_executor_runs_a_remote_type_and_the_worker_alone_decides_and_stores(
-    broker, tmp_path, monkeypatch
-):
+@dataclass
+class Deployed:
+    settings: Settings
+    worker: Worker
+    system: System
+    client: Client  # signs as svc-a
+    result_schema: dict[str, Any]
+
+
+@contextlib.asynccontextmanager
+async def deployed(
+    broker: Any, tmp_path: Path, monkeypatch: Any, **overrides: Any
+) -> AsyncIterator[Deployed]:
+    """A worker with auth on that knows `test.remote`, observed, and svc-a's signed client."""
     monkeypatch.syspath_prepend(str(PLUGINS))
     from scrapestream_echo import Remote
 
@@ -97,24 +111,52 @@ async def test_an_outside_executor_runs_a_remote_type_and_the_worker_alone_decid
         principals=principals(),
         deployment_id="remote-tests",
         peer_secret="the-peer-secret-of-the-remote-tests-0123456789",
+        lease_grace_ms=1_000,
+        start_window_ms=3_000,
+        **({"profiles": {"test.remote": (2_000, 2)}} | overrides),
     )
     worker = Worker(settings)
-    assert "test.remote" in worker.job_types
-    assert "test.remote" not in runnable_here(settings, worker.job_types)  # outside executors run it
     await worker.start()
     try:
+        signer = Signer("svc-a", ISSUED["svc-a"].signing_key, deployment=settings.deployment_id)
         async with (
             observed_system(settings, worker) as system,
-            outside_executor(settings, Remote.result_schema),
+            Client(settings.kafka_bootstrap, broker.profile, settings.topic_prefix, signer) as client,
         ):
-            signer = Signer("svc-a", ISSUED["svc-a"].signing_key, deployment=settings.deployment_id)
-            async with Client(
-                settings.kafka_bootstrap, broker.profile, settings.topic_prefix, signer
-            ) as client:
-                jobs = {
-                    kind: await client.submit(remote_job(f"https://remote.example/{kind}/Hello"))
-                    for kind in ("good", "bad", "fail", "stranger")
-                }
+            yield Deployed(settings, worker, system, client, Remote.result_schema)
+    finally:
+        await worker.stop()
+
+
+def remote_job(url: str) -> SubmitJob:
+    deadline = utc_now() + timedelta(minutes=5)
+    return SubmitJob(
+        caller_identity="svc-a", request=Request(url=url), job_type="test.remote", deadline_at=deadline
+    )
+
+
+async def lines_until(process: asyncio.subprocess.Process, wanted: str, timeout_s: float = 60) -> list[str]:
+    """What the executor printed, up to and including the first line that starts with `wanted`."""
+    assert process.stdout is not None
+    said: list[str] = []
+    async with asyncio.timeout(timeout_s):
+        while not said or not said[-1].startswith(wanted):
+            said.append((await process.stdout.readline()).decode().strip())
+    return said
+
+
+async def test_an_outside_executor_runs_a_remote_type_and_the_worker_alone_decides_and_stores(
+    broker, tmp_path, monkeypatch
+):
+    async with deployed(broker, tmp_path, monkeypatch) as run:
+        settings, system = run.settings, run.system
+        assert "test.remote" in run.worker.job_types
+        assert "test.remote" not in runnable_here(settings, run.worker.job_types)  # outside executors run it
+        async with outside_executor(settings, run.result_schema):
+            jobs = {
+                kind: await run.client.submit(remote_job(f"https://remote.example/{kind}/Hello"))
+                for kind in ("good", "bad", "fail", "stranger")
+            }
             good = await system.completion(jobs["good"])
             assert good.status is JobStatus.SUCCEEDED
             (artifact,) = good.artifacts
@@ -129,73 +171,45 @@ async def test_an_outside_executor_runs_a_remote_type_and_the_worker_alone_decid
             )
             assert any("principal stranger may not run job type 'test.remote'" in r.reason for r in dead)
             assert not system.completions.of_job(jobs["stranger"])  # its report changed nothing
-    finally:
-        await worker.stop()
-
-
-def remote_job(url: str) -> SubmitJob:
-    deadline = utc_now() + timedelta(minutes=5)
-    return SubmitJob(
-        caller_identity="svc-a", request=Request(url=url), job_type="test.remote", deadline_at=deadline
-    )
 
 
 async def test_stale_remote_reports_store_nothing_and_leave_a_bounded_trace(broker, tmp_path, monkeypatch):
     """A principal allowed to run the type floods a job with results under leases it made up."""
-    monkeypatch.syspath_prepend(str(PLUGINS))
-    from scrapestream_echo import Remote
-
-    settings = worker_settings(
-        broker.bootstrap,
-        tmp_path,
-        auth_enabled=True,
-        principals=principals(),
-        deployment_id="remote-tests",
-        peer_secret="the-peer-secret-of-the-remote-tests-0123456789",
-    )
-    worker = Worker(settings)
-    await worker.start()
-    try:
-        async with observed_system(settings, worker) as system:
-            signer = Signer("svc-a", ISSUED["svc-a"].signing_key, deployment=settings.deployment_id)
-            async with Client(
-                settings.kafka_bootstrap, broker.profile, settings.topic_prefix, signer
-            ) as client:
-                job_id = await client.submit(remote_job("https://remote.example/good/Flood"))
-            await system.events.wait_for(lambda _: "JobDispatched" in system.event_kinds(job_id))
-            result = single_object(Remote.result_schema, {"title": "Flood", "words": 5})
-            key = private_key_from_text(ISSUED["remote"].signing_key)
-            binding = Binding(settings.deployment_id, settings.topic("submit"))
-            flood = []
-            for number in range(150):
-                report = ReportRemoteAttempt(
-                    command_id=uuid4(),
-                    job_id=job_id,
-                    job_type="test.remote",
-                    attempt_number=1 + number % 3,
-                    lease_id=uuid4(),
-                    result=result,
-                    expires_at=utc_now() + timedelta(minutes=5),
-                )
-                message = outgoing(settings.topic("submit"), str(job_id), report)
-                headers = tuple(sign("remote", key, message.value, binding))
-                flood.append(Outgoing(message.topic, message.key, message.value, headers=headers))
-            publisher = Publisher(settings.kafka_bootstrap, broker.profile)
-            await publisher.start()
-            try:
-                await publisher.send_all(flood)
-            finally:
-                await publisher.stop()
-            await system.events.wait_for(
-                lambda _: system.event_kinds(job_id).count("StaleReportIgnored") >= MAX_STALE_TRACES
+    async with deployed(broker, tmp_path, monkeypatch) as run:
+        settings, system = run.settings, run.system
+        job_id = await run.client.submit(remote_job("https://remote.example/good/Flood"))
+        await system.events.wait_for(lambda _: "JobDispatched" in system.event_kinds(job_id))
+        result = single_object(run.result_schema, {"title": "Flood", "words": 5})
+        key = private_key_from_text(ISSUED["remote"].signing_key)
+        binding = Binding(settings.deployment_id, settings.topic("submit"))
+        flood = []
+        for number in range(150):
+            report = ReportRemoteAttempt(
+                command_id=uuid4(),
+                job_id=job_id,
+                job_type="test.remote",
+                attempt_number=1 + number % 3,
+                lease_id=uuid4(),
+                result=result,
+                expires_at=utc_now() + timedelta(minutes=5),
             )
-            await asyncio.sleep(2)  # what the rest of the flood would add, had it added anything
-            assert system.event_kinds(job_id).count("StaleReportIgnored") == MAX_STALE_TRACES
-            stored = [path for path in (settings.data_dir / "artifacts").rglob("*") if path.is_file()]
-            assert stored == []  # fenced before anything was stored
-            assert not system.completions.of_job(job_id)
-    finally:
-        await worker.stop()
+            message = outgoing(settings.topic("submit"), str(job_id), report)
+            headers = tuple(sign("remote", key, message.value, binding))
+            flood.append(Outgoing(message.topic, message.key, message.value, headers=headers))
+        publisher = Publisher(settings.kafka_bootstrap, broker.profile)
+        await publisher.start()
+        try:
+            await publisher.send_all(flood)
+        finally:
+            await publisher.stop()
+        await system.events.wait_for(
+            lambda _: system.event_kinds(job_id).count("StaleReportIgnored") >= MAX_STALE_TRACES
+        )
+        await asyncio.sleep(2)  # what the rest of the flood would add, had it added anything
+        assert system.event_kinds(job_id).count("StaleReportIgnored") == MAX_STALE_TRACES
+        stored = [path for path in (settings.data_dir / "artifacts").rglob("*") if path.is_file()]
+        assert stored == []  # fenced before anything was stored
+        assert not system.completions.of_job(job_id)
 
 
 def single_object(schema: dict, record: dict) -> bytes:  # type: ignore[type-arg]
@@ -207,104 +221,55 @@ def single_object(schema: dict, record: dict) -> bytes:  # type: ignore[type-arg
     return header + out.getvalue()
 
 
-def remote_settings(broker, tmp_path, **overrides):  # type: ignore[no-untyped-def]
-    return worker_settings(
-        broker.bootstrap,
-        tmp_path,
-        auth_enabled=True,
-        principals=principals(),
-        deployment_id="remote-tests",
-        peer_secret="the-peer-secret-of-the-remote-tests-0123456789",
-        lease_grace_ms=1_000,
-        start_window_ms=3_000,
-        **({"profiles": {"test.remote": (2_000, 2)}} | overrides),
-    )
-
-
-async def lines_until(process: asyncio.subprocess.Process, wanted: str, timeout_s: float = 60) -> list[str]:
-    """What the executor printed, up to and including the first line that starts with `wanted`."""
-    assert process.stdout is not None
-    said: list[str] = []
-    async with asyncio.timeout(timeout_s):
-        while not said or not said[-1].startswith(wanted):
-            said.append((await process.stdout.readline()).decode().strip())
-    return said
-
-
 async def test_a_remote_run_that_dies_after_its_start_is_charged_and_a_revoked_one_stops(
     broker, tmp_path, monkeypatch
 ):
-    monkeypatch.syspath_prepend(str(PLUGINS))
-    from scrapestream_echo import Remote
-
-    settings = remote_settings(broker, tmp_path, profiles={"test.remote": (6_000, 2)})  # renewed within
-    worker = Worker(settings)
-    await worker.start()
-    try:
-        async with (
-            observed_system(settings, worker) as system,
-            outside_executor(settings, Remote.result_schema) as executor,
-        ):
-            signer = Signer("svc-a", ISSUED["svc-a"].signing_key, deployment=settings.deployment_id)
-            async with Client(
-                settings.kafka_bootstrap, broker.profile, settings.topic_prefix, signer
-            ) as client:
-                died = await client.submit(remote_job("https://remote.example/die/Gone"))
-                dead = await system.completion(died)
-                assert dead.status is JobStatus.DEAD_LETTER
-                await system.events.wait_for(lambda _: "JobDeadLettered" in system.event_kinds(died))
-                expiries = [e for e in system.events.of_job(died) if isinstance(e, LeaseExpired)]
-                assert [e.reason for e in expiries] == [ExpiryReason.EXPIRED, ExpiryReason.EXPIRED]  # charged
-                assert "AttemptStarted" in system.event_kinds(died)
-                slow = await client.submit(remote_job("https://remote.example/slow/Stopped"))
-                await system.events.wait_for(lambda _: "LeaseRenewed" in system.event_kinds(slow))
-                cancel = CancelJob(
-                    job_id=slow, reason="not needed", actor_id="svc-a", actor_role=ActorRole.SERVICE
-                )
-                await client.cancel(cancel)
-                said = await lines_until(executor, f"revoked {slow}")
-            assert not [line for line in said if line.startswith("reported") and str(slow) in line]
-            assert (await system.completion(slow)).status is JobStatus.CANCELLED
-    finally:
-        await worker.stop()
+    profiles = {"test.remote": (6_000, 2)}  # a lease its renewals (every 5 s at the least) keep
+    async with deployed(broker, tmp_path, monkeypatch, profiles=profiles) as run:
+        system = run.system
+        async with outside_executor(run.settings, run.result_schema) as executor:
+            died = await run.client.submit(remote_job("https://remote.example/die/Gone"))
+            assert (await system.completion(died)).status is JobStatus.DEAD_LETTER
+            await system.events.wait_for(lambda _: "JobDeadLettered" in system.event_kinds(died))
+            expiries = [e for e in system.events.of_job(died) if isinstance(e, LeaseExpired)]
+            assert [e.reason for e in expiries] == [ExpiryReason.EXPIRED, ExpiryReason.EXPIRED]  # charged
+            assert "AttemptStarted" in system.event_kinds(died)
+            slow = await run.client.submit(remote_job("https://remote.example/slow/Stopped"))
+            await system.events.wait_for(lambda _: "LeaseRenewed" in system.event_kinds(slow))
+            cancel = CancelJob(
+                job_id=slow, reason="not needed", actor_id="svc-a", actor_role=ActorRole.SERVICE
+            )
+            await run.client.cancel(cancel)
+            said = await lines_until(executor, f"revoked {slow}")
+        assert not [line for line in said if line.startswith("reported") and str(slow) in line]
+        assert (await system.completion(slow)).status is JobStatus.CANCELLED
 
 
 async def test_a_remote_type_switched_off_holds_its_queued_work_until_it_is_on_again(
     broker, tmp_path, monkeypatch
 ):
-    monkeypatch.syspath_prepend(str(PLUGINS))
-    from scrapestream_echo import Remote
-
-    settings = remote_settings(broker, tmp_path)
-    worker = Worker(settings)
-    await worker.start()
-    try:
-        async with observed_system(settings, worker) as system:
-            signer = Signer("svc-a", ISSUED["svc-a"].signing_key, deployment=settings.deployment_id)
-            async with Client(
-                settings.kafka_bootstrap, broker.profile, settings.topic_prefix, signer
-            ) as client:
-                held = await client.submit(remote_job("https://remote.example/good/Held"))
-            await system.events.wait_for(lambda _: "JobDispatched" in system.event_kinds(held))
-            base = f"http://127.0.0.1:{worker.web_port}"
-            operator = {"Authorization": f"Bearer {ISSUED['ops'].token}"}
-            async with httpx.AsyncClient(base_url=base, headers=operator) as http:
-                answer = await http.post("/job-types/test.remote/disable", json={"reason": "partner paused"})
+    async with deployed(broker, tmp_path, monkeypatch) as run:
+        system = run.system
+        held = await run.client.submit(remote_job("https://remote.example/good/Held"))
+        await system.events.wait_for(lambda _: "JobDispatched" in system.event_kinds(held))
+        operator = {"Authorization": f"Bearer {ISSUED['ops'].token}"}
+        async with httpx.AsyncClient(
+            base_url=f"http://127.0.0.1:{run.worker.web_port}", headers=operator
+        ) as http:
+            answer = await http.post("/job-types/test.remote/disable", json={"reason": "partner paused"})
+            assert answer.status_code == 202, answer.text
+            await switched(http, "test.remote", enabled=False)
+            async with outside_executor(run.settings, run.result_schema) as executor:
+                said = await lines_until(executor, f"revoked {held}")  # its start was refused
+                assert not system.completions.of_job(held)
+                answer = await http.post("/job-types/test.remote/enable", json={"reason": "resumed"})
                 assert answer.status_code == 202, answer.text
-                await switched(http, "test.remote", enabled=False)
-                async with outside_executor(settings, Remote.result_schema) as executor:
-                    said = await lines_until(executor, f"revoked {held}")  # its start was refused
-                    assert not system.completions.of_job(held)
-                    answer = await http.post("/job-types/test.remote/enable", json={"reason": "resumed"})
-                    assert answer.status_code == 202, answer.text
-                    await switched(http, "test.remote", enabled=True)
-                    done = await system.completion(held, timeout_s=90)
-            assert done.status is JobStatus.SUCCEEDED
-            assert not any(line.startswith("reported") for line in said)
-            started = [e for e in system.events.of_job(held) if isinstance(e, StaleReportIgnored)]
-            assert any("switched off" in e.reason for e in started)
-    finally:
-        await worker.stop()
+                await switched(http, "test.remote", enabled=True)
+                done = await system.completion(held, timeout_s=90)
+        assert done.status is JobStatus.SUCCEEDED
+        assert not any(line.startswith("reported") for line in said)
+        started = [e for e in system.events.of_job(held) if isinstance(e, StaleReportIgnored)]
+        assert any("switched off" in e.reason for e in started)
 
 
 async def switched(http: httpx.AsyncClient, name: str, enabled: bool) -> None:
@@ -319,44 +284,34 @@ async def switched(http: httpx.AsyncClient, name: str, enabled: bool) -> None:
 async def test_a_result_too_large_for_a_record_is_uploaded_to_the_signed_url_its_work_carries(
     broker, tmp_path, monkeypatch
 ):
-    monkeypatch.syspath_prepend(str(PLUGINS))
-    from scrapestream_echo import Remote
-
-    settings = remote_settings(broker, tmp_path, profiles={"test.remote": (20_000, 2)})
-    worker = Worker(settings)
-    await worker.start()
-    try:
-        async with (
-            observed_system(settings, worker) as system,
-            outside_executor(settings, Remote.result_schema) as executor,
-        ):
-            signer = Signer("svc-a", ISSUED["svc-a"].signing_key, deployment=settings.deployment_id)
-            prefix = settings.topic_prefix
-            async with Client(settings.kafka_bootstrap, broker.profile, prefix, signer) as client:
-                big = await client.submit(remote_job("https://remote.example/big/3000000"))
+    async with deployed(broker, tmp_path, monkeypatch, profiles={"test.remote": (20_000, 2)}) as run:
+        settings, system, port = run.settings, run.system, run.worker.web_port
+        async with outside_executor(settings, run.result_schema) as executor:
+            big = await run.client.submit(remote_job("https://remote.example/big/3000000"))
             said = await lines_until(executor, f"reported big {big}")
-            assert f"uploaded 201 summaries/{big}/1" in said  # the type's output key hook chose it
-            done = await system.completion(big)
-            assert done.status is JobStatus.SUCCEEDED
-            (artifact,) = done.artifacts
-            stored = (settings.data_dir / "artifacts" / artifact.key).read_bytes()
-            assert stored == b"x" * 3_000_000 + b" (3000000 letters)"
-            assert not list((settings.data_dir / "uploads").iterdir())  # read once, then removed
-            work = next(w for w in await due_work(settings) if w.job_id == big and w.upload_url is not None)
-            async with httpx.AsyncClient() as http:
-                forged = work.upload_url.replace("summaries", "elsewhere")
-                assert (await http.put(forged, content=b"x")).status_code == 403
-                tampered = work.upload_url.replace(str(work.lease_id), str(uuid4()))
-                assert (await http.put(tampered, content=b"x")).status_code == 403
-            target = work.upload_url.removeprefix(f"http://127.0.0.1:{worker.web_port}")
-            head = head_of("PUT", target, settings.remote_result_max_bytes + 1)
-            assert (await raw_exchange(worker.web_port, head))[0] == 413  # before a byte of it is sent
-    finally:
-        await worker.stop()
+        assert f"uploaded 201 summaries/{big}/1" in said  # the type's output key hook chose it
+        done = await system.completion(big)
+        assert done.status is JobStatus.SUCCEEDED
+        (artifact,) = done.artifacts
+        stored = (settings.data_dir / "artifacts" / artifact.key).read_bytes()
+        assert stored == b"x" * 3_000_000 + b" (3000000 letters)"
+        assert not list((settings.data_dir / "uploads").iterdir())  # read once, then removed
+        work = next(w for w in await due_work(settings) if w.job_id == big and w.upload_url is not None)
+        assert work.upload_url is not None
+        async with httpx.AsyncClient() as http:
+            forged = work.upload_url.replace("summaries", "elsewhere")
+            assert (await http.put(forged, content=b"x")).status_code == 403
+            tampered = work.upload_url.replace(str(work.lease_id), str(uuid4()))
+            assert (await http.put(tampered, content=b"x")).status_code == 403
+        head = head_of(
+            "PUT",
+            work.upload_url.removeprefix(f"http://127.0.0.1:{port}"),
+            settings.remote_result_max_bytes + 1,
+        )
+        assert (await raw_exchange(port, head))[0] == 413  # before a byte of it is sent
 
 
-async def due_work(settings) -> list[DueWork]:  # type: ignore[no-untyped-def]
-    records = await read_topic(
-        settings.kafka_bootstrap, settings.due_topic("test.remote"), settings.partitions
-    )
+async def due_work(settings: Settings) -> list[DueWork]:
+    topic = settings.due_topic("test.remote")
+    records = await read_topic(settings.kafka_bootstrap, topic, settings.partitions)
     return [decoded for r in records if r.value and isinstance(decoded := decode(r.value), DueWork)]

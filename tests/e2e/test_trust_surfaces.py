@@ -23,27 +23,17 @@ import pytest_asyncio
 from aiohttp import web
 from standardwebhooks import Webhook, WebhookVerificationError
 
-from schemas.enums import ActorRole
-from streams.auth.issue import IssuedPrincipal, issue
 from streams.clock import utc_now
 from streams.web.console.session import CSRF_COOKIE, SESSION_COOKIE
 from tests.commands import run
 from tests.console_sessions import console_cookies, login_csrf
 from tests.e2e.conftest import CALLBACK_SECRET, Origin, System, callback_key, running_system, worker_settings
 from tests.e2e.test_trust import answered
+from tests.principals import ISSUED, PRINCIPALS
 from tests.raw_http import head_of, raw_exchange
 from tests.servers import loopback
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
-ROLES = {
-    "admin": ActorRole.ADMIN,
-    "operator": ActorRole.OPERATOR,
-    "viewer": ActorRole.VIEWER,
-    "svc-a": ActorRole.SERVICE,
-    "svc-b": ActorRole.SERVICE,
-}
-ISSUED: dict[str, IssuedPrincipal] = {name: issue(name, role) for name, role in ROLES.items()}
-PRINCIPALS = json.dumps({"principals": [issued.entry for issued in ISSUED.values()]})
 MIB = 1024 * 1024
 
 
