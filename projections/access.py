@@ -18,6 +18,11 @@ def job_read_refusal(name: str, role: ActorRole, caller_identity: str) -> str | 
     return "a service may read only its own jobs"
 
 
+def reads_own_only(role: ActorRole) -> bool:
+    """A principal that may read only its own jobs is shown no other job a job's history names."""
+    return role not in READERS_OF_EVERYTHING
+
+
 def listing_caller(name: str, role: ActorRole, asked: str | None) -> tuple[str | None, str | None]:
     """The caller filter a listing runs with, or why it is refused: a service lists only its own."""
     if role in READERS_OF_EVERYTHING:

@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 from uuid import UUID
 
-from projections.access import READERS_OF_EVERYTHING, job_read_refusal
+from projections.access import job_read_refusal, reads_own_only
 from streams.auth.principals import TRUSTED, Principal
 from streams.web.context import ApiContext
 
@@ -59,7 +59,7 @@ class FastJobReads:
             return None
         if job_read_refusal(principal.name, principal.role, job.accepted.caller_identity) is not None:
             return None
-        return context.views.json(job, own=principal.role not in READERS_OF_EVERYTHING)
+        return context.views.json(job, own=reads_own_only(principal.role))
 
     def _principal(self, scope: Scope) -> Principal | None:
         principals = self._context.principals

@@ -11,7 +11,7 @@ from uuid import UUID, uuid4
 
 from fastapi import APIRouter, Query, Request, Response
 
-from projections.access import READERS_OF_EVERYTHING, job_read_refusal
+from projections.access import job_read_refusal, reads_own_only
 from projections.jobstore import Listed, owner_of
 from projections.lifecycle.audit import CONFLICT, FORBIDDEN, INVALID, NOT_FOUND
 from projections.lifecycle.explain import explain, why
@@ -91,7 +91,7 @@ router = APIRouter(tags=["jobs"])
 )
 async def get_job(job_id: UUID, request: Request, principal: Caller, as_of: AsOf = None) -> Response:
     async def answer(context: ApiContext, job: Listed) -> Response:
-        own = _reads_own_only(principal)
+        own = reads_own_only(principal.role)
         if as_of is None:
             return Response(context.views.json(job, own), media_type=JSON)
         at = as_utc(as_of)
@@ -115,7 +115,7 @@ async def get_events(job_id: UUID, request: Request, principal: Caller, until: U
         kept = context_of(request).store.events_of(job_id)
         if until is not None:
             kept = events_until(_history(context_of(request), job_id, until), as_utc(until))
-        shown = own_events(kept) if _reads_own_only(principal) else kept
+        shown = own_events(kept) if reads_own_only(principal.role) else kept
         events = [event_view(event) for event in shown]
         return EventList(job_id=job_id, items=events).model_dump_json().encode()
 
@@ -152,7 +152,7 @@ async def explain_job(job_id: UUID, request: Request, principal: Caller) -> Resp
     def told(context: ApiContext, job: Listed) -> bytes:
         state = listed_view(job).state
         events = context.store.events_of(job_id)
-        steps = explain(own_events(events) if _reads_own_only(principal) else events)
+        steps = explain(own_events(events) if reads_own_only(principal.role) else events)
         shown = [StepView.model_validate(step, from_attributes=True) for step in steps]
         return (
             Explanation(job_id=job_id, state=state, why=why(state.value, steps), steps=shown)
@@ -320,11 +320,6 @@ def _history(context: ApiContext, job_id: UUID, at: datetime) -> list[Event]:
     if refusal is not None:
         raise ApiError(422, "out_of_history", refusal)
     return events
-
-
-def _reads_own_only(principal: Principal) -> bool:
-    """A principal that may read only its own jobs is shown no other job a job's history names."""
-    return principal.role not in READERS_OF_EVERYTHING
 
 
 def _actor(principal: Principal, request: Request) -> dict[str, Any]:

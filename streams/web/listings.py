@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
 
-from projections.access import audit_read_refusal, listing_caller
+from projections.access import audit_read_refusal, listing_caller, reads_own_only
 from projections.jobstore import JobQuery
 from projections.readindex import Page
 from projections.views import AuditList, JobList, audit_view
@@ -111,7 +111,9 @@ async def jobs_shard(
     query = _job_query(principal, caller, state, job_type, since, dead_letters, id_prefix)
     query = replace(query, until=until, host=_host(host), url_contains=url or None)
     owned = context.lifecycle.owned
-    return Response(shard_json(owned, _local_jobs(context, query, after, limit)(owned)), media_type=JSON)
+    return Response(
+        shard_json(owned, _local_jobs(context, principal, query, after, limit)(owned)), media_type=JSON
+    )
 
 
 @router.get(
@@ -173,7 +175,7 @@ async def listed_jobs(
     after = None
     while len(found) < most:
         limit = min(MAX_LIMIT, most - len(found))
-        local = _local_jobs(context, query, after, limit)
+        local = _local_jobs(context, principal, query, after, limit)
         page = await context.gather(
             principal, "/_shard/jobs", params | {"after": after, "limit": limit}, local, limit
         )
@@ -207,7 +209,7 @@ async def _list_jobs(
     params = _job_params(query)
     digest = filters_digest(*params.values())
     after = decode_cursor(cursor, digest)
-    local = _local_jobs(context, query, after, limit)
+    local = _local_jobs(context, principal, query, after, limit)
     page = await context.gather(
         principal, "/_shard/jobs", params | {"after": after, "limit": limit}, local, limit
     )
@@ -215,8 +217,10 @@ async def _list_jobs(
 
 
 def _local_jobs(
-    context: ApiContext, query: JobQuery, after: str | None, limit: int
+    context: ApiContext, principal: Principal, query: JobQuery, after: str | None, limit: int
 ) -> Callable[[list[int]], Shard]:
+    own = reads_own_only(principal.role)
+
     def page(owned: list[int]) -> Shard:
         if query.id_prefix is not None:
             mine = set(owned)
@@ -225,7 +229,7 @@ def _local_jobs(
             )
         else:
             found = context.store.jobs_page(owned, query, after, limit)
-        return Page([(at, context.views.json(job)) for at, job in found.items], found.resume_after)
+        return Page([(at, context.views.json(job, own)) for at, job in found.items], found.resume_after)
 
     return page
 

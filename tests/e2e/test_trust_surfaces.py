@@ -263,6 +263,10 @@ async def test_a_cached_answer_names_the_job_that_stored_it_only_to_readers_of_b
         as_of = await answered(reader, "GET", f"/jobs/{second['job_id']}", params=then)
         assert as_of.status_code == 200
         assert writer not in as_of.text
+        for listing in ({}, {"id_prefix": second["job_id"][:8]}):
+            listed = await answered(reader, "GET", "/jobs", params=listing | {"limit": 500})
+            assert second["job_id"] in listed.text
+            assert writer not in listed.text
         assert writer in (await answered(viewer, "GET", reads[2])).text  # a reader of every job sees it
 
 
