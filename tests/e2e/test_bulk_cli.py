@@ -94,9 +94,9 @@ async def test_ten_thousand_urls_show_progress_resume_after_ctrl_c_and_create_no
     listing.write_text("".join(origin.url(f"/page/bulk-{number}") + "\n" for number in range(URLS)))
 
     first = await terminals("submit", "--from", "urls.txt", cwd=directory)
-    decided = await first.read_until(r"submitted\s.*?\s(\d{4,5})/10000")
+    decided = await first.read_until(r"submitted\s.*?\s(\d{3,5})/10000")
     await first.read_until(r"\d+/s")  # a rate, and then the time left
-    first.interrupt()
+    first.interrupt()  # early: a fast machine submits the rest within seconds
     assert await first.finish() == 130, first.text
     stopped = re.search(r"interrupted: ([\d,]+) of 10,000 submitted \(([\d,]+) decided\)", first.text)
     assert stopped is not None, first.text
