@@ -360,12 +360,16 @@ async def test_replays_to_one_receiver_are_paced_across_calls(deployment: Deploy
         if len(origin.arrivals[receiver]) >= 12:
             break
         await asyncio.sleep(0.1)
-    assert len(origin.arrivals[receiver]) == 12  # each call replayed its caller's six
+    assert len(origin.arrivals[receiver]) >= 12  # each call replayed its caller's six
     settings = deployment.system.settings
     records = await read_topic(settings.kafka_bootstrap, settings.topic("commands"), settings.partitions)
-    sent = sorted(
-        r.timestamp for r in records if r.value and type(decode(r.value)).__name__ == "ReplayCallback"
-    )
+    ours = {job["job_id"] for job in jobs}
+    first_sent: dict[str, int] = {}
+    for record in sorted((r for r in records if r.value), key=lambda r: r.timestamp):
+        command = decode(record.value)
+        if type(command).__name__ == "ReplayCallback" and str(command.job_id) in ours:
+            first_sent.setdefault(str(command.job_id), record.timestamp)
+    sent = sorted(first_sent.values())
     assert len(sent) == 12
     # Twelve turns a quarter second apart, both calls together: a slow machine only spreads them more
     # (had each call kept its own pace, the two would have sent them all within about 1.25 s).
