@@ -128,7 +128,7 @@ class ReportRemoteAttempt(Record):
     job_type: str
     attempt_number: int
     lease_id: UUID
-    result: bytes | None = None
+    result_body: bytes | None = None
     failure_code: str | None = None
     failure_message: str = ""
     retryable: bool = False

@@ -129,3 +129,13 @@ class ExpiryReason(StrEnum):
     EXPIRED = "EXPIRED"
     BEYOND_HORIZON = "BEYOND_HORIZON"
     NOT_STARTED = "NOT_STARTED"
+
+
+class AnswerKind(StrEnum):
+    CREATED = "CREATED"
+    REUSED = "REUSED"
+    REJECTED = "REJECTED"
+    APPLIED = "APPLIED"
+    REFUSED = "REFUSED"
+    REPEATED = "REPEATED"
+    DEAD_INPUT = "DEAD_INPUT"

@@ -2,7 +2,8 @@
 
 Every schema is expanded to stand alone (named types inlined at first use), so its
 CRC-64-AVRO fingerprint matches what any Avro implementation computes from the `.avsc` files.
-Run `python -m schemas.registry --freeze` after a compatible schema change.
+Run `python -m schemas.registry --freeze` after a compatible schema change: it also writes
+`bundle/scrapestream.v1.avsc`, every type in one file in dependency order, for other languages' tools.
 """
 
 from __future__ import annotations
@@ -104,6 +105,53 @@ def frozen_fingerprints() -> set[bytes]:
     }
 
 
+def _references(node: Any, definitions: dict[str, AvroSchema]) -> set[str]:
+    """The names of `definitions` that `node` refers to."""
+    if isinstance(node, str):
+        return {node} if node in definitions else set()
+    if isinstance(node, list):
+        return set().union(*(_references(branch, definitions) for branch in node))
+    if not isinstance(node, dict):
+        return set()
+    found: set[str] = set()
+    for key in ("type", "items", "values"):
+        if key in node and not (key == "type" and node[key] in ("record", "enum", "fixed")):
+            found |= _references(node[key], definitions)
+    for field in node.get("fields", ()):
+        found |= _references(field["type"], definitions)
+    return found
+
+
+def bundle() -> list[AvroSchema]:
+    """Every named type once, each after the types it refers to: one Avro union any parser loads."""
+    definitions = _load_definitions()
+    ordered: list[AvroSchema] = []
+    placed: set[str] = set()
+
+    def place(name: str) -> None:
+        if name in placed:
+            return
+        placed.add(name)
+        for needed in sorted(_references(definitions[name], definitions)):
+            place(needed)
+        ordered.append(definitions[name])
+
+    for name in sorted(definitions):
+        place(name)
+    return ordered
+
+
+def bundle_path() -> Path:
+    return Path(str(resources.files("schemas") / "bundle" / f"{NAMESPACE}.avsc"))
+
+
+def write_bundle() -> Path:
+    path = bundle_path()
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(json.dumps(bundle(), indent=1) + "\n")
+    return path
+
+
 def freeze() -> list[Path]:
     """Write every current schema not yet in history; returns the files written."""
     history = _avsc_dir() / "history"
@@ -122,3 +170,4 @@ if __name__ == "__main__":
         sys.exit("usage: python -m schemas.registry --freeze")
     for written_path in freeze():
         sys.stdout.write(f"froze {written_path.name}\n")
+    sys.stdout.write(f"wrote {write_bundle()}\n")

@@ -1,8 +1,18 @@
-"""Records the lifecycle hands to the shell: due work, callbacks to deliver, dead input."""
+"""Records the lifecycle hands to the shell: due work, callbacks to deliver, answers, dead input."""
 
 from uuid import UUID
 
-from schemas.enums import ActorRole, CacheMode, CaptureMode, PolicyClass, RetentionClass, TransportPolicy
+from schemas.enums import (
+    ActorRole,
+    AnswerKind,
+    CacheMode,
+    CaptureMode,
+    JobStatus,
+    PolicyClass,
+    RejectionReason,
+    RetentionClass,
+    TransportPolicy,
+)
 from schemas.events import JobCompleted
 from schemas.records import Artifact, RenderOptions, Request
 from schemas.types import Instant, Money, Record
@@ -62,6 +72,20 @@ class DeadInput(Record):
     value: bytes
     reason: str
     received_at: Instant
+
+
+class SubmissionAnswer(Record):
+    answer: AnswerKind
+    source_partition: int
+    source_offset: int
+    correlation_id: str | None = None
+    command_id: UUID | None = None
+    command_type: str | None = None
+    job_id: UUID | None = None
+    job_status: JobStatus | None = None
+    rejection: RejectionReason | None = None
+    reason: str | None = None
+    answered_at: Instant
 
 
 class LeaseRevoked(Record):

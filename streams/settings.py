@@ -43,6 +43,7 @@ TOPIC_NAMES = (
     "completions",
     "outbox",
     "dead-input",
+    "answers",
     "cache",
     "snapshots",
     "references",

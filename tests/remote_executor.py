@@ -30,7 +30,7 @@ from fastavro.schema import fingerprint, load_schema, to_parsing_canonical_form
 MARKER = b"\xc3\x01"
 LABEL = b"scrapestream-command/2\n"
 BASE_REPORT = {
-    "result": None,
+    "result_body": None,
     "failure_code": None,
     "failure_message": "",
     "retryable": False,
@@ -127,7 +127,7 @@ class Executor:
         if kind == "big":
             async with (
                 aiohttp.ClientSession() as http,
-                http.put(work["upload_url"], data=outcome.pop("result")) as answer,
+                http.put(work["upload_url"], data=outcome.pop("result_body")) as answer,
             ):
                 print("uploaded", answer.status, work["upload_key"], flush=True)
             outcome["result_key"] = work["upload_key"]
@@ -138,9 +138,9 @@ class Executor:
         if kind == "fail":
             return {"failure_code": "SOURCE_GONE", "failure_message": "the source is gone"}
         if kind == "bad":
-            return {"result": single_object(fastavro.parse_schema(OTHER_SCHEMA), {"title": rest})}
+            return {"result_body": single_object(fastavro.parse_schema(OTHER_SCHEMA), {"title": rest})}
         title = "x" * int(rest) if kind == "big" else rest
-        return {"result": single_object(self.result_schema, {"title": title, "words": len(title)})}
+        return {"result_body": single_object(self.result_schema, {"title": title, "words": len(title)})}
 
 
 async def main() -> None:

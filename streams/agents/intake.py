@@ -1,6 +1,7 @@
 """Intake: public input on the submit topic becomes commands keyed by job id, or dead input.
 
-Any record, whatever it holds, becomes exactly one of the two: a failure to decode, to verify
+Any record, whatever it holds, becomes exactly one of the two (dead input with its answer, which
+a forwarded command gets once decided: `streams/answers.py`): a failure to decode, to verify
 or to translate it is the record's, and routes it to dead input with the reason. With auth on,
 a command must carry a valid signature for this topic and deployment, a command id and an expiry
 at most `MAX_COMMAND_VALIDITY` away, and who is asking (the submitter of a job, the actor of a
@@ -11,8 +12,10 @@ command's id or another principal's.
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import cast, get_args
 from uuid import UUID, uuid5
@@ -30,6 +33,7 @@ from schemas.commands import (
     SubmitJob,
 )
 from schemas.errors import CodecError, ScrapestreamError
+from streams.answers import AnswerAddress, dead_answer
 from streams.auth.principals import Principal, Principals
 from streams.auth.signing import Binding, claimed_principal, verify
 from streams.consumer import QuietStage, Record
@@ -65,26 +69,32 @@ class Intake(QuietStage):
     async def handle(self, records: Sequence[Record]) -> None:
         """Forward every usable record as one batch of commands; dead-letter the rest."""
         now = self._clock()
-        messages = [self._translate(record, now) for record in records]
+        messages = [message for record in records for message in self._translate(record, now)]
         await self._publisher.send_all(messages)
-        self._counters["intake.records"] += len(messages)
+        self._counters["intake.records"] += len(records)
 
-    def _translate(self, record: Record, now: datetime) -> Outgoing:
+    def _translate(self, record: Record, now: datetime) -> list[Outgoing]:
+        """The command a record holds, or its dead-input record and the answer that says so."""
+        address = AnswerAddress.of_record(record)
         try:
-            return self._command(record, now)
+            return [self._command(record, now, address)]
         except CodecError as exc:
             reason = f"undecodable: {exc}"
         except RefusedError as exc:
             reason = f"refused: {exc}"
         except Exception as exc:  # whatever a hostile record makes fail is that record's fault
             reason = f"unusable: {type(exc).__name__}: {exc}"
-        return self._dead.record(
-            record.topic, record.partition, record.offset, record.key, record.value, reason
-        )
+        with contextlib.suppress(CodecError):
+            address = address.naming(decode_as(record.value or b"", *PUBLIC_COMMANDS))
+        return [
+            self._dead.of(record, reason),
+            dead_answer(self._settings.topic("answers"), address, reason, now),
+        ]
 
-    def _command(self, record: Record, now: datetime) -> Outgoing:
+    def _command(self, record: Record, now: datetime, address: AnswerAddress) -> Outgoing:
         value = record.value or b""
         command = cast(PublicCommand, decode_as(value, *PUBLIC_COMMANDS))
+        address = address.naming(command)
         if self._principals is not None:
             binding = Binding(self._settings.deployment_id, record.topic)
             signer = verify(self._principals, record.headers, value, binding)
@@ -105,7 +115,8 @@ class Intake(QuietStage):
         command = command.model_copy(update={"command_id": public_command_id(sender, given)})
         # Keyed by the job of the command as forwarded: the one the lifecycle decides.
         job_id = submission_identity(command)[0] if isinstance(command, SubmitJob) else command.job_id
-        return outgoing(self._settings.topic("commands"), job_id, command, at=now)
+        forwarded = outgoing(self._settings.topic("commands"), job_id, command, at=now)
+        return replace(forwarded, headers=(address.header(),))
 
 
 def _validity_problem(command: PublicCommand, now: datetime) -> str | None:

@@ -31,6 +31,7 @@ from aiokafka import ConsumerRecord, TopicPartition
 
 from projections.artifacts import reference_key
 from projections.jobstore import JobStore, decode_event
+from projections.lifecycle.answers import decision_of
 from projections.lifecycle.consequences import consequences_of
 from projections.lifecycle.decide import decide, lease_refusal
 from projections.lifecycle.emit import command_id_of
@@ -55,6 +56,7 @@ from schemas.errors import CodecError
 from schemas.events import AuditRecorded, Event, JobAccepted, JobRejected, SubmissionReused
 from schemas.work import DueWork
 from streams.agents.remote import RemoteResults
+from streams.answers import AnswerAddress, answer, dead_answer
 from streams.broker.compat import BrokerProfile, LogGapError, end_offsets, records_between
 from streams.consumer import PartitionControl, QuietStage, Record
 from streams.deadinput import DeadLetters
@@ -86,6 +88,7 @@ class Incoming:
     command: Command
     at: datetime
     record: Record | None = None
+    answer_to: AnswerAddress | None = None  # a command from the submit topic: its producer's answer
 
 
 class Lifecycle(QuietStage):
@@ -190,23 +193,33 @@ class Lifecycle(QuietStage):
             waiting.set_result(decided)
 
     async def handle(self, records: Sequence[Record]) -> None:
-        incoming, dead = [], []
+        incoming: list[Incoming] = []
+        dead: list[Outgoing] = []
         for record in records:
             if record.partition not in self._owned:
                 continue  # revoked while queued: the new owner handles it
             try:
                 command = cast(Command | ReportRemoteAttempt, decode_as(record.value or b"", *RECEIVED_TYPES))
             except CodecError as exc:
-                dead.append(self._dead.of(record, f"undecodable command: {exc}"))
+                dead += self._dead_input(record, f"undecodable command: {exc}")
                 continue
             if isinstance(command, ReportRemoteAttempt):
                 reported = await self._remote_report(command)
                 if isinstance(reported, str):
-                    dead.append(self._dead.of(record, reported))
+                    dead += self._dead_input(record, reported)
                     continue
                 command = reported
-            incoming.append(Incoming(record.partition, command, self._record_time(record), record))
+            at = self._record_time(record)
+            incoming.append(Incoming(record.partition, command, at, record, AnswerAddress.of_command(record)))
         await self.handle_batch(incoming, dead)
+
+    def _dead_input(self, record: Record, reason: str) -> list[Outgoing]:
+        """A command nobody can decide, and its producer's answer when it came from the submit topic."""
+        address = AnswerAddress.of_command(record)
+        dead = [self._dead.of(record, reason)]
+        if address is not None:
+            dead.append(dead_answer(self._settings.topic("answers"), address, reason, self._clock()))
+        return dead
 
     async def _remote_report(self, report: ReportRemoteAttempt) -> Command | str:
         """A remote executor's start, renewal or outcome as the command it stands for (an outcome
@@ -237,11 +250,6 @@ class Lifecycle(QuietStage):
             return self._clock()
         return datetime.fromtimestamp(record.timestamp / 1000, UTC)
 
-    def _dead_record(self, record: Record, reason: str) -> Outgoing:
-        return self._dead.record(
-            record.topic, record.partition, record.offset, record.key, record.value, reason
-        )
-
     async def handle_batch(self, commands: Sequence[Incoming], dead: Sequence[Outgoing] = ()) -> list[Event]:
         """Handle commands in order; one publish round per step for the whole batch."""
         decided: dict[int, list[Event]] = defaultdict(list)
@@ -254,7 +262,7 @@ class Lifecycle(QuietStage):
             except Exception as exc:  # a command the rules cannot take: dead input, not a wedge
                 if item.record is None:
                     raise
-                published.append(self._dead.of(item.record, f"{type(exc).__name__}: {exc}"))
+                published += self._dead_input(item.record, f"{type(exc).__name__}: {exc}")
                 continue
             decided[item.partition] += events
             published += consequences
@@ -316,12 +324,27 @@ class Lifecycle(QuietStage):
         refused = refusal_of(state, item.command, item.at)
         if refused is not None:  # the job stays as it is; the actor's audit stream records why
             self._answer(command_id_of(item.command), refused)
-            return [], [outgoing(self._settings.topic("commands"), refused.job_id, refused, at=item.at)]
+            audited = outgoing(self._settings.topic("commands"), refused.job_id, refused, at=item.at)
+            return [], [audited, *self._answered(item, job_id, state, state, [], refused)]
         events = decide(state, item.command, item.at, self._current_policy())
         after = replay(events, state)
         consequences = self._consequences(after, events, state) if events else []
         states[job_id] = after
-        return events, consequences
+        return events, [*consequences, *self._answered(item, job_id, state, after, events, None)]
+
+    def _answered(
+        self,
+        item: Incoming,
+        job_id: UUID,
+        before: State,
+        after: State,
+        events: list[Event],
+        refused: RecordAudit | None,
+    ) -> list[Outgoing]:
+        if item.answer_to is None:
+            return []
+        decided = decision_of(job_id, item.command, before, after, events, refused)
+        return [answer(self._settings.topic("answers"), item.answer_to, decided, item.at)]
 
     def _may_write(self, partition: int) -> bool:
         """Only the owner appends: a partition revoked since its commands were taken is left alone."""

@@ -92,8 +92,8 @@ class RemoteResults:
     def _result_bytes(self, report: ReportRemoteAttempt) -> bytes | None:
         """The result in the record, or the one uploaded for this attempt (never both)."""
         if report.result_key is None:
-            return report.result
-        if report.result is not None or self.uploads is None:
+            return report.result_body
+        if report.result_body is not None or self.uploads is None:
             raise ResultMismatchError("a report carries its result or a result_key of an upload, not both")
         return self.uploads.taken(report.job_id, report.lease_id, report.result_key)
 

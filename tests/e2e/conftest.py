@@ -309,6 +309,7 @@ class System:
     events: Observer
     completions: Observer
     dead_input: Observer
+    answers: Observer
 
     async def submit(self, url: str, **fields: Any) -> UUID:
         fields.setdefault("deadline_at", utc_now() + timedelta(minutes=5))
@@ -325,10 +326,10 @@ class System:
 
 @contextlib.asynccontextmanager
 async def observed_system(settings: Settings, worker: Worker | None = None) -> AsyncIterator[System]:
-    """A client and observers of events, completions and dead input; the worker may run elsewhere."""
+    """A client and observers of events, completions, dead input and answers; the worker may run elsewhere."""
     observers = [
         await Observer(settings.kafka_bootstrap, settings.topic(name)).start()
-        for name in ("events", "completions", "dead-input")
+        for name in ("events", "completions", "dead-input", "answers")
     ]
     client = Client(settings.kafka_bootstrap, profile(settings.kafka_bootstrap), settings.topic_prefix)
     await client.__aenter__()

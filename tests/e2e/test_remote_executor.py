@@ -190,7 +190,7 @@ async def test_stale_remote_reports_store_nothing_and_leave_a_bounded_trace(brok
                 job_type="test.remote",
                 attempt_number=1 + number % 3,
                 lease_id=uuid4(),
-                result=result,
+                result_body=result,
                 expires_at=utc_now() + timedelta(minutes=5),
             )
             message = outgoing(settings.topic("submit"), str(job_id), report)

@@ -121,7 +121,7 @@ async def test_a_result_that_fails_its_schema_never_reaches_the_persist_step():
     job = lifecycle.job
     for result in (bad, GOOD + b"\x00", None):
         report = ReportRemoteAttempt(
-            job_id=job.job_id, job_type="test.remote", attempt_number=1, lease_id=uuid4(), result=result
+            job_id=job.job_id, job_type="test.remote", attempt_number=1, lease_id=uuid4(), result_body=result
         )
         attempt = await results.attempt(report, job)
         assert attempt.failure is not None

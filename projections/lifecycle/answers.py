@@ -1,0 +1,64 @@
+"""What a command on the submit topic is answered: how it was decided, from what deciding it did.
+
+A submission is created, reused or rejected by its first event; a mutation is applied (it
+appended events) or refused (its actor's audit stream records why); a command whose id the
+job has decided before is repeated, whatever it holds, and is answered with where the job stands.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from uuid import UUID
+
+from projections.lifecycle.emit import command_id_of
+from projections.lifecycle.state import State, accepted_job
+from schemas.commands import Command, RecordAudit
+from schemas.enums import AnswerKind, JobStatus, RejectionReason
+from schemas.events import Event, JobAccepted, JobRejected, SubmissionReused
+
+
+@dataclass(frozen=True)
+class Decision:
+    """An answer's substance; where it goes and whom it names are the shell's."""
+
+    answer: AnswerKind
+    job_id: UUID
+    job_status: JobStatus | None = None
+    rejection: RejectionReason | None = None
+    reason: str | None = None
+
+
+def decision_of(
+    job_id: UUID,
+    command: Command,
+    before: State,
+    after: State,
+    events: Sequence[Event],
+    refused: RecordAudit | None,
+) -> Decision:
+    """How `command` on job `job_id` was decided, given the job's state before and after and the
+    events it made (or the audit record of its refusal)."""
+    if refused is not None:
+        return Decision(AnswerKind.REFUSED, job_id, _status(before), reason=refused.detail)
+    status = _status(after)
+    command_id = command_id_of(command)
+    for event in events:
+        if event.command_id != command_id:
+            continue
+        if isinstance(event, JobAccepted):
+            return Decision(AnswerKind.CREATED, job_id, status)
+        if isinstance(event, SubmissionReused):
+            return Decision(AnswerKind.REUSED, job_id, status)
+        if isinstance(event, JobRejected):
+            return Decision(AnswerKind.REJECTED, job_id, rejection=event.reason, reason=event.detail)
+    if events:
+        return Decision(AnswerKind.APPLIED, job_id, status)
+    if before is not None and command_id in before.recent_command_ids:
+        return Decision(AnswerKind.REPEATED, job_id, status, reason="this command_id was decided before")
+    return Decision(AnswerKind.APPLIED, job_id, status, reason="it changed nothing")
+
+
+def _status(state: State) -> JobStatus | None:
+    job = accepted_job(state)
+    return None if job is None else job.status
