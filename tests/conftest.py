@@ -31,6 +31,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         kinds = ["tansu", "kafka"] if chosen == "both" else [chosen]
         if metafunc.definition.get_closest_marker("one_broker"):
             kinds = kinds[:1]
+        if metafunc.definition.get_closest_marker("kafka_only"):
+            kinds = [kind for kind in kinds if kind == "kafka"]
         # Under xdist (`-n 2 --dist loadgroup`) every test of one broker runs in one process, so each
         # process starts only its own broker, once.
         params = [pytest.param(kind, marks=pytest.mark.xdist_group(kind)) for kind in kinds]

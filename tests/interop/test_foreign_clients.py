@@ -1,0 +1,140 @@
+"""Other teams' own clients (Java: kafka-clients and Avro; Python: confluent-kafka and fastavro) use
+the Kafka contract with auth on: they submit signed, match every answer, read their completion with
+`read_committed` and fetch its artifact from the API, with no scrapestream code (checked)."""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+
+import pytest
+import pytest_asyncio
+
+from schemas.registry import bundle_path
+from tests.brokers import ROOT, kafka_or_skip
+from tests.e2e.conftest import System, running_system, worker_settings
+from tests.principals import ISSUED, PRINCIPALS
+
+INTEROP = ROOT / "tests" / "interop"
+JAVA_POM = INTEROP / "java" / "pom.xml"
+OUR_PACKAGES = {"streams", "schemas", "projections", "tests"}
+
+
+@pytest.fixture(scope="session")
+def java_client() -> list[str]:
+    """The Java client built by Maven, as its team would (classes generated from the bundle)."""
+    kafka_or_skip()
+    subprocess.run(["mvn", "-q", "-B", "-f", str(JAVA_POM), "package"], check=True, timeout=900)
+    target = JAVA_POM.parent / "target"
+    classpath = f"{target / 'classes'}:{(target / 'classpath.txt').read_text().strip()}"
+    return ["java", "-cp", classpath, "interop.Interop"]
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def deployment(broker, tmp_path_factory) -> AsyncIterator[System]:
+    settings = worker_settings(
+        broker.bootstrap,
+        tmp_path_factory.mktemp("interop"),
+        auth_enabled=True,
+        principals=PRINCIPALS,
+        deployment_id="interop-tests",
+        peer_secret="the-peer-secret-of-the-interop-tests-0123456789",
+    )
+    async with running_system(settings) as system:
+        yield system
+
+
+def client_env(system: System, origin, name: str) -> dict[str, str]:
+    assert system.worker is not None
+    return os.environ | {
+        "BOOTSTRAP": system.settings.kafka_bootstrap,
+        "TOPIC_PREFIX": system.settings.topic_prefix,
+        "DEPLOYMENT": system.settings.deployment_id,
+        "PRINCIPAL": "svc-a",
+        "SIGNING_KEY": ISSUED["svc-a"].signing_key,
+        "API_URL": f"http://127.0.0.1:{system.worker.web_port}",
+        "API_TOKEN": ISSUED["svc-a"].token,
+        "PAGE_URL": origin.url(f"/page/{name}"),
+        "OTHER_URL": origin.url(f"/page/{name}-other"),
+        "BUNDLE": str(bundle_path()),
+    }
+
+
+async def run_client(command: list[str], env: dict[str, str]) -> dict[str, dict]:
+    process = await asyncio.create_subprocess_exec(
+        *command, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    out, err = await asyncio.wait_for(process.communicate(), 300)
+    assert process.returncode == 0, err.decode()[-4000:]
+    seen = [json.loads(line) for line in out.decode().splitlines() if line.startswith("{")]
+    return {case["case"]: case for case in seen}
+
+
+def assert_answered_and_completed(seen: dict[str, dict], prefix: str) -> None:
+    assert {case: seen[case]["answer"] for case in seen if case != "completion"} == {
+        "created": "CREATED",
+        "repeated": "REPEATED",
+        "reused_key": "REJECTED",
+        "undecodable": "DEAD_INPUT",
+        "unsigned": "DEAD_INPUT",
+    }
+    for case in ("created", "repeated", "reused_key", "undecodable", "unsigned"):
+        assert seen[case]["correlation_id"] == f"{prefix}-{case}"
+    created, completion = seen["created"], seen["completion"]
+    assert created["command_id"] == completion["command_id"]
+    assert seen["repeated"]["job_id"] == created["job_id"] == completion["job_id"]
+    assert seen["reused_key"]["rejection"] == "IDEMPOTENCY_KEY_REUSED"
+    assert "unsigned" in seen["unsigned"]["reason"]
+    assert "undecodable" in seen["undecodable"]["reason"]
+    assert completion["status"] == "SUCCEEDED"
+    assert completion["artifacts"] >= 1
+    assert completion["artifact_sha256_matches"] is True
+
+
+@pytest.mark.asyncio(loop_scope="module")
+@pytest.mark.kafka_only
+async def test_a_java_team_submits_matches_answers_and_fetches_its_artifact(deployment, origin, java_client):
+    seen = await run_client([*java_client, "client"], client_env(deployment, origin, "java"))
+    assert_answered_and_completed(seen, "java")
+
+
+@pytest.mark.asyncio(loop_scope="module")
+@pytest.mark.kafka_only
+async def test_a_python_team_with_confluent_kafka_and_fastavro_does_the_same(deployment, origin):
+    client = [sys.executable, str(INTEROP / "python_client.py")]
+    seen = await run_client(client, client_env(deployment, origin, "python"))
+    assert_answered_and_completed(seen, "python")
+
+
+def test_the_java_classes_generated_from_the_bundle_read_every_golden_record(java_client):
+    history = ROOT / "schemas" / "avsc" / "history"
+    done = subprocess.run(
+        [*java_client, "roundtrip", str(ROOT / "tests" / "golden"), str(history)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    counts = json.loads(done.stdout)
+    lines = sum(len(path.read_text().splitlines()) for path in (ROOT / "tests" / "golden").glob("*.jsonl"))
+    assert counts["decoded"] == lines
+    assert counts["rewritten"] > 0
+
+
+@pytest.mark.parametrize("client", ["python_client.py", "../remote_executor.py"])
+def test_the_foreign_clients_import_no_scrapestream_code(client):
+    tree = ast.parse((INTEROP / client).read_text())
+    imported = {
+        (node.module or "").split(".")[0] if isinstance(node, ast.ImportFrom) else alias.name.split(".")[0]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        for alias in node.names
+    }
+    assert not imported & OUR_PACKAGES
+    java = (INTEROP / "java" / "src").rglob("*.java")
+    assert all("streams." not in path.read_text() for path in java)
