@@ -8,9 +8,9 @@ A reader resolves old writer versions (from `avsc/history/`) to the current reco
 from __future__ import annotations
 
 import io
+import json
 import struct
 from collections import OrderedDict
-from collections.abc import Mapping
 from typing import Any, TypeVar, cast
 
 import fastavro
@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from schemas import binary, commands, events, records, work
 from schemas.errors import CodecError, TruncatedRecordError, UnknownSchemaError
-from schemas.registry import KnownSchema, current_schemas, writer_schemas
+from schemas.registry import KnownSchema, current_schemas, known_schema, writer_schemas
 from schemas.types import Record
 
 SINGLE_OBJECT_MARKER = b"\xc3\x01"
@@ -41,6 +41,7 @@ _PASSED_ON = frozenset(
     }
 )
 _RECENT: OrderedDict[bytes, Record] = OrderedDict()
+_REGISTRY_WRITERS: dict[int, KnownSchema] = {}
 
 
 def _record_classes() -> dict[str, type[Record]]:
@@ -115,7 +116,8 @@ def encode(record: Record) -> bytes:
 
 
 def decode(data: bytes) -> Record:
-    """Decode single-object-encoded bytes written with any known version of any record."""
+    """Decode bytes written with any known version of any record: single-object encoded, or in the
+    Confluent framing with a registry id learnt (`learn_registry_schema`)."""
     known = _RECENT.get(data)
     if known is not None:
         return known
@@ -133,12 +135,17 @@ def _remember(data: bytes, record: Record) -> None:
 
 
 def _decode(data: bytes) -> Record:
+    if data[:1] == CONFLUENT_MAGIC:
+        return _decode_confluent(data)
     if len(data) < _SINGLE_OBJECT_HEADER:
         if not SINGLE_OBJECT_MARKER.startswith(data[:2]):
-            raise CodecError("not Avro single-object encoding (no C3 01 marker)")
+            raise CodecError("neither Avro single-object encoding (C3 01) nor Confluent framing (00)")
         raise TruncatedRecordError(f"{len(data)} bytes is shorter than the 10-byte header")
     if data[:2] != SINGLE_OBJECT_MARKER:
-        raise CodecError(f"not Avro single-object encoding: starts with {data[:2].hex()}")
+        raise CodecError(
+            "neither Avro single-object encoding (C3 01) nor Confluent framing (00): "
+            f"starts with {data[:2].hex()}"
+        )
     fingerprint = data[2:_SINGLE_OBJECT_HEADER]
     writer = writer_schemas().get(fingerprint)
     if writer is None:
@@ -155,28 +162,46 @@ def decode_as(data: bytes, *wanted: type[R]) -> R:
     return record
 
 
-class ConfluentFraming:
-    """Confluent Schema Registry wire format, given the ids the registry assigned."""
+def learn_registry_schema(schema_id: int, schema_text: str) -> KnownSchema:
+    """Remember the writer schema a schema registry keeps under `schema_id` (its record's name must be
+    one this reader knows, to resolve to); Confluent-framed bytes naming that id then decode."""
+    try:
+        standalone = json.loads(schema_text)
+        name = str(standalone["name"]).rsplit(".", 1)[-1]
+        writer = known_schema(name, standalone)
+    except Exception as exc:  # whatever a registry hands back that is no Avro record schema
+        raise UnknownSchemaError(
+            f"registry schema {schema_id} is no usable Avro record schema: {exc}"
+        ) from exc
+    if name not in current_schemas():
+        raise UnknownSchemaError(f"registry schema {schema_id} is a {name[:64]!r}, no scrapestream.v1 record")
+    _REGISTRY_WRITERS[schema_id] = writer
+    return writer
 
-    def __init__(self, schema_ids: Mapping[str, int], writers_by_id: Mapping[int, bytes]) -> None:
-        self._schema_ids = dict(schema_ids)
-        self._writers_by_id = dict(writers_by_id)
 
-    def encode(self, record: Record) -> bytes:
-        name = type(record).__name__
-        schema_id = self._schema_ids.get(name)
-        if schema_id is None:
-            raise UnknownSchemaError(f"no registry id for {name}")
-        return _write(record, CONFLUENT_MAGIC + struct.pack(">I", schema_id))
+def registry_id(data: bytes) -> int | None:
+    """The schema registry id Confluent-framed bytes name, or None for any other bytes."""
+    if len(data) < _CONFLUENT_HEADER or data[:1] != CONFLUENT_MAGIC:
+        return None
+    return int(struct.unpack(">I", data[1:_CONFLUENT_HEADER])[0])
 
-    def decode(self, data: bytes) -> Record:
-        if len(data) < _CONFLUENT_HEADER:
-            raise TruncatedRecordError(f"{len(data)} bytes is shorter than the 5-byte header")
-        if data[:1] != CONFLUENT_MAGIC:
-            raise CodecError(f"not Confluent framing: magic byte {data[:1].hex()}")
-        (schema_id,) = struct.unpack(">I", data[1:_CONFLUENT_HEADER])
-        fingerprint = self._writers_by_id.get(schema_id)
-        writer = writer_schemas().get(fingerprint) if fingerprint else None
-        if writer is None:
-            raise UnknownSchemaError(f"unknown registry schema id {schema_id}")
-        return _read_body(writer, data[_CONFLUENT_HEADER:])
+
+def known_registry_id(schema_id: int) -> bool:
+    return schema_id in _REGISTRY_WRITERS
+
+
+def as_confluent(data: bytes, schema_id: int) -> bytes:
+    """Single-object-encoded bytes in the Confluent framing: the same Avro body behind another header."""
+    if data[:2] != SINGLE_OBJECT_MARKER:
+        raise CodecError(f"not Avro single-object encoding: starts with {data[:2].hex()}")
+    return CONFLUENT_MAGIC + struct.pack(">I", schema_id) + data[_SINGLE_OBJECT_HEADER:]
+
+
+def _decode_confluent(data: bytes) -> Record:
+    if len(data) < _CONFLUENT_HEADER:
+        raise TruncatedRecordError(f"{len(data)} bytes is shorter than the 5-byte Confluent header")
+    (schema_id,) = struct.unpack(">I", data[1:_CONFLUENT_HEADER])
+    writer = _REGISTRY_WRITERS.get(schema_id)
+    if writer is None:
+        raise UnknownSchemaError(f"unknown registry schema id {schema_id}")
+    return _read_body(writer, data[_CONFLUENT_HEADER:])

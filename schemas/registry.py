@@ -70,7 +70,7 @@ def _expand(node: Any, definitions: dict[str, AvroSchema], seen: set[str]) -> An
     return node
 
 
-def _known(name: str, standalone: AvroSchema) -> KnownSchema:
+def known_schema(name: str, standalone: AvroSchema) -> KnownSchema:
     parsed = cast(AvroSchema, fastavro.parse_schema(standalone))
     crc = fingerprint(to_parsing_canonical_form(parsed), "CRC-64-AVRO")
     return KnownSchema(name, parsed, bytes.fromhex(crc), standalone)
@@ -81,7 +81,7 @@ def current_schemas() -> dict[str, KnownSchema]:
     """Current schema of every record, by short name (e.g. `SubmitJob`)."""
     definitions = _load_definitions()
     return {
-        schema["name"]: _known(schema["name"], _expand(schema, definitions, set()))
+        schema["name"]: known_schema(schema["name"], _expand(schema, definitions, set()))
         for schema in definitions.values()
         if schema["type"] == "record"
     }
@@ -92,7 +92,7 @@ def writer_schemas() -> dict[bytes, KnownSchema]:
     """Every schema version ever frozen, plus the current ones, by fingerprint."""
     known = {schema.fingerprint: schema for schema in current_schemas().values()}
     for path in sorted((_avsc_dir() / "history").glob("*.avsc")):
-        frozen = _known(path.name.split(".")[0], json.loads(path.read_text()))
+        frozen = known_schema(path.name.split(".")[0], json.loads(path.read_text()))
         known.setdefault(frozen.fingerprint, frozen)
     return known
 
@@ -100,7 +100,7 @@ def writer_schemas() -> dict[bytes, KnownSchema]:
 def frozen_fingerprints() -> set[bytes]:
     """Fingerprints stored in `avsc/history/`, read from the files' contents."""
     return {
-        _known("", json.loads(path.read_text())).fingerprint
+        known_schema("", json.loads(path.read_text())).fingerprint
         for path in (_avsc_dir() / "history").glob("*.avsc")
     }
 

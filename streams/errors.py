@@ -2,6 +2,7 @@
 
 BrokerError   a broker could not be started, reached, or used as configured
 UsageError    a setting or an argument the command cannot work with; the CLI exits 2 for it
+RegistryUnavailableError  the schema registry did not answer: its reader waits and tries again
 """
 
 from schemas.errors import ScrapestreamError
@@ -13,3 +14,7 @@ class BrokerError(ScrapestreamError):
 
 class UsageError(ScrapestreamError):
     """A setting or an argument the command cannot work with; the message names it and the fix."""
+
+
+class RegistryUnavailableError(ScrapestreamError):
+    """The schema registry did not answer: whoever needs it waits and tries again."""

@@ -15,7 +15,7 @@ from aiokafka.errors import (
 )
 
 from projections.storage.base import StoreError
-from streams.errors import BrokerError
+from streams.errors import BrokerError, RegistryUnavailableError
 
 _INPUT_KAFKA_ERRORS = (MessageSizeTooLargeError, RecordTooLargeError, RecordListTooLargeError)
 
@@ -26,6 +26,8 @@ def waiting_for(exc: BaseException) -> str | None:
         return None
     if isinstance(exc, KafkaError | BrokerError):
         return "Kafka"
+    if isinstance(exc, RegistryUnavailableError):
+        return "the schema registry"
     if isinstance(exc, StoreError):
         return "the local store"
     if isinstance(exc, OSError | TimeoutError):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
@@ -80,6 +80,20 @@ def outgoing(
     return Outgoing(topic, raw_key, encode(record), partition, timestamp_ms)
 
 
+def _append(batch: Any, message: Outgoing, topic: str) -> None:
+    if message.headers:
+        appended = batch.append(
+            key=message.key,
+            value=message.payload,
+            timestamp=message.timestamp_ms,
+            headers=list(message.headers),
+        )
+    else:
+        appended = batch.append(key=message.key, value=message.payload, timestamp=message.timestamp_ms)
+    if appended is None:  # a full batch drops the record: never silently
+        raise MessageSizeTooLargeError(f"a batch for {topic} could not take its record")
+
+
 class Sink(Protocol):
     """Where agents send records; `Publisher` is the Kafka implementation."""
 
@@ -92,6 +106,8 @@ class Publisher:
         self._counters: Counter[str] = Counter() if counters is None else counters
         self._idempotent = profile.enable_idempotence
         self._producer = new_producer(bootstrap, profile, partitioner=_PARTITIONER)
+        # With a schema registry: what consumers read, in its framing (`streams/schema_registry.py`).
+        self.framing: Callable[[Sequence[Outgoing]], Sequence[Outgoing]] | None = None
 
     async def start(self) -> None:
         try:
@@ -140,6 +156,8 @@ class Publisher:
 
     async def send_all(self, messages: Sequence[Outgoing]) -> list[Written]:
         """Send in order per partition; returns where each message landed, once all are acknowledged."""
+        if self.framing is not None:
+            messages = self.framing(messages)
         groups: dict[tuple[str, int], list[int]] = defaultdict(list)
         counts = {topic: await self.partitions(topic) for topic in {m.topic for m in messages}}
         for index, message in enumerate(messages):
@@ -154,20 +172,7 @@ class Publisher:
             for members in self._fitting_runs(messages, indexes):
                 batch = producer.create_batch()
                 for index in members:
-                    message = messages[index]
-                    if message.headers:
-                        appended = batch.append(
-                            key=message.key,
-                            value=message.payload,
-                            timestamp=message.timestamp_ms,
-                            headers=list(message.headers),
-                        )
-                    else:
-                        appended = batch.append(
-                            key=message.key, value=message.payload, timestamp=message.timestamp_ms
-                        )
-                    if appended is None:  # a full batch drops the record: never silently
-                        raise MessageSizeTooLargeError(f"a batch for {topic} could not take its record")
+                    _append(batch, messages[index], topic)
                 future = await producer.send_batch(batch, topic, partition=partition)
                 pending.append((future, topic, partition, members))
                 self._counters[f"produced.batches.{topic}"] += 1

@@ -257,6 +257,10 @@ class Settings(BaseSettings):
     s3_secret_access_key: SecretStr | None = None
     s3_create_bucket: bool = False
 
+    schema_registry_url: str | None = Field(default=None, pattern=r"^https?://\S+$")
+    schema_registry_basic_auth: SecretStr | None = None
+    schema_registry_timeout_s: float = Field(default=10.0, gt=0, le=120)
+
     maintenance_interval_s: float = Field(default=60.0, gt=0)
     maintenance_batch: int = Field(default=1_000, ge=1, le=100_000)
     history_retention_days: float = Field(default=30.0, ge=0)

@@ -40,6 +40,7 @@ from streams.ledger import LedgerReader
 from streams.metrics import Metrics, ScrapeTimeGauges
 from streams.publisher import Publisher
 from streams.routing import Routing, RoutingAssignor
+from streams.schema_registry import SchemaRegistry, register_contract
 from streams.settings import Settings
 from streams.snapshots import Snapshots
 from streams.topics import ensure_topics
@@ -115,6 +116,10 @@ class Worker:
         publisher = self.publisher = Publisher(settings.kafka_bootstrap, self.profile, self.counters)
         await publisher.start()
         stack.push_async_callback(publisher.stop)
+        registry = SchemaRegistry.of(settings)
+        if registry is not None:
+            stack.push_async_callback(registry.close)
+            publisher.framing = (await register_contract(settings, registry)).applied
         dead = DeadLetters(settings, publisher, self.counters)
         ledger = self.ledger = await self._ledger(publisher)
         snapshots = self.snapshots = Snapshots(
@@ -141,7 +146,7 @@ class Worker:
             disabled=lambda: table.disabled,
             remote=RemoteResults(self.job_types, artifacts, utc_now, uploads),
         )
-        intake = Intake(settings, publisher, dead, self.counters, utc_now, principals)
+        intake = Intake(settings, publisher, dead, self.counters, utc_now, principals, registry)
         stages: list[Stage] = [intake, lifecycle]
         if settings.executor_concurrency > 0:
             self.executor = self._executor(

@@ -14,6 +14,8 @@ from moto.server import ThreadedMotoServer
 from streams.broker.embedded import EmbeddedBroker, free_loopback_port
 from streams.broker.kafka import KAFKA_VERSION, KafkaCluster, fetch_kafka
 from tests.brokers import POM, TestBroker, kafka_or_skip, register
+from tests.registry import VERSION as REGISTRY_VERSION
+from tests.registry import running_registry
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -139,3 +141,12 @@ def s3() -> Iterator[S3Server]:
         yield S3Server(f"http://127.0.0.1:{port}")
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def schema_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real schema registry speaking Confluent's REST API (Apicurio, fetched once by Maven): its URL."""
+    kafka_or_skip()  # the same Java and Maven
+    with running_registry(tmp_path_factory.mktemp("registry") / "registry.log") as url:
+        STARTED.append(f"schema registry: Apicurio {REGISTRY_VERSION} at {url}")
+        yield url

@@ -39,6 +39,7 @@ from streams.auth.signing import Binding, claimed_principal, verify
 from streams.consumer import QuietStage, Record
 from streams.deadinput import DeadLetters
 from streams.publisher import Outgoing, Sink, outgoing
+from streams.schema_registry import SchemaRegistry
 from streams.settings import Settings
 
 INTAKE_NAMESPACE = UUID("3a0c5a51-96e4-5b8e-8f0e-2f4a3d1f7c90")
@@ -57,8 +58,10 @@ class Intake(QuietStage):
         counters: Counter[str],
         clock: Callable[[], datetime],
         principals: Principals | None = None,
+        registry: SchemaRegistry | None = None,
     ) -> None:
         self._settings = settings
+        self._registry = registry
         self._principals = principals
         self._publisher = publisher
         self._dead = dead_letters
@@ -69,6 +72,8 @@ class Intake(QuietStage):
     async def handle(self, records: Sequence[Record]) -> None:
         """Forward every usable record as one batch of commands; dead-letter the rest."""
         now = self._clock()
+        if self._registry is not None:  # submissions in the Confluent framing name their writer by id
+            await self._registry.learn(record.value for record in records)
         messages = [message for record in records for message in self._translate(record, now)]
         await self._publisher.send_all(messages)
         self._counters["intake.records"] += len(records)

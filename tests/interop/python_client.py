@@ -66,7 +66,7 @@ class RegistryFraming:
         client = SchemaRegistryClient({"url": url})
         submit = json.dumps(contract.schemas["SubmitJob"])
         self._serializer = AvroSerializer(
-            client, submit, conf={"auto.register.schemas": False, "use.latest.version": False}
+            client, submit, conf={"auto.register.schemas": False, "use.latest.version": True}
         )
         self._deserializer = AvroDeserializer(client)
         self._topics = topics

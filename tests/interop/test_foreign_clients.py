@@ -138,3 +138,32 @@ def test_the_foreign_clients_import_no_scrapestream_code(client):
     assert not imported & OUR_PACKAGES
     java = (INTEROP / "java" / "src").rglob("*.java")
     assert all("streams." not in path.read_text() for path in java)
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def registry_deployment(broker, schema_registry, tmp_path_factory) -> AsyncIterator[System]:
+    settings = worker_settings(
+        broker.bootstrap,
+        tmp_path_factory.mktemp("interop-registry"),
+        auth_enabled=True,
+        principals=PRINCIPALS,
+        deployment_id="interop-registry-tests",
+        peer_secret="the-peer-secret-of-the-interop-tests-0123456789",
+        schema_registry_url=schema_registry,
+    )
+    async with running_system(settings) as system:
+        yield system
+
+
+@pytest.mark.asyncio(loop_scope="module")
+@pytest.mark.kafka_only
+async def test_a_team_with_schema_registry_serializers_submits_and_reads_in_the_confluent_framing(
+    registry_deployment, origin, schema_registry
+):
+    client = [sys.executable, str(INTEROP / "python_client.py")]
+    env = client_env(registry_deployment, origin, "registry") | {"REGISTRY_URL": schema_registry}
+    seen = await run_client(client, env)
+    assert_answered_and_completed(seen, "python")
+    completions = registry_deployment.completions.raw
+    assert completions
+    assert all(record.value[:1] == b"\x00" for record in completions)

@@ -1,4 +1,5 @@
 import contextlib
+import io
 import json
 from pathlib import Path
 
@@ -7,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from schemas.codec import RECORD_CLASSES, ConfluentFraming, decode, encode
+from schemas.codec import RECORD_CLASSES, as_confluent, decode, encode, learn_registry_schema
 from schemas.errors import CodecError, TruncatedRecordError, UnknownSchemaError
-from schemas.registry import bundle, bundle_path, current_schemas
+from schemas.registry import bundle, bundle_path, current_schemas, known_schema
 from tests.strategies import records
 
 GOLDEN_FILES = sorted((Path(__file__).parent.parent / "golden").glob("records-v*.jsonl"))
@@ -24,14 +25,37 @@ def test_every_record_round_trips_in_single_object_encoding(record):
     assert decode(data) == record
 
 
+REGISTRY_IDS = {name: 1000 + index for index, name in enumerate(sorted(current_schemas()))}
+
+
 @given(ALL_RECORDS)
 def test_every_record_round_trips_in_confluent_framing(record):
-    names = sorted(current_schemas())
-    ids = {name: index + 1 for index, name in enumerate(names)}
-    framing = ConfluentFraming(ids, {ids[name]: current_schemas()[name].fingerprint for name in names})
-    data = framing.encode(record)
-    assert data[0] == 0
-    assert framing.decode(data) == record
+    name = type(record).__name__
+    learn_registry_schema(REGISTRY_IDS[name], json.dumps(current_schemas()[name].standalone))
+    data = as_confluent(encode(record), REGISTRY_IDS[name])
+    assert data[:5] == b"\x00" + REGISTRY_IDS[name].to_bytes(4, "big")
+    assert decode(data) == record
+
+
+def test_a_registry_writer_that_lacks_a_defaulted_field_resolves_to_the_current_record():
+    current = current_schemas()["SubmissionAnswer"].standalone
+    older = {**current, "fields": [field for field in current["fields"] if field["name"] != "reason"]}
+    learn_registry_schema(77, json.dumps(older))
+    body = io.BytesIO()
+    fastavro.schemaless_writer(
+        body,
+        fastavro.parse_schema(older),
+        {"answer": "DEAD_INPUT", "source_partition": 1, "source_offset": 2, "answered_at": 0},
+    )
+    decoded = decode(b"\x00" + (77).to_bytes(4, "big") + body.getvalue())
+    assert (decoded.source_offset, decoded.reason) == (2, None)
+
+
+def test_a_registry_schema_of_no_known_record_is_refused():
+    with pytest.raises(UnknownSchemaError, match=r"no scrapestream\.v1 record"):
+        learn_registry_schema(78, json.dumps({"type": "record", "name": "Other", "fields": []}))
+    with pytest.raises(UnknownSchemaError, match="no usable Avro record"):
+        learn_registry_schema(79, "{not json")
 
 
 def test_every_record_class_has_exactly_its_schema_fields():
@@ -95,7 +119,7 @@ def test_truncated_header_is_reported_as_truncation():
 
 
 def test_bytes_without_the_marker_are_refused():
-    with pytest.raises(CodecError, match="not Avro single-object encoding"):
+    with pytest.raises(CodecError, match="neither Avro single-object encoding"):
         decode(b'{"caller_identity": "json is not avro"}')
 
 
@@ -107,7 +131,7 @@ def test_trailing_bytes_are_refused():
 
 def test_unknown_confluent_id_is_a_clear_error():
     with pytest.raises(UnknownSchemaError, match="unknown registry schema id 7"):
-        ConfluentFraming({}, {}).decode(b"\x00\x00\x00\x00\x07\x00")
+        decode(b"\x00\x00\x00\x00\x07\x00")
 
 
 def _golden_records():
@@ -124,17 +148,12 @@ def test_every_current_schema_is_frozen_in_history():
 
 def test_a_reader_resolves_an_older_writer_that_lacked_a_defaulted_field():
     from schemas.codec import _read_body
-    from schemas.registry import _known
 
     current = current_schemas()["JobCompleted"]
     older = dict(current.standalone)
     older["fields"] = [f for f in older["fields"] if f["name"] != "labels"]
-    writer = _known("JobCompleted", older)
+    writer = known_schema("JobCompleted", older)
     completed = next(r for r in _golden_records() if type(r).__name__ == "JobCompleted")
-    import io
-
-    import fastavro
-
     body = io.BytesIO()
     fastavro.schemaless_writer(body, writer.parsed, completed.model_dump(exclude={"labels"}))
     assert _read_body(writer, body.getvalue()) == completed.model_copy(update={"labels": {}})
