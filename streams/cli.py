@@ -42,7 +42,7 @@ API_COMMANDS = frozenset(
         "routes",
     }
 )
-KAFKA_COMMANDS = frozenset({"submit", "watch", "replay", "topics"})
+KAFKA_COMMANDS = frozenset({"submit", "watch", "replay", "topics", "tail"})
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -63,6 +63,14 @@ def _parser() -> argparse.ArgumentParser:
         "--since", help="start at the completions published since: a duration (2h, 30m) or an RFC 3339 time"
     )
     watch.add_argument("--json", action="store_true", help="print one JSON record per line")
+    tail = commands.add_parser("tail", help="print any topic's records, decoded (docs/CONTRACT.md)")
+    tail.add_argument(
+        "topic", help="a topic's kind (completions, answers, dead-input, submit, …) or full name"
+    )
+    tail.add_argument("--from-beginning", action="store_true", help="start at the oldest record")
+    tail.add_argument("--count", type=int, default=None, help="stop after this many records")
+    tail.add_argument("--until-end", action="store_true", help="stop at the end the topic had at the start")
+    tail.add_argument("--json", action="store_true", help="print one JSON document per record")
     _api_parsers(commands)
     topics = commands.add_parser(
         "topics", help="create, check or describe the topics the settings say a deployment needs"

@@ -1,4 +1,4 @@
-"""The CLI commands that speak Kafka: `submit` (and `--wait`), `watch`, `replay`.
+"""The CLI commands that speak Kafka: `submit` (and `--wait`), `watch`, `tail`, `topics`, `replay`.
 
 They find the broker through `SCRAPESTREAM_KAFKA_BOOTSTRAP`, else a `scrapestream dev` running in
 this directory, and use the topics of `SCRAPESTREAM_TOPIC_PREFIX` (or the running dev's).
@@ -29,6 +29,7 @@ from streams.client import Client, Signer
 from streams.clock import utc_now
 from streams.devstate import read_dev_state
 from streams.errors import UsageError
+from streams.schema_registry import SchemaRegistry
 from streams.settings import Settings, load_settings
 from streams.tables import completion_line, progress_of
 
@@ -43,6 +44,10 @@ def run_kafka_command(arguments: argparse.Namespace) -> int:
         return run(_watch(arguments))
     if arguments.command == "topics":
         return run(_topics(arguments))
+    if arguments.command == "tail":
+        from streams.cli_tail import tail
+
+        return run(tail(connected_settings(), arguments))
     return run(_replay(arguments))
 
 
@@ -76,7 +81,8 @@ def connected_settings() -> Settings:
 
 
 def client_of(settings: Settings, signer: Signer | None = None) -> Client:
-    return Client(settings.kafka_bootstrap, settings.client_profile, settings.topic_prefix, signer)
+    registry = SchemaRegistry.of(settings)
+    return Client(settings.kafka_bootstrap, settings.client_profile, settings.topic_prefix, signer, registry)
 
 
 def render_options_of(arguments: argparse.Namespace) -> RenderOptions | None:

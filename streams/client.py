@@ -27,6 +27,7 @@ from streams.auth.signing import Binding, private_key_from_text, sign
 from streams.broker.compat import BrokerProfile, FetchPacer, end_offsets, refresh_metadata, start_whole
 from streams.clock import utc_now
 from streams.publisher import Outgoing, Publisher, outgoing, partition_of
+from streams.schema_registry import SchemaRegistry
 
 T = TypeVar("T")
 C = TypeVar("C", SubmitJob, CancelJob, RedriveJob, DeleteJobHistory)
@@ -81,8 +82,10 @@ class Client:
         profile: BrokerProfile,
         topic_prefix: str = "scrapestream",
         signer: Signer | None = None,
+        schema_registry: SchemaRegistry | None = None,
     ) -> None:
         self._bootstrap = bootstrap
+        self._registry = schema_registry  # a deployment with one writes what consumers read in its framing
         self._profile = profile
         self._prefix = topic_prefix
         self._signer = signer
@@ -100,6 +103,8 @@ class Client:
     ) -> None:
         if self._publisher is not None:
             await self._publisher.stop()
+        if self._registry is not None:
+            await self._registry.close()
 
     async def submit(self, command: SubmitJob) -> UUID:
         """Publish a submission; returns the job id it resolves to (`wait_for` follows this submission)."""
@@ -249,6 +254,8 @@ class Client:
         while True:
             polled = await consumer.getmany(timeout_ms=1_000)
             pacer.observed(sum(len(records) for records in polled.values()))
+            if self._registry is not None:
+                await self._registry.learn(record.value for records in polled.values() for record in records)
             for records in polled.values():
                 for record in records:
                     yield record

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
+import os
+import sys
 from datetime import timedelta
 from uuid import uuid4
 
@@ -123,3 +127,43 @@ async def test_mutations_are_answered_applied_or_refused(system, origin):
     assert refused.answer is AnswerKind.REFUSED
     assert refused.job_id == unknown.job_id
     assert refused.reason
+
+
+async def tail(system, *arguments: str) -> list[dict]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SCRAPESTREAM_")} | {
+        "SCRAPESTREAM_KAFKA_BOOTSTRAP": system.settings.kafka_bootstrap,
+        "SCRAPESTREAM_BROKER_PROFILE": system.settings.broker_profile,
+        "SCRAPESTREAM_TOPIC_PREFIX": system.settings.topic_prefix,
+    }
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "streams.cli", "tail", *arguments, env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(process.communicate(), 120)
+    assert process.returncode == 0, err.decode()
+    return [json.loads(line) for line in out.decode().splitlines()]
+
+
+async def test_tail_shows_any_topic_decoded_and_what_does_not_decode_as_such(system, origin):
+    correlation = uuid4().hex
+    placed = await produce(
+        system, [encode(submission(origin.url("/page/tail"))), b"\xc3\x01garbage"], correlation
+    )
+    await answers_to(system, placed)
+    submitted = await tail(system, "submit", "--from-beginning", "--until-end", "--json")
+    mine = [
+        r for r in submitted if r["headers"].get("scrapestream-correlation-id", "").startswith(correlation)
+    ]
+    assert [r["record"] for r in mine] == ["SubmitJob", None]
+    assert mine[0]["value"]["request"]["url"] == origin.url("/page/tail")
+    assert "10-byte header" in mine[1]["error"]
+    assert mine[1]["key"] == f"{correlation}-key"
+    answered = await tail(system, "answers", "--from-beginning", "--until-end", "--json")
+    kinds = {
+        r["value"]["answer"] for r in answered if (r["value"]["correlation_id"] or "").startswith(correlation)
+    }
+    assert kinds == {"CREATED", "DEAD_INPUT"}
+    (one,) = await tail(
+        system, system.settings.topic("answers"), "--from-beginning", "--count", "1", "--json"
+    )
+    assert one["record"] == "SubmissionAnswer"
