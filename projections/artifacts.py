@@ -116,5 +116,6 @@ def describe(body: bytes, content_type: str, retention: RetentionClass, now: dat
         "size_bytes": len(body),
         "sha256": digest,
         "expires_at": None if expires_at is None else to_utc_millis(expires_at),
+        "location": None,  # the store says where, when it has a place of its own (s3://…)
     }
     return build(Artifact, fields)

@@ -51,6 +51,7 @@ class Artifact(Record):
     size_bytes: int
     sha256: str
     expires_at: Instant | None = None
+    location: str | None = None
 
 
 class Attempt(Record):

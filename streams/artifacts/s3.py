@@ -95,7 +95,7 @@ class S3ArtifactStore:
             ContentType=content_type,
             Metadata=metadata,
         )
-        return artifact
+        return artifact.model_copy(update={"location": f"s3://{self._bucket}/{self._key(artifact.key)}"})
 
     async def existing(self, keys: Sequence[str]) -> set[str]:
         found = await asyncio.gather(*(self._exists(key) for key in keys))

@@ -10,6 +10,7 @@ import pytest
 import pytest_asyncio
 
 from projections.artifacts import content_key
+from schemas.codec import decode, encode
 from schemas.enums import RetentionClass
 from streams.artifacts.local import LocalArtifactStore
 from streams.artifacts.port import ArtifactStore, ArtifactStoreError, read_all
@@ -45,6 +46,7 @@ async def test_the_same_bytes_are_one_object_and_read_back_whole(store: Artifact
     assert first.size_bytes == 16
     assert first.expires_at == datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
     assert await read_all(await store.open(first.key)) == b"<html>one</html>"
+    assert decode(encode(first)) == first  # whole: every field of the record, as events carry it
 
 
 async def test_existence_is_checked_in_one_call_and_deletion_counts_what_was_there(store: ArtifactStore):
@@ -74,6 +76,7 @@ async def test_s3_objects_carry_their_type_and_metadata(s3):  # type: ignore[no-
     assert head["Metadata"]["sha256"] == stored.sha256
     assert head["Metadata"]["captured-at"] == NOW.isoformat()
     assert head["Metadata"]["expires-at"] == "2026-12-07T12:00:00+00:00"
+    assert stored.location == f"s3://{bucket}/artifacts/{stored.key}"
 
 
 async def test_a_missing_bucket_is_a_clear_error_unless_it_may_be_created(s3):  # type: ignore[no-untyped-def]

@@ -25,7 +25,10 @@ async def test_artifacts_land_in_the_bucket_and_any_worker_serves_them(broker, o
             completion = await system.completion(job_id)
             assert completion.status is JobStatus.SUCCEEDED
             (artifact,) = completion.artifacts
-            stored = s3.client().get_object(Bucket=bucket, Key=f"artifacts/{artifact.key}")
+            # Where a consumer with its own S3 credentials reads it, as the completion says.
+            assert artifact.location == f"s3://{bucket}/artifacts/{artifact.key}"
+            located_bucket, located_key = artifact.location.removeprefix("s3://").split("/", 1)
+            stored = s3.client().get_object(Bucket=located_bucket, Key=located_key)
             assert stored["Body"].read() == b"page /page/s3"
             assert stored["ContentType"] == artifact.content_type
             assert stored["Metadata"]["sha256"] == artifact.sha256

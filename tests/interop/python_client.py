@@ -4,7 +4,8 @@ cryptography, and the contract's bundle (`schemas/bundle/scrapestream.v1.avsc`);
 It submits (signed), matches each record's answer by partition and offset, follows its completion
 with `read_committed` and fetches the artifact from the API. With `REGISTRY_URL` set it writes and
 reads through the Schema Registry serializers instead (Confluent framing). Prints what it saw as
-JSON lines. Settings come from the environment (see `main`).
+JSON lines. Settings come from the environment (see `main`). `roundtrip BUNDLE GOLDEN HISTORY` instead
+reads every golden record with fastavro alone.
 """
 
 import base64
@@ -225,5 +226,31 @@ def main():
     completions.close()
 
 
+def round_trip(bundle, golden_dir, history_dir):
+    """Decode every golden record (older writers from the frozen history); re-encode each whose writer
+    is current to the same bytes. Prints the counts."""
+    contract = Contract(bundle)
+    for path in sorted(os.listdir(history_dir)):
+        with open(os.path.join(history_dir, path)) as frozen:
+            writer = fastavro.parse_schema(json.load(frozen))
+        contract.writers.setdefault(contract._fingerprint(writer), writer)
+    decoded = rewritten = 0
+    for path in sorted(os.listdir(golden_dir)):
+        with open(os.path.join(golden_dir, path)) as lines:
+            for line in lines:
+                golden = json.loads(line)
+                data = bytes.fromhex(golden["hex"])
+                record = contract.decode(golden["record"], data)
+                decoded += 1
+                if data[2:10] == contract._fingerprint(contract.schemas[golden["record"]]):
+                    if contract.encode(golden["record"], record) != data:
+                        sys.exit(f"{golden['record']} re-encoded differently: {record}")
+                    rewritten += 1
+    print(json.dumps({"decoded": decoded, "rewritten": rewritten}))
+
+
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["roundtrip"]:
+        round_trip(*sys.argv[2:5])
+    else:
+        main()

@@ -126,6 +126,22 @@ def test_the_java_classes_generated_from_the_bundle_read_every_golden_record(jav
     assert counts["rewritten"] > 0
 
 
+def test_fastavro_alone_reads_every_golden_record_with_the_bundle():
+    history = ROOT / "schemas" / "avsc" / "history"
+    command = [sys.executable, str(INTEROP / "python_client.py"), "roundtrip", str(bundle_path())]
+    done = subprocess.run(
+        [*command, str(ROOT / "tests" / "golden"), str(history)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    counts = json.loads(done.stdout)
+    lines = sum(len(path.read_text().splitlines()) for path in (ROOT / "tests" / "golden").glob("*.jsonl"))
+    assert counts["decoded"] == lines
+    assert counts["rewritten"] > 0
+
+
 @pytest.mark.parametrize("client", ["python_client.py", "../remote_executor.py"])
 def test_the_foreign_clients_import_no_scrapestream_code(client):
     tree = ast.parse((INTEROP / client).read_text())
