@@ -75,3 +75,31 @@ def test_every_test_the_seed_rules_table_cites_exists():
             if name and f"def {name}(" not in current.read_text():
                 missing.append(f"{current.name}::{name}")
     assert missing == []
+
+
+def test_the_job_id_formula_in_the_contract_is_the_one_submissions_get():
+    import uuid
+    from datetime import UTC, datetime
+
+    from projections.lifecycle.submission import submission_identity
+    from schemas.commands import SubmitJob
+    from schemas.records import Request
+
+    contract = (ROOT / "docs" / "CONTRACT.md").read_text()
+    (namespace,) = re.findall(r"`uuid5\(([0-9a-f-]{36}), caller_identity", contract)
+    submission = SubmitJob(
+        caller_identity="svc-a",
+        idempotency_key="order-42",
+        request=Request(url="https://example.com/"),
+        deadline_at=datetime(2030, 1, 1, tzinfo=UTC),
+    )
+    documented = uuid.uuid5(uuid.UUID(namespace), "svc-a\norder-42")
+    assert submission_identity(submission)[0] == documented
+
+
+def test_the_contract_names_each_public_topic_rule_the_registry_is_given():
+    from schemas.contract import PUBLIC_TOPICS
+
+    contract = (ROOT / "docs" / "CONTRACT.md").read_text()
+    for topic in PUBLIC_TOPICS:
+        assert re.search(rf"`<prefix>\.{topic.topic}-value`.*`{topic.compatibility}`", contract), topic.topic
