@@ -15,6 +15,10 @@ from schemas.registry import current_schemas, writer_schemas
 from streams.schema_registry import SchemaRegistry, SchemaRegistryError, register_contract
 from streams.settings import load_settings
 
+pytestmark = pytest.mark.xdist_group(
+    "kafka"
+)  # the process that starts the session's registry for the interop tests
+
 CHECKS = [
     (contract.topic, record, contract.compatibility)
     for contract in PUBLIC_TOPICS

@@ -111,35 +111,25 @@ async def test_a_python_team_with_confluent_kafka_and_fastavro_does_the_same(dep
     assert_answered_and_completed(seen, "python")
 
 
-def test_the_java_classes_generated_from_the_bundle_read_every_golden_record(java_client):
-    history = ROOT / "schemas" / "avsc" / "history"
+def assert_reads_every_golden_record(*round_trip: str) -> None:
+    """`round_trip GOLDEN HISTORY` decodes every golden record and re-encodes the current ones."""
+    golden, history = ROOT / "tests" / "golden", ROOT / "schemas" / "avsc" / "history"
     done = subprocess.run(
-        [*java_client, "roundtrip", str(ROOT / "tests" / "golden"), str(history)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
+        [*round_trip, str(golden), str(history)], capture_output=True, text=True, timeout=300, check=True
     )
     counts = json.loads(done.stdout)
-    lines = sum(len(path.read_text().splitlines()) for path in (ROOT / "tests" / "golden").glob("*.jsonl"))
-    assert counts["decoded"] == lines
+    assert counts["decoded"] == sum(len(path.read_text().splitlines()) for path in golden.glob("*.jsonl"))
     assert counts["rewritten"] > 0
+
+
+def test_the_java_classes_generated_from_the_bundle_read_every_golden_record(java_client):
+    assert_reads_every_golden_record(*java_client, "roundtrip")
 
 
 def test_fastavro_alone_reads_every_golden_record_with_the_bundle():
-    history = ROOT / "schemas" / "avsc" / "history"
-    command = [sys.executable, str(INTEROP / "python_client.py"), "roundtrip", str(bundle_path())]
-    done = subprocess.run(
-        [*command, str(ROOT / "tests" / "golden"), str(history)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
+    assert_reads_every_golden_record(
+        sys.executable, str(INTEROP / "python_client.py"), "roundtrip", str(bundle_path())
     )
-    counts = json.loads(done.stdout)
-    lines = sum(len(path.read_text().splitlines()) for path in (ROOT / "tests" / "golden").glob("*.jsonl"))
-    assert counts["decoded"] == lines
-    assert counts["rewritten"] > 0
 
 
 @pytest.mark.parametrize("client", ["python_client.py", "../remote_executor.py"])
