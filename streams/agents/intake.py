@@ -23,7 +23,7 @@ from uuid import UUID, uuid5
 from projections.lifecycle.identity import public_command_id
 from projections.lifecycle.state import MAX_COMMAND_VALIDITY
 from projections.lifecycle.submission import submission_identity
-from schemas.codec import decode_as
+from schemas.codec import decode_as, registry_id
 from schemas.commands import (
     CancelJob,
     DeleteJobHistory,
@@ -98,6 +98,12 @@ class Intake(QuietStage):
 
     def _command(self, record: Record, now: datetime, address: AnswerAddress) -> Outgoing:
         value = record.value or b""
+        schema_id = registry_id(value)
+        if self._registry is None and schema_id is not None:
+            raise CodecError(
+                f"Confluent framing (registry schema id {schema_id}), but this deployment has no schema "
+                "registry: publish in single-object encoding, or set SCRAPESTREAM_SCHEMA_REGISTRY_URL"
+            )
         command = cast(PublicCommand, decode_as(value, *PUBLIC_COMMANDS))
         address = address.naming(command)
         if self._principals is not None:

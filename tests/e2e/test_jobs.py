@@ -211,7 +211,7 @@ async def test_garbage_and_invalid_input_go_to_dead_input_and_the_next_job_compl
         await producer.stop()
     dead = await system.dead_input.wait_for(lambda records: len(records) >= 3)
     reasons = {record.value: record.reason for record in dead}
-    assert "unknown registry schema id" in reasons[b"\x00garbage"]
+    assert "this deployment has no schema registry" in reasons[b"\x00garbage"]
     assert "malformed SubmitJob body" in reasons[invalid]
     assert "JobCompleted is not a SubmitJob or CancelJob" in reasons[completed]
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{system.worker.web_port}") as http:
