@@ -149,7 +149,10 @@ def _decode(data: bytes) -> Record:
     fingerprint = data[2:_SINGLE_OBJECT_HEADER]
     writer = writer_schemas().get(fingerprint)
     if writer is None:
-        raise UnknownSchemaError(f"unknown schema fingerprint {fingerprint.hex()}")
+        raise UnknownSchemaError(
+            f"unknown schema fingerprint {fingerprint.hex()}: a schema version this reader does not know "
+            "(a newer release's, or no scrapestream.v1 schema at all)"
+        )
     return _read_body(writer, data[_SINGLE_OBJECT_HEADER:])
 
 

@@ -21,9 +21,10 @@ from uuid import UUID
 import pytest
 from aiokafka import TopicPartition
 
+from schemas.codec import decode
 from schemas.events import JobCompleted
 from streams import transactions
-from streams.broker.compat import KAFKA
+from streams.broker.compat import KAFKA, end_offsets, records_between
 from streams.broker.kafka import KafkaCluster
 from tests.faults.harness import (
     Stopwatch,
@@ -117,8 +118,25 @@ async def test_a_worker_killed_ten_times_leaves_one_completion_per_job_only_with
     report(counts)
     assert counts.lost == 0
     assert set(per_job) == set(job_ids)
+    answers = await answers_per_record(settings.kafka_bootstrap, settings.topic("answers"))
+    assert len(answers) == JOBS  # every submit record answered
     if guarantee == "exactly_once":
         assert counts.duplicate_completions == 0, counts
+        assert max(answers.values()) == 1
+
+
+async def answers_per_record(bootstrap: str, topic: str) -> Counter[tuple[int, int]]:
+    """How many answers each submit record has, as a `read_committed` consumer sees them."""
+    found: Counter[tuple[int, int]] = Counter()
+    for partition in [TopicPartition(topic, p) for p in range(4)]:
+        end = (await end_offsets(bootstrap, [partition], KAFKA))[partition]
+        async for records in records_between(
+            bootstrap, partition, None, end, isolation_level="read_committed"
+        ):
+            for record in records:
+                answer = decode(record.value)
+                found[(answer.source_partition, answer.source_offset)] += 1
+    return found
 
 
 def two_workers(
