@@ -309,7 +309,7 @@ class System:
     events: Observer
     completions: Observer
     dead_input: Observer
-    answers: Observer
+    answers: Observer | None = None  # started by the tests that read answers (each reader costs the broker)
 
     async def submit(self, url: str, **fields: Any) -> UUID:
         fields.setdefault("deadline_at", utc_now() + timedelta(minutes=5))
@@ -326,18 +326,19 @@ class System:
 
 @contextlib.asynccontextmanager
 async def observed_system(settings: Settings, worker: Worker | None = None) -> AsyncIterator[System]:
-    """A client and observers of events, completions, dead input and answers; the worker may run elsewhere."""
+    """A client and observers of events, completions and dead input; the worker may run elsewhere."""
     observers = [
         await Observer(settings.kafka_bootstrap, settings.topic(name)).start()
-        for name in ("events", "completions", "dead-input", "answers")
+        for name in ("events", "completions", "dead-input")
     ]
     client = Client(settings.kafka_bootstrap, profile(settings.kafka_bootstrap), settings.topic_prefix)
     await client.__aenter__()
+    system = System(settings, worker, client, *observers)
     try:
-        yield System(settings, worker, client, *observers)
+        yield system
     finally:
         await client.__aexit__(None, None, None)
-        for observer in observers:
+        for observer in [*observers, *([system.answers] if system.answers else [])]:
             await observer.stop()
 
 

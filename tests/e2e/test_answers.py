@@ -18,7 +18,7 @@ from schemas.commands import CancelJob, SubmitJob
 from schemas.enums import ActorRole, AnswerKind, JobStatus, RejectionReason
 from schemas.records import Request
 from streams.clock import utc_now
-from tests.e2e.conftest import running_system, worker_settings
+from tests.e2e.conftest import Observer, running_system, worker_settings
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -28,6 +28,8 @@ async def system(broker, tmp_path_factory):
     async with running_system(
         worker_settings(broker.bootstrap, tmp_path_factory.mktemp("answers"))
     ) as running:
+        answers = running.settings.topic("answers")
+        running.answers = await Observer(running.settings.kafka_bootstrap, answers).start()
         yield running
 
 

@@ -74,6 +74,7 @@ class CommandRecord:
     key: bytes
     value: bytes
     timestamp: int
+    headers: tuple[tuple[str, bytes], ...] = ()
 
 
 class Revoked:
