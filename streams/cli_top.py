@@ -1,5 +1,8 @@
 """`scrapestream top`: a live view of the deployment in the terminal, from `GET /overview` and
-`GET /routes`, redrawn in place until `q` or Ctrl-C."""
+`GET /routes`, redrawn in place until `q` or Ctrl-C; one frame with `--once`, or without a terminal.
+
+Its completion rate is measured: between two frames from the cluster's job counts (exact), else the
+jobs that ended in the last minute when the API read every job of the last hour; never a guess."""
 
 from __future__ import annotations
 
@@ -15,38 +18,76 @@ from collections.abc import Iterator
 from typing import Any
 
 from rich import box
-from rich.console import Group
+from rich.console import Console, Group
 from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
 from schemas.errors import ScrapestreamError
 from streams.api_client import ApiClient
+from streams.web.summary import TERMINAL
 
 QUIT_KEYS = frozenset("qQ")
 
 
 def run_top(api: ApiClient, arguments: argparse.Namespace) -> int:
+    if arguments.once or not sys.stdout.isatty():  # a script or a pipe: one frame, then done
+        overview, routes = _ask(api)  # a failure is the command's: it exits 1 saying why
+        Console().print(_frame(api.url, overview, routes, Rate(), None))
+        return 0
+    rate = Rate()
     with _keys() as pressed, Live(Text("asking the API…"), auto_refresh=False, screen=False) as live:
         try:
             while True:
-                live.update(_view(api, arguments.interval), refresh=True)
+                live.update(_view(api, arguments.interval, rate), refresh=True)
                 if pressed(arguments.interval) & QUIT_KEYS:
                     return 0
         except KeyboardInterrupt:
             return 0
 
 
-def _view(api: ApiClient, interval: float) -> Group:
+def _ask(api: ApiClient) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    return api.get("/overview"), api.get("/routes")["items"]
+
+
+class Rate:
+    """Completions per second between consecutive frames, from the cluster's terminal job counts."""
+
+    def __init__(self) -> None:
+        self._last: tuple[float, int] | None = None
+
+    def shown(self, overview: dict[str, Any]) -> str:
+        cluster = overview["cluster"]
+        if cluster is not None:
+            ended = sum(count for state, count in cluster["jobs"].items() if state in TERMINAL)
+            now, last = time.monotonic(), self._last
+            self._last = (now, ended)
+            if last is not None and now > last[0]:
+                return (
+                    f"completions/s (last {now - last[0]:.1f} s) {(ended - last[1]) / (now - last[0]):,.2f}"
+                )
+        if overview["completed_last_minute"] is not None:
+            return f"completions/s (last 60 s) {overview['completed_last_minute'] / 60:,.2f}"
+        return (
+            f"completions/s measured from the next frame (more than {overview['recent_limit']:,} recent jobs)"
+        )
+
+
+def _view(api: ApiClient, interval: float, rate: Rate) -> Group:
     try:
-        overview = api.get("/overview")
-        routes = api.get("/routes")["items"]
+        overview, routes = _ask(api)
     except ScrapestreamError as exc:
         return Group(Text(f"scrapestream top · {api.url}"), Text(str(exc), style="red"), _footer(interval))
+    return _frame(api.url, overview, routes, rate, interval)
+
+
+def _frame(
+    url: str, overview: dict[str, Any], routes: list[dict[str, Any]], rate: Rate, interval: float | None
+) -> Group:
     states = _table("Jobs per state", "state", "jobs")
     for state, count in overview["states"].items():
         states.add_row(state, f"{count:,}")
-    hosts = _table("Busiest hosts, last hour", "host", "jobs", "running")
+    hosts = _table(f"Busiest hosts, last hour{_scope(overview)}", "host", "jobs", "running")
     for load in overview["hosts"][:8]:
         hosts.add_row(load["host"], f"{load['jobs']:,}", f"{load['active']:,}")
     spend = _table("Routes", "route", "spent this period", "budget", "rate/s", "outstanding")
@@ -65,25 +106,30 @@ def _view(api: ApiClient, interval: float) -> Group:
         bottom.add_row(lag, spend)
     else:
         bottom.add_row(spend)
-    parts: list[Any] = [_header(api.url, overview), top, bottom]
+    parts: list[Any] = [_header(url, overview, rate.shown(overview)), top, bottom]
     if cluster is not None and cluster["unowned"]:
         parts.append(Text(f"partitions {cluster['unowned']} are unowned", style="red"))
-    return Group(*parts, _footer(interval))
+    return Group(*parts, *([] if interval is None else [_footer(interval)]))
+
+
+def _scope(overview: dict[str, Any]) -> str:
+    """What the last hour's figures are of, when the API read only the newest jobs."""
+    if overview["recent_jobs"] < overview["recent_limit"]:
+        return ""
+    return f" (of the newest {overview['recent_limit']:,} jobs)"
 
 
 def _table(title: str, *columns: str) -> Table:
     return Table(*columns, title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
 
 
-def _header(url: str, overview: dict[str, Any]) -> Text:
-    chart = overview["completions"]
-    last_minute = sum(series[-2] for series in chart["y"]) if len(chart["x"]) > 1 else 0.0
+def _header(url: str, overview: dict[str, Any], rate: str) -> Text:
     latency = overview["latency_ms"] or {}
     shown = " ".join(f"{name} {ms:,.0f} ms" for name, ms in latency.items()) or "none finished"
     outcomes = " · ".join(f"{state.lower()} {count:,}" for state, count in overview["outcomes"].items())
     return Text(
         f"scrapestream top · {url} · {overview['at'][:19].replace('T', ' ')} UTC\n"
-        f"completions/s (last minute) {last_minute:,.1f} · last hour: {outcomes or 'nothing ended'}\n"
+        f"{rate} · last hour{_scope(overview)}: {outcomes or 'nothing ended'}\n"
         f"submit→completion {shown} · states of {overview['states_of']}"
     )
 

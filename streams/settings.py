@@ -192,7 +192,7 @@ class Settings(BaseSettings):
     create_topics: bool = False
     compacted_segment_ms: int = Field(default=3_600_000, ge=1_000)
     compacted_dirty_ratio: float = Field(default=0.5, gt=0, le=1)
-    group_id: str = "scrapestream"
+    group_id: str | None = None
     topic_prefix: str = "scrapestream"
 
     allow_private_networks: bool = False
@@ -376,6 +376,12 @@ class Settings(BaseSettings):
         if self.processing_guarantee is not None:
             return self.processing_guarantee == "exactly_once"
         return self.broker_profile == "kafka"
+
+    @property
+    def consumer_group(self) -> str:
+        """The workers' consumer group: the topic prefix's unless set, so deployments sharing a broker
+        never share a group."""
+        return self.group_id or self.topic_prefix
 
     def topic(self, name: str) -> str:
         return f"{self.topic_prefix}.{name}"

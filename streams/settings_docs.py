@@ -32,7 +32,7 @@ SETTING_DOCS: dict[str, str] = {
     "SCRAPESTREAM_DEPLOYMENT_ID": "the deployment's name, covered by every command signature: give deployments that share principals different ones, so a command signed for one is refused by the other",
     "SCRAPESTREAM_EVENTS_RETENTION_HOURS": "`retention.ms` of the events topic when a worker creates it (`0`: keep forever); recovery needs only the events after the latest snapshot mark",
     "SCRAPESTREAM_EXECUTOR_CONCURRENCY": "fetches run at once per worker (`0`: this worker runs no executor)",
-    "SCRAPESTREAM_GROUP_ID": "the workers' consumer group",
+    "SCRAPESTREAM_GROUP_ID": "the workers' consumer group (unset: `SCRAPESTREAM_TOPIC_PREFIX`, so two deployments on one broker never share one; also the prefix of the exactly-once transactional ids)",
     "SCRAPESTREAM_HISTORY_RETENTION_DAYS": "purge the history of jobs finished longer ago than this (`0`: keep forever); jobs that can still run are never purged",
     "SCRAPESTREAM_HOST_CONCURRENCY": "requests to one host at once, across all workers",
     "SCRAPESTREAM_HOST_LIMITS": 'per host, JSON: `{"example.com": {"concurrency": 2, "requests_per_s": 1}}`; what a host leaves out is the default above',

@@ -158,7 +158,7 @@ class Worker:
         transactions = await self._transactions() if settings.exactly_once else None
         consumer = self.consumer = StageConsumer(
             settings.kafka_bootstrap,
-            settings.group_id,
+            settings.consumer_group,
             self.profile,
             stages,
             dead,
@@ -248,7 +248,7 @@ class Worker:
         start one (the embedded broker cannot)."""
         settings = self.settings
         transactions = PartitionTransactions(
-            settings.kafka_bootstrap, self.profile, settings.group_id, self.counters
+            settings.kafka_bootstrap, self.profile, settings.consumer_group, self.counters
         )
         try:
             await transactions.probe()

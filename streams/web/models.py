@@ -267,6 +267,13 @@ class Overview(BaseModel):
     states: dict[str, int]
     states_of: str = Field(description="Whose jobs `states` counts: every job, or the caller's recent ones")
     recent_jobs: int = Field(description="Jobs accepted in the last hour that these figures are from")
+    recent_limit: int = Field(
+        description="The most recent jobs read: when `recent_jobs` reaches it, the last hour's figures are "
+        "of the newest `recent_limit` jobs only"
+    )
+    completed_last_minute: int | None = Field(
+        description="Jobs that ended in the last 60 s, when every job of the last hour was read (else null)"
+    )
     outcomes: dict[str, int] = Field(description="Of the recent jobs, how many ended each way")
     latency_ms: dict[str, float] | None = Field(description="Submit→completion p50, p90, p99 of those")
     completions: Chart = Field(description="Completions per second by outcome, per minute of the hour")

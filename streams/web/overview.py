@@ -41,6 +41,12 @@ async def overview(request: Request, principal: Caller) -> Overview:
         states=dict(sorted(cluster.jobs.items())) if cluster is not None else summary.states_of(recent),
         states_of="every job" if everything else "your jobs accepted in the last hour",
         recent_jobs=len(recent),
+        recent_limit=MOST_RECENT_JOBS,
+        completed_last_minute=(
+            summary.completed_since(recent, now - timedelta(minutes=1))
+            if len(recent) < MOST_RECENT_JOBS
+            else None
+        ),
         outcomes=summary.outcome_mix(recent),
         latency_ms=summary.latency_percentiles(recent),
         completions=summary.completions_per_second(recent, now, RECENT),

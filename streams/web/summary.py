@@ -32,6 +32,15 @@ def completions_per_second(jobs: Iterable[Mapping[str, Any]], now: datetime, win
     return Chart(labels=list(TERMINAL), x=buckets, y=series, unit="completions/s")
 
 
+def completed_since(jobs: Iterable[Mapping[str, Any]], since: datetime) -> int:
+    """How many of `jobs` ended at or after `since`."""
+    return sum(
+        1
+        for job in jobs
+        if job["state"] in TERMINAL and (completed := _completed_at(job)) is not None and completed >= since
+    )
+
+
 def outcome_mix(jobs: Iterable[Mapping[str, Any]]) -> dict[str, int]:
     mix = Counter(job["state"] for job in jobs if job["state"] in (*TERMINAL, "REJECTED"))
     return dict(sorted(mix.items()))

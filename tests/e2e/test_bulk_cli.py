@@ -165,10 +165,16 @@ async def test_top_draws_the_deployment_in_place_and_quits_cleanly(
     directory, _ = dev
     code, output = await run("submit", origin.url("/page/top"), "--wait", cwd=directory)
     assert code == 0, output
+    code, once = await run("top", "--once", cwd=directory)  # no terminal: one frame for a script
+    assert code == 0, once
+    # The job that just ended counts: 1 in the last 60 s (not the previous full minute's bucket).
+    assert re.search(r"completions/s \(last 60 s\) 0\.02", once), once
+    assert "Jobs per state" in once
+    assert "q quits" not in once
     terminal = await terminals("top", "--interval", "0.5", cwd=directory)
     await terminal.read_until(r"states of every job[\s\S]*Jobs per state[\s\S]*SUCCEEDED")
     await terminal.read_until(r"Busiest hosts, last hour[\s\S]*127\.0\.0\.1")
-    await terminal.read_until(r"completions/s \(last minute\)")
+    await terminal.read_until(r"completions/s \(last \d+\.\d s\) \d+\.\d\d")  # measured between frames
     await terminal.read_until(r"Lag[\s\S]*\.commands")
     await terminal.read_until(r"Routes[\s\S]*direct")
     redrawn = terminal.text.count("q quits")

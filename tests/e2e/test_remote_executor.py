@@ -68,7 +68,7 @@ async def outside_executor(settings, result_schema: dict) -> AsyncIterator[async
         "BOOTSTRAP": settings.kafka_bootstrap,
         "DUE_TOPIC": settings.due_topic("test.remote"),
         "SUBMIT_TOPIC": settings.topic("submit"),
-        "GROUP": f"{settings.group_id}-outside",
+        "GROUP": f"{settings.consumer_group}-outside",
         "AVSC_DIR": str(ROOT / "schemas" / "avsc"),
         "RESULT_SCHEMA": json.dumps(result_schema),
         "DEPLOYMENT": settings.deployment_id,

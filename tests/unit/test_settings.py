@@ -48,3 +48,9 @@ def test_proxy_credentials_are_never_shown(monkeypatch):
         load_settings()
     assert "SCRAPESTREAM_ROUTES at pool" in str(raised.value)
     assert "s3cret" not in str(raised.value)
+
+
+def test_deployments_on_one_broker_get_their_own_consumer_group_unless_told_to_share():
+    assert load_settings().consumer_group == "scrapestream"  # the default prefix keeps its group
+    assert load_settings(topic_prefix="staging").consumer_group == "staging"
+    assert load_settings(topic_prefix="staging", group_id="shared").consumer_group == "shared"
