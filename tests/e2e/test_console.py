@@ -17,6 +17,7 @@ import pytest
 import pytest_asyncio
 from playwright.async_api import Browser, BrowserContext, Page, async_playwright
 
+from streams.web import overview
 from streams.web.console.session import CSRF_COOKIE, SESSION_COOKIE
 from tests.browser_pages import Pages, chromium_or_skip, serving_pages
 from tests.console_sessions import console_cookies, login_csrf
@@ -383,3 +384,20 @@ async def test_signing_in_goes_back_only_to_a_console_page(console):
         answer = await http.get("/ui/jobs")
         assert answer.status_code == 303
         assert answer.headers["location"].startswith("/ui/login?next=")
+
+
+async def test_last_hour_panels_say_when_they_are_of_the_newest_jobs_only(console, monkeypatch):
+    async with console.signed_in("admin") as visit:
+        await visit.open("/ui")
+        headings = await visit.page.locator("h2").all_inner_texts()
+        assert "Busiest hosts, last hour" in headings
+        assert "from all" in await visit.page.inner_text("main")
+        monkeypatch.setattr(overview, "MOST_RECENT_JOBS", 3)  # fewer than the jobs of the last hour
+        await visit.open("/ui")
+        headings = await visit.page.locator("h2").all_inner_texts()
+        assert "Busiest hosts, last hour (of the newest 3 jobs)" in headings
+        assert "Outcomes, last hour (of the newest 3 jobs)" in headings
+        assert "from the newest 3 jobs accepted in the last hour; more were" in await visit.page.inner_text(
+            "main"
+        )
+        assert visit.errors == []
