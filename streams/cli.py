@@ -131,7 +131,7 @@ def _submit_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]
     submit.add_argument("--wait-selector", help="rendering: a CSS selector the page must then have")
     submit.add_argument("--viewport", type=_viewport, help="rendering: WIDTHxHEIGHT [default: 1280x720]")
     submit.add_argument("--full-page", action="store_true", help="rendering: screenshot the whole page")
-    submit.add_argument("--caller", default="cli", help="caller identity")
+    submit.add_argument("--caller", help="caller identity [default: the signing principal, else cli]")
     submit.add_argument("--callback-url", help="where the outcome is POSTed, signed")
     submit.add_argument(
         "--idempotency-key", help="[default: a hash of the request and its options] (not with --from)"

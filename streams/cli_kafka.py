@@ -20,11 +20,12 @@ from typing import Any, TypeVar
 from uuid import UUID
 
 from schemas.commands import SubmitJob
-from schemas.enums import JobStatus
+from schemas.enums import AnswerKind, JobStatus
 from schemas.errors import ScrapestreamError
-from schemas.events import Event, JobCompleted, JobRejected
+from schemas.events import Event, JobCompleted
 from schemas.records import RenderOptions, Request
-from streams.cli import EXIT_FAILED, EXIT_TIMED_OUT
+from schemas.work import SubmissionAnswer
+from streams.cli import EXIT_FAILED, EXIT_TIMED_OUT, EXIT_USAGE
 from streams.client import Client, Signer
 from streams.clock import utc_now
 from streams.devstate import read_dev_state
@@ -35,6 +36,11 @@ from streams.tables import completion_line, progress_of
 
 T = TypeVar("T")
 ACCEPTANCE_TIMEOUT_S = 30.0
+UNSIGNED = (
+    "refused: the worker has auth on and takes signed commands only; set SCRAPESTREAM_PRINCIPAL and "
+    "SCRAPESTREAM_SIGNING_KEY (or SCRAPESTREAM_SIGNING_KEY_FILE) to a principal's name and the key "
+    "`scrapestream principal new` printed for it (docs/SECURITY.md)"
+)
 
 
 def run_kafka_command(arguments: argparse.Namespace) -> int:
@@ -111,7 +117,7 @@ def submission_of(arguments: argparse.Namespace) -> SubmitJob:
         "render": render_options_of(arguments),
     }
     return SubmitJob(
-        caller_identity=arguments.caller,
+        caller_identity=arguments.caller or "cli",
         idempotency_key=arguments.idempotency_key,
         request=Request(url=arguments.url),
         deadline_at=utc_now() + timedelta(seconds=arguments.deadline_s),
@@ -128,29 +134,23 @@ async def _submit(arguments: argparse.Namespace) -> int:
     from rich.console import Console
 
     settings = connected_settings()
+    signer = signer_of(settings)
+    if arguments.caller is None:  # a signed command submits as its principal unless told otherwise
+        arguments.caller = "cli" if signer is None else signer.principal
     if arguments.source is not None:
         from streams.cli_bulk import submit_file
 
-        async with client_of(settings, signer_of(settings)) as client:
+        async with client_of(settings, signer) as client:
             return await submit_file(arguments, client)
     command = submission_of(arguments)
     console = Console(stderr=True)
-    async with client_of(settings, signer_of(settings)) as client:
-        job_id = await client.submit(command)
-        with console.status(f"waiting for a worker to take job {job_id}"):
-            try:
-                decided = await asyncio.wait_for(client.decision(job_id), ACCEPTANCE_TIMEOUT_S)
-            except TimeoutError:
-                decided = None
-        if decided is None:
-            _say(arguments, job_id, "submitted, but no worker took it within 30 s: is a worker running?")
-            return EXIT_TIMED_OUT
-        said = client.submission_of(decided).value
-        if isinstance(decided, JobRejected):
-            _say(
-                arguments, job_id, f"rejected {decided.reason.value}: {decided.detail}", decided.reason.value
-            )
-            return EXIT_FAILED
+    async with client_of(settings, signer) as client:
+        with console.status("waiting for a worker to answer the submission"):
+            job_id, answer = await client.submit_answered(command, ACCEPTANCE_TIMEOUT_S)
+        if answer is None or answer.answer not in (AnswerKind.CREATED, AnswerKind.REUSED):
+            return _refused(arguments, job_id, answer)
+        job_id = answer.job_id or job_id
+        said = answer.answer.value.lower()
         if not arguments.wait:
             _say(arguments, job_id, said)
             return 0
@@ -167,6 +167,23 @@ async def _submit(arguments: argparse.Namespace) -> int:
     else:
         _print(_outcome_line(completion), False)
     return 0 if completion.status is JobStatus.SUCCEEDED else EXIT_FAILED
+
+
+def _refused(arguments: argparse.Namespace, job_id: UUID, answer: SubmissionAnswer | None) -> int:
+    """Says why a submission made no job (nobody answered, rejected, not a usable command); its exit code."""
+    if answer is None:
+        waited = f"{ACCEPTANCE_TIMEOUT_S:g} s"
+        _say(arguments, job_id, f"submitted, but no worker answered within {waited}: is a worker running?")
+        return EXIT_TIMED_OUT
+    if answer.answer is AnswerKind.REJECTED:
+        reason = "UNKNOWN" if answer.rejection is None else answer.rejection.value
+        _say(arguments, answer.job_id or job_id, f"rejected {reason}: {answer.reason}", reason)
+        return EXIT_FAILED
+    if "unsigned" in (answer.reason or ""):
+        _say(arguments, job_id, UNSIGNED, "UNSIGNED")
+        return EXIT_USAGE
+    _say(arguments, job_id, f"refused as dead input: {answer.reason}", "DEAD_INPUT")
+    return EXIT_FAILED
 
 
 async def _until_done(client: Client, job_id: UUID, console: Any, quiet: bool) -> JobCompleted:

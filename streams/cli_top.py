@@ -28,12 +28,18 @@ from streams.api_client import ApiClient
 from streams.web.summary import TERMINAL
 
 QUIT_KEYS = frozenset("qQ")
+ONCE_SAMPLE_S = 1.0
 
 
 def run_top(api: ApiClient, arguments: argparse.Namespace) -> int:
     if arguments.once or not sys.stdout.isatty():  # a script or a pipe: one frame, then done
+        rate = Rate()
         overview, routes = _ask(api)  # a failure is the command's: it exits 1 saying why
-        Console().print(_frame(api.url, overview, routes, Rate(), None))
+        if overview["cluster"] is not None:  # a rate needs two counts: measured over a second
+            rate.shown(overview)
+            time.sleep(ONCE_SAMPLE_S)
+            overview, routes = _ask(api)
+        Console().print(_frame(api.url, overview, routes, rate, None))
         return 0
     rate = Rate()
     with _keys() as pressed, Live(Text("asking the API…"), auto_refresh=False, screen=False) as live:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
@@ -23,10 +24,12 @@ from schemas.enums import JobStatus
 from schemas.errors import CodecError, ScrapestreamError
 from schemas.events import Event, JobAccepted, JobCompleted, JobRejected, SubmissionReused
 from schemas.types import Record
+from schemas.work import SubmissionAnswer
 from streams.auth.signing import Binding, private_key_from_text, sign
 from streams.broker.compat import BrokerProfile, FetchPacer, end_offsets, refresh_metadata, start_whole
 from streams.clock import utc_now
-from streams.publisher import Outgoing, Publisher, outgoing, partition_of
+from streams.errors import BrokerError
+from streams.publisher import Outgoing, Publisher, Written, outgoing, partition_of
 from streams.schema_registry import SchemaRegistry
 
 T = TypeVar("T")
@@ -66,6 +69,10 @@ class Signer:
         return private_key_from_text(self.key) if isinstance(self.key, str) else self.key
 
 
+def _answers(answer: SubmissionAnswer, written: Written) -> bool:
+    return (answer.source_partition, answer.source_offset) == (written.partition, written.offset)
+
+
 def _rejection_of(submission: UUID | None) -> Callable[[Any], JobCompleted | None]:
     def rejected(record: Any) -> JobCompleted | None:
         if isinstance(record, JobRejected) and record.command_id == submission:
@@ -90,6 +97,7 @@ class Client:
         self._prefix = topic_prefix
         self._signer = signer
         self._publisher: Publisher | None = None  # made where it runs: a producer needs the event loop
+        self._written: list[Written] = []  # where the last publish put its records
         self._submissions: dict[UUID, UUID] = {}  # job id -> the id its submission is decided under
         self._refused_streams: dict[UUID, UUID] = {}
 
@@ -110,6 +118,37 @@ class Client:
         """Publish a submission; returns the job id it resolves to (`wait_for` follows this submission)."""
         ((job_id, _),) = await self.submit_all([command])
         return job_id
+
+    async def submit_answered(
+        self, command: SubmitJob, timeout_s: float
+    ) -> tuple[UUID, SubmissionAnswer | None]:
+        """Publish a submission and wait for its answer on the answers topic (None if none came within
+        `timeout_s`): created, reused, rejected, or refused as dead input (unsigned, say)."""
+        consumer = self._consumer()
+        try:
+            await start_whole(consumer.start, consumer.stop)
+            await refresh_metadata(consumer)
+            answers = self._partitions(consumer, f"{self._prefix}.answers")
+            consumer.assign(answers)
+            await consumer.seek_to_end(*answers)
+            for partition in answers:
+                await consumer.position(partition)  # fixed now: the answer comes after
+            job_id, written = await self._submit_one(command)
+            try:
+                async with asyncio.timeout(timeout_s):
+                    async for record in self._records(consumer):
+                        answer = decode(record.value or b"")
+                        if isinstance(answer, SubmissionAnswer) and _answers(answer, written):
+                            return job_id, answer
+            except TimeoutError:
+                return job_id, None
+        finally:
+            await consumer.stop()
+        raise AssertionError("unreachable: a consumer never ends")
+
+    async def _submit_one(self, command: SubmitJob) -> tuple[UUID, Written]:
+        ((job_id, _),) = await self.submit_all([command])
+        return job_id, self._written[-1]
 
     async def submit_all(self, commands: Sequence[SubmitJob]) -> list[tuple[UUID, UUID]]:
         """Publish submissions together; for each, in order, the job id it resolves to and the command
@@ -167,7 +206,7 @@ class Client:
     async def _publish(self, messages: list[Outgoing]) -> None:
         if self._publisher is None:
             raise ScrapestreamError("use the client in `async with Client(...) as client:`")
-        await self._publisher.send_all(messages)
+        self._written = await self._publisher.send_all(messages)
 
     @contextlib.asynccontextmanager
     async def outcomes(self, completions: bool) -> AsyncIterator[AsyncIterator[Decided | JobCompleted]]:
@@ -372,5 +411,8 @@ class Client:
     def _partitions(consumer: AIOKafkaConsumer, topic: str) -> list[TopicPartition]:
         partitions = sorted(consumer.partitions_for_topic(topic) or ())
         if not partitions:
-            raise ScrapestreamError(f"topic {topic} does not exist: is a worker running?")
+            raise BrokerError(
+                f"topic {topic} does not exist: create the topics with `scrapestream topics create` (a "
+                "worker with SCRAPESTREAM_CREATE_TOPICS does), or check SCRAPESTREAM_TOPIC_PREFIX"
+            )
         return [TopicPartition(topic, number) for number in partitions]

@@ -36,6 +36,7 @@ from streams.publisher import Outgoing, Publisher, outgoing, partition_of
 from streams.settings import Settings
 from streams.web.console.session import CSRF_COOKIE
 from streams.worker import Worker
+from tests.commands import run
 from tests.console_sessions import console_cookies
 from tests.e2e.conftest import Origin, System, observed_system, settled_ownership, worker_settings
 
@@ -406,3 +407,42 @@ async def test_a_console_session_signed_out_on_one_worker_ends_on_every_worker(d
             answer = await replayed.get("/ui/jobs")
         assert answer.status_code == 303, base
         assert answer.headers["location"].startswith("/ui/login")
+
+
+async def test_the_cli_says_an_unsigned_command_was_refused_and_submits_as_its_signer(
+    deployment: Deployment, origin: Origin, tmp_path
+):
+    given = {
+        "kafka_bootstrap": deployment.settings.kafka_bootstrap,
+        "broker_profile": deployment.settings.broker_profile,
+        "topic_prefix": deployment.settings.topic_prefix,
+        "deployment_id": deployment.settings.deployment_id,
+    }
+    code, output = await run("submit", origin.url(f"/page/{uuid4().hex}"), cwd=tmp_path, **given)
+    assert code == 2, output  # a mistake in the settings, said at once rather than after 30 s
+    assert "auth on and takes signed commands only" in output
+    assert "SCRAPESTREAM_PRINCIPAL" in output
+    signed = given | {"principal": "svc-a", "signing_key": ISSUED["svc-a"].signing_key}
+    code, output = await run("submit", origin.url(f"/page/{uuid4().hex}"), "--json", cwd=tmp_path, **signed)
+    assert code == 0, output
+    created = json.loads(output[output.index("{") :])
+    assert created["submission"] == "created"
+    async with deployment.api(0, "svc-a") as svc_a:
+        job = await answered(svc_a, "GET", f"/jobs/{created['job_id']}")
+        assert job.status_code == 200, job.text
+        assert job.json()["caller_identity"] == "svc-a"  # its signer, not "cli"
+        code, output = await run(
+            "submit",
+            origin.url(f"/page/{uuid4().hex}"),
+            "--caller",
+            "svc-b",
+            "--json",
+            cwd=tmp_path,
+            **signed,
+        )
+        assert code == 1, output
+        refused = json.loads(output[output.index("{") :])
+        assert refused["reason"] == "NOT_PERMITTED"
+        shown = await answered(svc_a, "GET", f"/jobs/{refused['job_id']}")  # the id it names is readable
+        assert shown.status_code == 200, shown.text
+        assert shown.json()["state"] == "REJECTED"
