@@ -137,7 +137,10 @@ class Client:
             try:
                 async with asyncio.timeout(timeout_s):
                     async for record in self._records(consumer):
-                        answer = decode(record.value or b"")
+                        try:
+                            answer = decode(record.value or b"")
+                        except CodecError:
+                            continue  # a record no worker writes: not this submission's answer
                         if isinstance(answer, SubmissionAnswer) and _answers(answer, written):
                             return job_id, answer
             except TimeoutError:

@@ -37,16 +37,21 @@ def java_client() -> list[str]:
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
 async def deployment(broker, tmp_path_factory) -> AsyncIterator[System]:
-    settings = worker_settings(
+    async with running_system(auth_on(broker, tmp_path_factory.mktemp("interop"), "interop-tests")) as system:
+        yield system
+
+
+def auth_on(broker, data_dir, deployment_id: str, **settings: str):
+    """A worker's settings with auth on, its principals those of `tests/principals.py`."""
+    return worker_settings(
         broker.bootstrap,
-        tmp_path_factory.mktemp("interop"),
+        data_dir,
         auth_enabled=True,
         principals=PRINCIPALS,
-        deployment_id="interop-tests",
+        deployment_id=deployment_id,
         peer_secret="the-peer-secret-of-the-interop-tests-0123456789",
+        **settings,
     )
-    async with running_system(settings) as system:
-        yield system
 
 
 def client_env(system: System, origin, name: str) -> dict[str, str]:
@@ -148,15 +153,8 @@ def test_the_foreign_clients_import_no_scrapestream_code(client):
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
 async def registry_deployment(broker, schema_registry, tmp_path_factory) -> AsyncIterator[System]:
-    settings = worker_settings(
-        broker.bootstrap,
-        tmp_path_factory.mktemp("interop-registry"),
-        auth_enabled=True,
-        principals=PRINCIPALS,
-        deployment_id="interop-registry-tests",
-        peer_secret="the-peer-secret-of-the-interop-tests-0123456789",
-        schema_registry_url=schema_registry,
-    )
+    data_dir = tmp_path_factory.mktemp("interop-registry")
+    settings = auth_on(broker, data_dir, "interop-registry-tests", schema_registry_url=schema_registry)
     async with running_system(settings) as system:
         yield system
 
