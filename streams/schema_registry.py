@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 
 import httpx
 
+from projections.lifecycle.identity import shown_url
 from schemas.codec import as_confluent, known_registry_id, learn_registry_schema, registry_id
 from schemas.contract import PUBLIC_TOPICS
 from schemas.errors import UnknownSchemaError
@@ -42,6 +43,7 @@ class SchemaRegistry:
             user, _, password = basic_auth.partition(":")
             auth = httpx.BasicAuth(user, password)
         self.url = url.rstrip("/")
+        self.shown = shown_url(self.url)  # what messages and logs name: never a password in the URL
         self._http = httpx.AsyncClient(
             base_url=self.url, auth=auth, timeout=timeout_s, headers={"Accept": CONTENT_TYPE}
         )
@@ -67,13 +69,13 @@ class SchemaRegistry:
                 method, path, json=body, headers={"Content-Type": CONTENT_TYPE} if body is not None else None
             )
         except httpx.HTTPError as exc:
-            raise RegistryUnavailableError(f"schema registry at {self.url}: {exc!r}") from exc
+            raise RegistryUnavailableError(f"schema registry at {self.shown}: {exc!r}") from exc
 
     async def set_compatibility(self, subject: str, level: str) -> None:
         answer = await self._call("PUT", f"/config/{subject}", {"compatibility": level})
         if answer.status_code >= 300:
             raise SchemaRegistryError(
-                f"schema registry at {self.url} refused compatibility {level} for {subject}: "
+                f"schema registry at {self.shown} refused compatibility {level} for {subject}: "
                 f"{answer.status_code} {answer.text[:300]}"
             )
 
@@ -87,7 +89,7 @@ class SchemaRegistry:
             )
         if answer.status_code >= 300:
             raise SchemaRegistryError(
-                f"schema registry at {self.url} refused {subject}: {answer.status_code} {answer.text[:300]}"
+                f"schema registry at {self.shown} refused {subject}: {answer.status_code} {answer.text[:300]}"
             )
         return int(answer.json()["id"])
 
@@ -103,7 +105,7 @@ class SchemaRegistry:
                 continue
             if answer.status_code >= 300:
                 raise RegistryUnavailableError(
-                    f"schema registry at {self.url}: {answer.status_code} for id {schema_id}"
+                    f"schema registry at {self.shown}: {answer.status_code} for id {schema_id}"
                 )
             try:
                 learn_registry_schema(schema_id, str(answer.json()["schema"]))
@@ -163,7 +165,7 @@ async def _registered(settings: Settings, registry: SchemaRegistry) -> Reframing
                 ids[schemas[record].fingerprint] = schema_id
     log.info(
         "schema registry %s: %d subjects registered",
-        registry.url,
+        registry.shown,
         sum(len(c.records) + 1 for c in PUBLIC_TOPICS),
     )
     return Reframing(frozenset(framed), ids)

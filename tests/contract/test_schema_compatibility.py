@@ -102,11 +102,15 @@ async def test_a_worker_does_not_register_a_change_its_subjects_refuse(schema_re
 
 
 async def test_an_unreachable_registry_stops_the_start_with_its_address(tmp_path):
-    settings = load_settings(data_dir=tmp_path, schema_registry_url="http://127.0.0.1:9/apis/ccompat/v7")
+    url = "http://reader:hunter2@127.0.0.1:9/apis/ccompat/v7"
+    settings = load_settings(data_dir=tmp_path, schema_registry_url=url)
     registry = SchemaRegistry.of(settings)
     assert registry is not None
     try:
-        with pytest.raises(SchemaRegistryError, match=r"127\.0\.0\.1:9.*does not start without its registry"):
+        with pytest.raises(
+            SchemaRegistryError, match=r"127\.0\.0\.1:9.*does not start without its registry"
+        ) as refused:
             await register_contract(settings, registry)
+        assert "hunter2" not in str(refused.value)
     finally:
         await registry.close()
