@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from enum import StrEnum
+from typing import Any
 
 from schemas.enums import (
     ActorRole,
@@ -45,8 +47,40 @@ API_COMMANDS = frozenset(
 KAFKA_COMMANDS = frozenset({"submit", "watch", "replay", "topics", "tail"})
 
 
+class _HelpFormatter(argparse.HelpFormatter):
+    """Each option's default said once: its help's own `(default: …)`, else the parser's value."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        help_text = action.help or ""
+        if "default:" in help_text or action.default in (None, False, argparse.SUPPRESS):
+            return help_text
+        if action.option_strings and action.nargs != 0:
+            return f"{help_text} (default: {action.default})".strip()
+        return help_text
+
+
+class _Parser(argparse.ArgumentParser):
+    """A parser whose unknown options are named by the (sub)command they were given to."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extra = super().parse_known_args(args, namespace)
+        if extra:
+            self.error(f"unrecognized arguments: {' '.join(extra)}")
+        return parsed, extra
+
+
+def _choices(values: Iterable[StrEnum]) -> list[str]:
+    return [value.value for value in values]
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="scrapestream", description="Event-sourced scrape jobs on Kafka.")
+    parser = _Parser(prog="scrapestream", description="Event-sourced scrape jobs on Kafka.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO")
     commands = parser.add_subparsers(dest="command", required=True)
     dev = commands.add_parser("dev", help="embedded broker + worker + HTTP API, for local use")
@@ -92,11 +126,10 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _submit_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def _submit_parser(commands: argparse._SubParsersAction[_Parser]) -> None:
     submit = commands.add_parser(
         "submit",
         help="publish a SubmitJob",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
         description="Publish a SubmitJob to SCRAPESTREAM_TOPIC_PREFIX.submit (signed as "
         "SCRAPESTREAM_PRINCIPAL when a signing key is set) and say whether it created a job, reused "
         "one or was rejected. Unset options leave the field to the submission's own default.",
@@ -109,32 +142,37 @@ def _submit_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]
         help="submit every line of FILE (`-`: standard input): a URL, or a JSON object with the fields "
         "POST /jobs takes; the options below are the defaults of each line",
     )
-    submit.add_argument("--type", dest="job_type", default=None, help="job type [default: http.fetch]")
+    submit.add_argument("--type", dest="job_type", default=None, help="job type (default: http.fetch)")
     submit.add_argument(
-        "--transport", choices=list(TransportPolicy), help="routes the job may use [default: DIRECT_ONLY]"
+        "--transport", choices=_choices(TransportPolicy), help="routes the job may use (default: DIRECT_ONLY)"
     )
-    submit.add_argument("--capture", choices=list(CaptureMode), help="what is stored [default: RAW_BODY]")
+    submit.add_argument("--capture", choices=_choices(CaptureMode), help="what is stored (default: RAW_BODY)")
     submit.add_argument(
-        "--policy-class", choices=list(PolicyClass), help="response limits and robots.txt [default: STANDARD]"
+        "--policy-class",
+        choices=_choices(PolicyClass),
+        help="response limits and robots.txt (default: STANDARD)",
     )
     submit.add_argument(
         "--cache-mode",
-        choices=list(CacheMode),
-        help="how the response cache may answer [default: REUSE_VALID]",
+        choices=_choices(CacheMode),
+        help="how the response cache may answer (default: REUSE_VALID)",
     )
     submit.add_argument(
-        "--retention", choices=list(RetentionClass), help="how long artifacts are kept [default: CACHE_7D]"
+        "--retention",
+        choices=_choices(RetentionClass),
+        help="how long artifacts are kept (default: CACHE_7D)",
     )
     submit.add_argument(
-        "--wait-until", help="rendering: load, domcontentloaded or networkidle [default: load]"
+        "--wait-until", help="rendering: load, domcontentloaded or networkidle (default: load)"
     )
     submit.add_argument("--wait-selector", help="rendering: a CSS selector the page must then have")
-    submit.add_argument("--viewport", type=_viewport, help="rendering: WIDTHxHEIGHT [default: 1280x720]")
+    submit.add_argument("--viewport", type=_viewport, help="rendering: WIDTHxHEIGHT (default: 1280x720)")
     submit.add_argument("--full-page", action="store_true", help="rendering: screenshot the whole page")
-    submit.add_argument("--caller", help="caller identity [default: the signing principal, else cli]")
+    submit.add_argument("--caller", help="caller identity (default: the signing principal, else cli)")
     submit.add_argument("--callback-url", help="where the outcome is POSTed, signed")
     submit.add_argument(
-        "--idempotency-key", help="[default: a hash of the request and its options] (not with --from)"
+        "--idempotency-key",
+        help="the key naming one job; not with --from (default: a hash of the request and its options)",
     )
     submit.add_argument("--deadline-s", type=float, default=3600.0, help="deadline from now, in seconds")
     submit.add_argument(
@@ -144,7 +182,7 @@ def _submit_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]
     submit.add_argument("--json", action="store_true", help="print JSON")
 
 
-def _api_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def _api_parsers(commands: argparse._SubParsersAction[_Parser]) -> None:
     """The subcommands that use the HTTP API (`--url`, `--token`, `--json`)."""
     get = _api_command(commands, "get", "show a job: state, attempts, artifacts")
     get.add_argument("job_id", help="a job id, or a prefix of one (as `list` shows)")
@@ -153,7 +191,7 @@ def _api_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     listing.add_argument("--state", action="append", choices=[s.value for s in JobStatus], help="repeatable")
     listing.add_argument("--caller")
     listing.add_argument("--type", dest="job_type")
-    listing.add_argument("--limit", type=int, default=20)
+    listing.add_argument("--limit", type=_positive, default=20, help="at most this many jobs (any number)")
     listing.add_argument("--cursor", help="`next_cursor` of the previous page")
     listing.add_argument("--dead-letters", action="store_true", help="only dead-lettered jobs")
     events = _api_command(commands, "events", "show a job's history")
@@ -171,7 +209,9 @@ def _api_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         if name == "redrive":
             mutation.add_argument("--deadline-s", type=float, help="a new deadline, in seconds from now")
             mutation.add_argument(
-                "--cache-mode", choices=list(CacheMode), help="how the cache may answer it [default: BYPASS]"
+                "--cache-mode",
+                choices=_choices(CacheMode),
+                help="how the cache may answer it (default: BYPASS)",
             )
     routes = _api_command(commands, "routes", "show each route's budget, spend, rate and reservations")
     routes.add_argument("--as-of", help="as the ledger stood then: a duration ago (2h) or an RFC 3339 time")
@@ -222,7 +262,7 @@ def _api_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 def _api_command(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser], name: str, summary: str
+    commands: argparse._SubParsersAction[_Parser], name: str, summary: str
 ) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = commands.add_parser(name, help=summary)
     parser.add_argument("--url", help="API base URL (default: SCRAPESTREAM_URL, else a running dev)")
@@ -236,6 +276,12 @@ def _check_submit(parser: argparse.ArgumentParser, arguments: argparse.Namespace
         parser.error("submit: give a URL or --from FILE (one of them)")
     if arguments.source is not None and arguments.idempotency_key is not None:
         parser.error("submit: --idempotency-key names one job; with --from, give each line its own key")
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number above 0")
+    return int(text)
 
 
 def _viewport(text: str) -> tuple[int, int]:

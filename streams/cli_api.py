@@ -21,6 +21,7 @@ from streams.clock import utc_now
 from streams.errors import UsageError
 from streams.moments import moment_of
 
+LIST_PAGE = 500  # the API's largest page: streams/web/listings.py's MAX_LIMIT
 JOB_COMMANDS = frozenset({"get", "events", "explain", "cancel", "redrive", "delete-history"})
 
 
@@ -81,17 +82,28 @@ def _call(api: ApiClient, arguments: argparse.Namespace) -> Any:
         as_of = None if arguments.as_of is None else moment_of(arguments.as_of, utc_now()).isoformat()
         return api.get("/routes", {"as_of": as_of})
     if command == "list":
-        path = "/dead-letters" if arguments.dead_letters else "/jobs"
-        params = {"caller": arguments.caller, "limit": arguments.limit, "cursor": arguments.cursor}
-        if not arguments.dead_letters:
-            params |= {"state": arguments.state, "type": arguments.job_type}
-        return api.get(path, params)
+        return _listed(api, arguments)
     body: dict[str, Any] = {"reason": arguments.reason}
     if command == "redrive" and arguments.deadline_s is not None:
         body["deadline_at"] = (utc_now() + timedelta(seconds=arguments.deadline_s)).isoformat()
     if command == "redrive" and arguments.cache_mode is not None:
         body["cache_mode"] = arguments.cache_mode
     return api.post(f"/jobs/{arguments.job_id}/{command}", body)
+
+
+def _listed(api: ApiClient, arguments: argparse.Namespace) -> dict[str, Any]:
+    """Up to `--limit` items, read a page (of at most the API's page size) at a time."""
+    path = "/dead-letters" if arguments.dead_letters else "/jobs"
+    params: dict[str, Any] = {"caller": arguments.caller, "cursor": arguments.cursor}
+    if not arguments.dead_letters:
+        params |= {"state": arguments.state, "type": arguments.job_type}
+    items: list[Any] = []
+    while True:
+        page: dict[str, Any] = api.get(path, params | {"limit": min(LIST_PAGE, arguments.limit - len(items))})
+        items += page["items"]
+        params["cursor"] = page.get("next_cursor")
+        if params["cursor"] is None or len(items) >= arguments.limit:
+            return page | {"items": items}
 
 
 def _show(arguments: argparse.Namespace, answer: Any) -> None:

@@ -110,8 +110,11 @@ class BulkRun:
         self._print(index, status=status)
 
     def _print(self, index: int, **more: str) -> None:
+        line = self.lines[index]
+        if not self.as_json and "reason" in more:
+            said = f"line {line.line}: {line.url} rejected {more['reason']}"
+            sys.stderr.write(printable(said) + "\n")
         if self.as_json:
-            line = self.lines[index]
             said = {"line": line.line, "url": line.url, "job_id": str(self.job_ids[index])}
             sys.stdout.write(json.dumps(said | {"submission": self.decisions[index]} | more) + "\n")
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import sys
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -22,6 +23,7 @@ from schemas.errors import ScrapestreamError
 from streams.api_client import ApiClient
 from streams.cli import EXIT_FAILED
 from streams.clock import utc_now
+from streams.errors import UsageError
 from streams.moments import moment_of
 from streams.terminal import printable
 
@@ -36,10 +38,10 @@ EXTENSIONS = {
 
 
 def run_export(api: ApiClient, arguments: argparse.Namespace) -> int:
-    target = Path(arguments.to)
-    target.mkdir(parents=True, exist_ok=True)
+    target = _directory(Path(arguments.to))
     wanted = _artifacts(api, arguments)
-    console = Console(stderr=True)
+    console = Console(stderr=True, quiet=arguments.json)
+    failures: list[str] = []
     counts = {"downloaded": 0, "already there": 0, "failed": 0}
     manifest: list[dict[str, Any]] = []
     with Progress(
@@ -52,15 +54,36 @@ def run_export(api: ApiClient, arguments: argparse.Namespace) -> int:
             counts[outcome if outcome in counts else "failed"] += 1
             if outcome not in counts or path is None:
                 said = f"{artifact.get('artifact_id')} of job {job.get('job_id')}: {outcome}"
+                failures.append(said)
                 progress.console.print(printable(said), highlight=False, markup=False)
             else:
                 manifest.append(_entry(job, artifact, path.relative_to(target)))
             progress.advance(task)
     with (target / "manifest.jsonl").open("w") as written:
         written.writelines(json.dumps(entry) + "\n" for entry in manifest)
-    said = ", ".join(f"{count:,} {name}" for name, count in counts.items())
-    Console().print(f"{len(wanted):,} artifacts of the matching jobs: {said}; into {target}", highlight=False)
+    if arguments.json:
+        summary = {"artifacts": len(wanted), "directory": str(target), "failures": failures}
+        sys.stdout.write(json.dumps(summary | {key.replace(" ", "_"): n for key, n in counts.items()}) + "\n")
+    else:
+        said = ", ".join(f"{count:,} {name}" for name, count in counts.items())
+        Console().print(
+            f"{len(wanted):,} artifacts of the matching jobs: {said}; into {target}", highlight=False
+        )
     return EXIT_FAILED if counts["failed"] else 0
+
+
+def _directory(target: Path) -> Path:
+    """`target`, created if missing and proven writable, before anything is downloaded."""
+    if target.exists() and not target.is_dir():
+        raise UsageError(f"--to {target}: is a file; give a directory (created if missing)")
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+        probe = target / ".scrapestream-export-probe"
+        probe.touch()
+        probe.unlink()
+    except OSError as exc:
+        raise UsageError(f"--to {target}: cannot write there ({exc.strerror or exc})") from None
+    return target
 
 
 def _artifacts(api: ApiClient, arguments: argparse.Namespace) -> list[tuple[dict[str, Any], dict[str, Any]]]:

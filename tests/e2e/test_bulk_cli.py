@@ -144,6 +144,7 @@ async def test_a_mixed_file_waited_for_shows_live_counts_and_a_summary(
     assert await terminal.finish() == 1  # one rejected, one invalid, one dead-lettered
     shown = terminal.text
     assert "line 5: url: Input should be a valid string (not submitted)" in shown
+    assert "line 4: ftp://example.com/not-fetched rejected UNSUPPORTED_SCHEME" in shown
     assert re.search(r"dead_letter 1 · succeeded 2", shown)
     for outcome, count in (("created", 3), ("rejected", 1), ("invalid line", 1)):
         assert re.search(rf"{outcome}\s*│\s*{count}\s*│", shown), shown
@@ -225,6 +226,40 @@ async def test_export_downloads_verified_artifacts_and_resumes(
     assert "3 artifacts of the matching jobs: 2 downloaded, 1 already there, 0 failed" in output
     assert hashlib.sha256(first.read_bytes()).hexdigest() == manifest[0]["sha256"]
     assert not list((directory / "out").rglob("*.part"))
+    code, output = await run(*arguments, "--json", cwd=directory)
+    assert code == 0, output
+    assert json.loads(output) == {
+        "artifacts": 3,
+        "directory": "out",
+        "failures": [],
+        "downloaded": 0,
+        "already_there": 3,
+        "failed": 0,
+    }
+    (directory / "a-file").write_text("not a directory")
+    for target, said in (("a-file", "is a file; give a directory"), ("a-file/below", "cannot write there")):
+        code, output = await run(*arguments[:-1], target, cwd=directory)
+        assert code == 2, output
+        assert f"--to {target}: {said}" in output
+        assert "Traceback" not in output
+
+
+async def test_list_pages_through_any_limit_and_submit_from_names_each_rejected_line(dev: tuple[Path, str]):
+    directory, _ = dev
+    (directory / "rejected.txt").write_text("".join(f"ftp://example.com/{n}\n" for n in range(520)))
+    code, output = await run("submit", "--from", "rejected.txt", "--caller", "pager", cwd=directory)
+    assert code == 1
+    assert "line 1: ftp://example.com/0 rejected UNSUPPORTED_SCHEME" in output
+    assert "line 520: ftp://example.com/519 rejected UNSUPPORTED_SCHEME" in output
+    code, output = await run("list", "--caller", "pager", "--limit", "510", "--json", cwd=directory)
+    assert code == 0, output
+    listed = json.loads(output)
+    assert len({job["job_id"] for job in listed["items"]}) == 510
+    assert listed["next_cursor"]
+    code, output = await run("list", "--caller", "pager", "--limit", "5000", "--json", cwd=directory)
+    assert code == 0, output
+    assert len(json.loads(output)["items"]) == 520
+    assert json.loads(output)["next_cursor"] is None
 
 
 @pytest.mark.timeout(300)

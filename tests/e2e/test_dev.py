@@ -147,6 +147,30 @@ async def test_a_submit_help_shows_every_option_with_its_default(tmp_path):
         assert option in output
     assert "default: http.fetch" in output
     assert "default: 3600.0" in output
+    flat = " ".join(output.split())
+    assert "default: None" not in flat
+    assert "default: False" not in flat
+    for said in ("(default: RAW_BODY)", "(default: 3600.0)", "(default: 300.0)"):
+        assert flat.count(said) == 1, flat  # each default said once
+
+
+async def test_a_bad_choice_or_an_unknown_option_is_named_by_its_command(tmp_path):
+    code, output = await run("submit", "https://example.com/", "--capture", "BAD", cwd=tmp_path)
+    assert code == 2
+    assert "invalid choice: 'BAD' (choose from 'RAW_BODY', 'METADATA_ONLY'" in output
+    assert "CaptureMode" not in output
+    for named, unknown, command in (
+        ("get", "--bogus", ("get", "--bogus", "x")),
+        ("callbacks replay", "-z", ("callbacks", "replay", "--since", "1h", "--reason", "r", "-z")),
+    ):
+        code, output = await run(*command, cwd=tmp_path)
+        assert code == 2
+        assert f"usage: scrapestream {named} [-h]" in output, output
+        assert f"scrapestream {named}: error: unrecognized arguments: {unknown}" in output
+        assert "{dev,worker" not in output  # not the top-level usage
+    code, output = await run("list", "--limit", "0", cwd=tmp_path)
+    assert code == 2
+    assert "'0' is not a whole number above 0" in output
 
 
 async def test_api_commands_with_nothing_running_say_how_to_start_dev(tmp_path):
