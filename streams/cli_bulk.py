@@ -112,8 +112,8 @@ class BulkRun:
     def _print(self, index: int, **more: str) -> None:
         line = self.lines[index]
         if not self.as_json and "reason" in more:
-            said = f"line {line.line}: {line.url} rejected {more['reason']}"
-            sys.stderr.write(printable(said) + "\n")
+            rejected = f"line {line.line}: {line.url} rejected {more['reason']}"
+            sys.stderr.write(printable(rejected) + "\n")
         if self.as_json:
             said = {"line": line.line, "url": line.url, "job_id": str(self.job_ids[index])}
             sys.stdout.write(json.dumps(said | {"submission": self.decisions[index]} | more) + "\n")
