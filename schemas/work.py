@@ -178,3 +178,11 @@ class JobTypeControl(Record):
     actor_id: str
     actor_role: ActorRole
     changed_at: Instant
+
+
+class ExecutorAnnouncement(Record):
+    worker: str
+    runs: tuple[str, ...]
+    cannot_run: dict[str, str]
+    announced_at: Instant
+    expires_at: Instant

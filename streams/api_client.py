@@ -14,6 +14,7 @@ import httpx
 
 from schemas.errors import ScrapestreamError
 from streams.devstate import read_dev_state
+from streams.errors import UsageError
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 TIMEOUT_S = 30.0
@@ -94,10 +95,12 @@ class ApiClient:
         try:
             return call()
         except httpx.HTTPError as exc:
-            raise ScrapestreamError(
+            said = (
                 f"cannot reach the scrapestream API at {self.url} ({type(exc).__name__}): start "
                 "`scrapestream dev` in this directory, or pass --url (or set SCRAPESTREAM_URL) for a worker"
-            ) from exc
+            )
+            # Nothing named a worker (no --url, SCRAPESTREAM_URL or dev here): the command's mistake.
+            raise (UsageError(said) if self.url == DEFAULT_URL else ScrapestreamError(said)) from exc
 
 
 def _refusal(response: httpx.Response) -> ApiRequestError:

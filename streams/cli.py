@@ -9,6 +9,7 @@ submission, an error), 2 a usage or settings mistake, 3 timed out waiting, 130 i
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from collections.abc import Iterable, Sequence
 from enum import StrEnum
@@ -304,6 +305,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if arguments.command in KAFKA_COMMANDS:
             from streams.cli_kafka import run_kafka_command
+
+            if not arguments.verbose:  # a client command says what a lost broker means, not the driver
+                logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
 
             return run_kafka_command(arguments)
         if arguments.command in API_COMMANDS:

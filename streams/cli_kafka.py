@@ -21,7 +21,6 @@ from uuid import UUID
 
 from schemas.commands import SubmitJob
 from schemas.enums import AnswerKind, JobStatus
-from schemas.errors import ScrapestreamError
 from schemas.events import Event, JobCompleted
 from schemas.records import RenderOptions, Request
 from schemas.work import SubmissionAnswer
@@ -32,7 +31,7 @@ from streams.devstate import read_dev_state
 from streams.errors import UsageError
 from streams.schema_registry import SchemaRegistry
 from streams.settings import Settings, load_settings
-from streams.tables import completion_line, progress_of
+from streams.tables import progress_of
 
 T = TypeVar("T")
 ACCEPTANCE_TIMEOUT_S = 30.0
@@ -74,7 +73,7 @@ def connected_settings() -> Settings:
         return settings
     state = read_dev_state()
     if state is None:
-        raise ScrapestreamError(
+        raise UsageError(
             "no Kafka to talk to: start `scrapestream dev` in this directory (another terminal), "
             "or set SCRAPESTREAM_KAFKA_BOOTSTRAP"
         )
@@ -215,25 +214,9 @@ def _say(arguments: argparse.Namespace, job_id: UUID, said: str, reason: str | N
 
 
 async def _watch(arguments: argparse.Namespace) -> int:
-    from rich.console import Console
+    from streams.cli_watch import watch
 
-    from streams.moments import moment_of
-
-    since = None if arguments.since is None else moment_of(arguments.since, utc_now())
-    settings = connected_settings()
-    console = Console()
-    async with (
-        client_of(settings) as client,
-        contextlib.aclosing(client.completions(arguments.from_beginning, since)) as completions,
-    ):
-        async for completion in completions:
-            document = json.loads(completion.model_dump_json())
-            if arguments.json:
-                sys.stdout.write(json.dumps(document) + "\n")
-                sys.stdout.flush()
-            else:
-                console.print(completion_line(document))
-    return 0
+    return await watch(arguments, connected_settings(), client_of)
 
 
 async def _topics(arguments: argparse.Namespace) -> int:

@@ -23,6 +23,7 @@ from streams.moments import moment_of
 
 PAGE = 500
 TERMINAL = ["SUCCEEDED", "DEAD_LETTER", "CANCELLED"]
+BUSY = "its callback is still being delivered"
 
 
 def run_replay(api: ApiClient, arguments: argparse.Namespace) -> int:
@@ -31,10 +32,7 @@ def run_replay(api: ApiClient, arguments: argparse.Namespace) -> int:
     chosen = [(job, override or job["callback_host"]) for job in jobs if (override or job["callback_host"])]
     out = Console()
     if arguments.dry_run:
-        for job, host in chosen:
-            out.print(f"{job['job_id']}  {job['state']:<11}  to {host}", highlight=False)
-        out.print(f"{len(chosen)} of {len(jobs)} matching jobs would have their callback replayed (dry run)")
-        return 0
+        return _dry_run(out, jobs, chosen)
     said: Counter[str] = Counter()
     interval = 1.0 / arguments.per_receiver_per_s
     next_at: dict[str, float] = defaultdict(time.monotonic)
@@ -52,6 +50,25 @@ def run_replay(api: ApiClient, arguments: argparse.Namespace) -> int:
     shown = ", ".join(f"{count} {name}" for name, count in sorted(said.items())) or "nothing to replay"
     out.print(f"{len(chosen)} callbacks of {len(jobs)} matching jobs: {shown}", highlight=False)
     return EXIT_FAILED if said["refused"] else 0
+
+
+def _dry_run(out: Console, jobs: list[dict[str, Any]], chosen: list[tuple[dict[str, Any], str]]) -> int:
+    """What the run would do, job by job, as the lifecycle would decide it now."""
+    busy = 0
+    for job, host in chosen:
+        if job.get("callbacks_pending"):
+            busy += 1
+            said = f"would be refused: {BUSY} (replay it once it is delivered or abandoned)"
+        else:
+            said = f"to {host}"
+        out.print(f"{job['job_id']}  {job['state']:<11}  {said}", highlight=False)
+    unset = len(jobs) - len(chosen)
+    out.print(
+        f"{len(chosen) - busy} of {len(jobs)} matching jobs would have their callback replayed, {busy} would "
+        f"be refused ({BUSY}), {unset} have no callback URL (dry run)",
+        highlight=False,
+    )
+    return 0
 
 
 def _matching(api: ApiClient, arguments: argparse.Namespace) -> list[dict[str, Any]]:

@@ -12,9 +12,8 @@ from typing import Any
 
 from schemas.errors import ScrapestreamError
 from streams.cli_kafka import run
-from streams.dev import run_dev
+from streams.preflight import check_serving
 from streams.settings import Settings, load_settings
-from streams.worker import Worker
 
 GC_THRESHOLDS = (20_000, 20, 20)
 DEV_PARTITIONS = 1  # one process serves them all; each idle fetch asks the broker about every one
@@ -39,6 +38,7 @@ def serve(arguments: argparse.Namespace) -> int:
         if "SCRAPESTREAM_PARTITIONS" not in os.environ:
             overrides["partitions"] = DEV_PARTITIONS
     settings = load_settings(**overrides)
+    check_serving(settings)
     collect_rarely()
     run(_serve(arguments.command, settings))
     return 0
@@ -60,11 +60,18 @@ async def _serve(command: str, settings: Settings) -> None:
     for signum in (signal.SIGINT, signal.SIGTERM):
         asyncio.get_running_loop().add_signal_handler(signum, stop)
     if command == "dev":
+        from streams.dev import run_dev
+
         await run_dev(settings, stopped)
         return
+    from streams.fleet import startup_lines
+    from streams.worker import Worker
+
     worker = Worker(settings)
     await worker.start()
     sys.stdout.write(f"scrapestream worker: serving HTTP on {settings.web_host}:{worker.web_port}\n")
+    for line in startup_lines(worker.fleet.own) if worker.fleet else []:
+        sys.stdout.write(f"scrapestream worker: {line}\n")
     sys.stdout.flush()
     crashed = asyncio.ensure_future(worker.crashed())
     either: set[asyncio.Future[Any]] = {stopped, crashed}

@@ -25,6 +25,7 @@ from rich.text import Text
 
 from schemas.errors import ScrapestreamError
 from streams.api_client import ApiClient
+from streams.tables import route_figures
 from streams.web.summary import TERMINAL
 
 QUIT_KEYS = frozenset("qQ")
@@ -98,9 +99,8 @@ def _frame(
         hosts.add_row(load["host"], f"{load['jobs']:,}", f"{load['active']:,}")
     spend = _table("Routes", "route", "spent this period", "budget", "rate/s", "outstanding")
     for route in routes:
-        outstanding = str(route["reservations_outstanding"])
-        budget = route["budget"] or "none"
-        spend.add_row(route["name"], route["spent_in_period"], budget, str(route["rate"]), outstanding)
+        said = route_figures(route)
+        spend.add_row(route["name"], *(said[column] for column in ("spent", "budget", "rate", "outstanding")))
     top = Table.grid(padding=(0, 4))
     top.add_row(states, hosts)
     bottom = Table.grid(padding=(0, 4))

@@ -15,6 +15,7 @@ from typing import Any
 
 from streams.broker.embedded import EmbeddedBroker
 from streams.devstate import DEV_DIR, STATE_FILE, read_dev_state
+from streams.fleet import startup_lines
 from streams.settings import Settings
 from streams.worker import Worker
 
@@ -28,7 +29,7 @@ async def run_dev(settings: Settings, stopped: Any) -> None:
         worker_settings = settings.model_copy(
             update={"kafka_bootstrap": broker.bootstrap, "broker_profile": "embedded", "data_dir": data_dir}
         )
-        worker = Worker(worker_settings)
+        worker = Worker(worker_settings, alone=True)
         await worker.start()
         try:
             state = {
@@ -38,12 +39,16 @@ async def run_dev(settings: Settings, stopped: Any) -> None:
                 "topic_prefix": settings.topic_prefix,
                 "partitions": settings.partitions,
                 "web_url": f"http://{worker_settings.web_host}:{worker.web_port}",
+                "callbacks": "signed with SCRAPESTREAM_CALLBACK_SECRET"
+                if settings.callback_secret is not None
+                else "unsigned (no SCRAPESTREAM_CALLBACK_SECRET); each still carries webhook-id and "
+                "webhook-timestamp",
                 "artifacts": str((data_dir / "artifacts").resolve())
                 if settings.artifact_store == "local"
                 else f"s3://{settings.s3_bucket}/{settings.s3_prefix}",
             }
             STATE_FILE.write_text(json.dumps(state, indent=2) + "\n")
-            _announce(state)
+            _announce(state, startup_lines(worker.fleet.own) if worker.fleet else [])
             await stopped
         finally:
             STATE_FILE.unlink(missing_ok=True)
@@ -60,7 +65,7 @@ def _fresh_data_dir() -> Path:
     return data_dir
 
 
-def _announce(state: dict[str, Any]) -> None:
+def _announce(state: dict[str, Any], job_types: list[str]) -> None:
     lines = [
         "scrapestream dev: started from a clean state (the embedded broker keeps its log in memory)",
         f"  kafka bootstrap  {state['kafka_bootstrap']}",
@@ -68,6 +73,8 @@ def _announce(state: dict[str, Any]) -> None:
         f"  console          {state['web_url']}/ui",
         "  auth             off: every HTTP request and every command is trusted as ADMIN (dev only)",
         f"  artifacts        {state['artifacts']}",
+        f"  callbacks        {state['callbacks']}",
+        *(f"  job types        {line}" for line in job_types),
         "  try: scrapestream submit https://example.com/ --wait      Ctrl-C stops everything",
     ]
     sys.stdout.write("\n".join(lines) + "\n")

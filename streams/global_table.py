@@ -28,7 +28,13 @@ from projections.artifacts import Pointers
 from projections.storage.base import KeyValueStore, StoreError, prefix_end
 from schemas.codec import decode_as
 from schemas.errors import CodecError
-from schemas.work import ArtifactPurged, ArtifactReference, CacheEntry, JobTypeControl
+from schemas.work import (
+    ArtifactPurged,
+    ArtifactReference,
+    CacheEntry,
+    ExecutorAnnouncement,
+    JobTypeControl,
+)
 from streams.broker.compat import BrokerProfile, end_offsets, partitions_known, start_whole
 
 log = logging.getLogger(__name__)
@@ -38,6 +44,8 @@ OFFSET = b"o/"
 # (empty: no expiry while the job's history lasts)
 REFERENCE = b"r/"
 CONTROL = b"c/"  # c/<job type> -> its JobTypeControl, as an operator last set it
+EXECUTOR = b"x/"  # x/<worker> -> its ExecutorAnnouncement, as it last announced itself
+EXECUTOR_KEY = b"executor/"  # how the controls topic keys an announcement
 MAX_RECORDS = 2_000
 RETRY_S = 1.0
 REQUEST_HASH = re.compile(rb"[0-9a-f]{64}")
@@ -60,6 +68,7 @@ class GlobalTable:
         self._references_topic = references_topic
         self._controls_topic = controls_topic
         self.disabled: Mapping[str, str] = {}  # job types switched off -> why; replaced whole on change
+        self.executors: Mapping[str, ExecutorAnnouncement] = {}  # by worker; replaced whole on change
         self._store = store
         self._ends: dict[TopicPartition, int] | None = None
         self._consumer = AIOKafkaConsumer(
@@ -81,6 +90,7 @@ class GlobalTable:
         self._consumer.assign(partitions)
         await self._rewind(partitions)
         self.disabled = self._switched_off()
+        self.executors = self._announced()
         self._ends = await end_offsets(self._bootstrap, partitions, self._profile)
         self._task = asyncio.create_task(self._follow(), name="global-table")
 
@@ -166,6 +176,8 @@ class GlobalTable:
                 self._store.write(changes)
                 if any(key.startswith(CONTROL) for key in changes):
                     self.disabled = self._switched_off()
+                if any(key.startswith(EXECUTOR) for key in changes):
+                    self.executors = self._announced()
             except StoreError as exc:
                 log.warning("the global table could not be written (%s); reading those records again", exc)
                 self._positions.clear()
@@ -194,6 +206,10 @@ class GlobalTable:
                 problem = None if REQUEST_HASH.fullmatch(key) else "its key is not a request hash"
                 if problem is None:
                     self._replace(key, record.value, changes)
+            elif tp.topic == self._controls_topic and key.startswith(EXECUTOR_KEY):
+                problem = _announcement_problem(key, record.value)
+                if problem is None:
+                    changes[EXECUTOR + key[len(EXECUTOR_KEY) :]] = record.value
             elif tp.topic == self._controls_topic:
                 problem = _control_problem(key, record.value)
                 if problem is None:
@@ -244,6 +260,13 @@ class GlobalTable:
             decode_as(value, JobTypeControl) for _, value in self._store.scan(CONTROL, prefix_end(CONTROL))
         )
         return {control.job_type: control for control in found if isinstance(control, JobTypeControl)}
+
+    def _announced(self) -> Mapping[str, ExecutorAnnouncement]:
+        found = (
+            decode_as(value, ExecutorAnnouncement)
+            for _, value in self._store.scan(EXECUTOR, prefix_end(EXECUTOR))
+        )
+        return {said.worker: said for said in found if isinstance(said, ExecutorAnnouncement)}
 
     def _switched_off(self) -> Mapping[str, str]:
         return {name: control.reason for name, control in self.controls().items() if not control.enabled}
@@ -309,6 +332,19 @@ def _control_problem(key: bytes, value: bytes | None) -> str | None:
         return f"it does not decode: {exc}"
     if not isinstance(control, JobTypeControl) or control.job_type.encode() != key:
         return "its key is not the job type it controls"
+    return None
+
+
+def _announcement_problem(key: bytes, value: bytes | None) -> str | None:
+    """Why a worker's announcement is not one the table keeps (a tombstone is: the worker stopped)."""
+    if value is None:
+        return None
+    try:
+        said = decode_as(value, ExecutorAnnouncement)
+    except CodecError as exc:
+        return f"it does not decode: {exc}"
+    if not isinstance(said, ExecutorAnnouncement) or EXECUTOR_KEY + said.worker.encode() != key:
+        return "its key is not the worker it announces"
     return None
 
 

@@ -324,24 +324,20 @@ class Settings(BaseSettings):
         return value
 
     @model_validator(mode="after")
-    def _enough_replicas(self) -> Settings:
+    def _consistent(self) -> Settings:
+        """Every setting that contradicts another, named at once."""
+        problems = []
         if self.min_insync_replicas is not None and self.min_insync_replicas > self.replication_factor:
-            raise ValueError(
+            problems.append(
                 "SCRAPESTREAM_MIN_INSYNC_REPLICAS is larger than SCRAPESTREAM_REPLICATION_FACTOR: "
                 "no write could succeed"
             )
-        return self
-
-    @model_validator(mode="after")
-    def _one_peer_secret(self) -> Settings:
         if self.peer_secret is not None and self.peer_secret_file is not None:
-            raise ValueError("set SCRAPESTREAM_PEER_SECRET or SCRAPESTREAM_PEER_SECRET_FILE, not both")
-        return self
-
-    @model_validator(mode="after")
-    def _s3_needs_a_bucket(self) -> Settings:
+            problems.append("set SCRAPESTREAM_PEER_SECRET or SCRAPESTREAM_PEER_SECRET_FILE, not both")
         if self.artifact_store == "s3" and not self.s3_bucket:
-            raise ValueError("SCRAPESTREAM_ARTIFACT_STORE=s3 needs SCRAPESTREAM_S3_BUCKET")
+            problems.append("SCRAPESTREAM_ARTIFACT_STORE=s3 needs SCRAPESTREAM_S3_BUCKET")
+        if problems:
+            raise ValueError("\n  ".join(problems))
         return self
 
     @property

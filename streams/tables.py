@@ -187,19 +187,35 @@ def print_all(console: Console, *renderables: Any) -> None:
         console.print(renderable)
 
 
+UNMETERED = "not metered"  # no price, budget or rate limit: its calls are not reserved, so not counted
+
+
+def route_figures(route: dict[str, Any]) -> dict[str, str]:
+    """What a route's columns say; a route that is not metered counts nothing, so shows no zeros."""
+    if not route.get("metered", True):
+        return dict.fromkeys(("spent", "remaining", "rate", "outstanding", "granted"), "-") | {
+            "spent": UNMETERED,
+            "budget": "none",
+        }
+    return {
+        "spent": route["spent_in_period"],
+        "budget": route["budget"] or "none",
+        "remaining": route["remaining"] or "",
+        "rate": str(route["rate"]),
+        "outstanding": str(route["reservations_outstanding"]),
+        "granted": f"{route['granted']} ({route['denied']} denied)",
+    }
+
+
 def routes_table(routes: list[dict[str, Any]]) -> Table:
     table = Table("route", "kind", "spent this period", "budget", "remaining", "rate/s")
     table.add_column("outstanding")
     table.add_column("granted")
     for route in routes:
+        said = route_figures(route)
         table.add_row(
             route["name"],
             route["kind"],
-            route["spent_in_period"],
-            route["budget"] or "none",
-            route["remaining"] or "",
-            str(route["rate"]),
-            str(route["reservations_outstanding"]),
-            f"{route['granted']} ({route['denied']} denied)",
+            *(said[column] for column in ("spent", "budget", "remaining", "rate", "outstanding", "granted")),
         )
     return table

@@ -34,10 +34,12 @@ from streams.errors import BrokerError
 from streams.fetch.browser import renderer_of
 from streams.fetch.http import FetchLimits, HttpFetcher
 from streams.fetch.routes import Routes, meterings
+from streams.fleet import Fleet, capabilities_here
 from streams.global_table import GlobalTable
 from streams.jobtypes import deployment_policy, discover, is_remote, local_types, runnable_here
 from streams.ledger import LedgerReader
 from streams.metrics import Metrics, ScrapeTimeGauges
+from streams.preflight import PEERING_UNSET
 from streams.publisher import Publisher
 from streams.routing import Routing, RoutingAssignor
 from streams.schema_registry import SchemaRegistry, register_contract
@@ -59,8 +61,9 @@ JOIN_TIMEOUT_S = 60.0
 class Worker:
     """Every agent of scrapestream in one process. `start()` returns once it is serving."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, alone: bool = False) -> None:
         self.settings = settings
+        self.alone = alone  # no other worker shares its broker (`dev`)
         self.profile = settings.client_profile
         self.job_types = discover()
         self.policy = deployment_policy(settings, self.job_types)
@@ -75,6 +78,7 @@ class Worker:
         self.maintenance: Maintenance | None = None
         self.snapshots: Snapshots | None = None
         self.executor: HttpExecutor | None = None
+        self.fleet: Fleet | None = None
         self.watchdog = Watchdog()
         self._stack = contextlib.AsyncExitStack()
 
@@ -121,6 +125,7 @@ class Worker:
             stack.push_async_callback(registry.close)
             publisher.framing = (await register_contract(settings, registry)).applied
         dead = DeadLetters(settings, publisher, self.counters)
+        fleet = self.fleet = await self._fleet(routing.own_url, publisher, table)
         ledger = self.ledger = await self._ledger(publisher)
         snapshots = self.snapshots = Snapshots(
             settings, self.profile, store, publisher, lambda: lifecycle.owned, self.counters
@@ -144,6 +149,7 @@ class Worker:
             snapshots.restore,
             table.hold,
             disabled=lambda: table.disabled,
+            runners=fleet.view,
             remote=RemoteResults(self.job_types, artifacts, utc_now, uploads),
         )
         intake = Intake(settings, publisher, dead, self.counters, utc_now, principals, registry)
@@ -195,6 +201,7 @@ class Worker:
             peer_key=peer_key,
             refusals=RefusalLimiter(settings.refusals_per_minute),
             uploads=uploads,
+            capabilities=fleet.own,
         )
         await server.serve(build_api(context))
         with contextlib.suppress(TimeoutError):
@@ -237,10 +244,7 @@ class Worker:
         """The secret every worker proves itself to the others with; required when auth is on."""
         secret = peer_secret(self.settings)
         if secret is None and principals is not None:
-            raise PeerSecretError(
-                "auth is on but no peer secret is set: give every worker the same "
-                "SCRAPESTREAM_PEER_SECRET (or SCRAPESTREAM_PEER_SECRET_FILE), at least 32 random bytes"
-            )
+            raise PeerSecretError(PEERING_UNSET)
         return None if secret is None else PeerKey(secret)
 
     async def _transactions(self) -> PartitionTransactions:
@@ -272,6 +276,14 @@ class Worker:
         await ledger.start()
         self._watch("the route ledger reader", ledger.task)
         return ledger
+
+    async def _fleet(self, worker: str, publisher: Publisher, table: GlobalTable) -> Fleet:
+        own = capabilities_here(self.settings, self.job_types, self.policy)
+        fleet = Fleet(worker, own, publisher, self.settings.topic("controls"), table, utc_now, self.alone)
+        self._stack.push_async_callback(fleet.stop)
+        await fleet.start()
+        self._watch("the executor announcements", fleet.task)
+        return fleet
 
     def _executor(
         self,

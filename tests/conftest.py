@@ -17,6 +17,8 @@ from tests.brokers import POM, TestBroker, kafka_or_skip, register
 from tests.registry import VERSION as REGISTRY_VERSION
 from tests.registry import running_registry
 
+pytest_plugins = ["tests.phases"]
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(

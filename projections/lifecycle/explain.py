@@ -73,17 +73,23 @@ def _told(event: Event, dispatched: dict[int, datetime]) -> tuple[str, str] | No
     if isinstance(event, AttemptRecorded):
         return _attempt(event.attempt)
     if isinstance(event, AttemptStarted):
-        waited = (event.occurred_at - dispatched.get(event.attempt_number, event.occurred_at)).total_seconds()
-        if waited < 1:
-            return None
-        return (
-            "attempt.waited",
-            f"attempt {event.attempt_number} started {waited:.1f} s after it was dispatched: it waited for "
-            "an executor place or its host's pacing (one request at a time per host, with a gap)",
-        )
+        return _started(event, dispatched)
     if isinstance(event, RetryScheduled):
         return _retry(event)
     return _said(event)
+
+
+def _started(event: AttemptStarted, dispatched: dict[int, datetime]) -> tuple[str, str]:
+    until = event.lease_expires_at.isoformat()
+    running = f"an executor is running it; it must report by {until} (its lease is renewed while it runs)"
+    waited = (event.occurred_at - dispatched.get(event.attempt_number, event.occurred_at)).total_seconds()
+    if waited < 1:
+        return "attempt.started", f"attempt {event.attempt_number} started: {running}"
+    return (
+        "attempt.waited",
+        f"attempt {event.attempt_number} started {waited:.1f} s after it was dispatched: it waited for "
+        f"an executor place or its host's pacing (one request at a time per host, with a gap); {running}",
+    )
 
 
 @singledispatch
@@ -110,11 +116,10 @@ def _attempt(attempt: Attempt) -> tuple[str, str]:
         )
     if failure is not None:
         status = "" if attempt.http_status is None else f" (HTTP {attempt.http_status})"
-        kind = "may be retried" if failure.disposition is FailureDisposition.RETRYABLE else "is final"
-        return (
-            "attempt.failed",
-            f"{number} failed {failure.code}{status}: {failure.safe_message}; this {kind}",
+        final = (
+            "" if failure.disposition is FailureDisposition.RETRYABLE else "; a final failure, not retried"
         )
+        return "attempt.failed", f"{number} failed {failure.code}{status}: {failure.safe_message}{final}"
     if attempt.outcome is AttemptOutcome.NOT_MODIFIED:
         return "cache.revalidated", f"{number}: the origin said the cached copy is still current (HTTP 304)"
     route = attempt.route_name or attempt.route.value.lower()
@@ -157,6 +162,16 @@ def _rejected(event: JobRejected) -> tuple[str, str] | None:
 
 
 @_said.register
+def _dispatched(event: JobDispatched) -> tuple[str, str] | None:
+    return (
+        "attempt.dispatched",
+        f"attempt {event.attempt_number} was handed to the executors of its job type; unless one starts "
+        f"and reports it by {event.lease_expires_at.isoformat()}, its lease lapses and it is handed out "
+        "again: if no attempt starts, see that a running worker runs its type (GET /job-types)",
+    )
+
+
+@_said.register
 def _reused(event: SubmissionReused) -> tuple[str, str] | None:
     return (
         "submission.reused",
@@ -182,7 +197,7 @@ def _succeeded(event: JobSucceeded) -> tuple[str, str] | None:
 @_said.register
 def _dead(event: JobDeadLettered) -> tuple[str, str] | None:
     failure = event.failure
-    return "job.dead_lettered", f"dead-lettered: {failure.code}: {failure.safe_message}"
+    return "job.dead_lettered", f"dead-lettered, not retried: {failure.code}: {failure.safe_message}"
 
 
 @_said.register

@@ -83,6 +83,10 @@ class Policy:
     routes: RouteLadder = NO_LADDER
     # Switched off at run time (the controls topic): job type -> why. New submissions are rejected.
     disabled_types: Mapping[str, str] = field(default_factory=dict, compare=False)
+    # What running workers' executors announce they run (None: not known yet, nothing is refused),
+    # and why each type none of them runs cannot run. New submissions of such a type are rejected.
+    runners: frozenset[str] | None = field(default=None, compare=False)
+    cannot_run: Mapping[str, str] = field(default_factory=dict, compare=False)
     credentials: Mapping[str, CredentialGrant] = field(default_factory=dict)
     remote_types: frozenset[str] = frozenset()  # run by outside executors, which report their starts
     warnings: tuple[str, ...] = field(default=(), compare=False)

@@ -220,11 +220,24 @@ def _validate(command: SubmitJob, now: datetime, policy: Policy) -> CanonicalReq
         return Rejection(
             RejectionReason.JOB_TYPE_DISABLED, f"job type {command.job_type!r} is switched off: {off}"
         )
+    unrunnable = _unrunnable(command, policy)
+    if unrunnable is not None:
+        return Rejection(RejectionReason.UNSUPPORTED_JOB_TYPE, unrunnable)
     limit = command.attempt_limit
     if limit is not None and not 1 <= limit <= profile.max_attempts:
         detail = f"attempt_limit {limit} is outside 1..{profile.max_attempts} for {command.job_type}"
         return Rejection(RejectionReason.ATTEMPT_LIMIT_OUT_OF_RANGE, detail)
     return _options_rejection(command) or canonical
+
+
+def _unrunnable(command: SubmitJob, policy: Policy) -> str | None:
+    """Why no running worker can run the job, when none announces its runner (outside executors
+    run remote types: they announce nothing)."""
+    runner = runner_of(command.job_type, command.transport_policy)
+    if policy.runners is None or runner in policy.runners or command.job_type in policy.remote_types:
+        return None
+    why = policy.cannot_run.get(runner, "no running worker's executor reads its work")
+    return f"no running worker can run {clip(runner, 64)!r}: {why}"
 
 
 def _credential_refusal(command: SubmitJob, policy: Policy) -> str | None:

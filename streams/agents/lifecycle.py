@@ -60,6 +60,7 @@ from streams.answers import AnswerAddress, answer, dead_answer
 from streams.broker.compat import BrokerProfile, LogGapError, end_offsets, records_between
 from streams.consumer import PartitionControl, QuietStage, Record
 from streams.deadinput import DeadLetters
+from streams.fleet import Capabilities
 from streams.publisher import Outgoing, Sink, outgoing, tombstone
 from streams.settings import Settings
 from streams.transactions import after_commit, open_transaction, when_ended
@@ -107,6 +108,7 @@ class Lifecycle(QuietStage):
         restore: Callable[[int], Awaitable[bool]] | None = None,
         cache_entries: Callable[[Iterable[tuple[bytes, bytes | None]]], None] | None = None,
         disabled: Callable[[], Mapping[str, str]] | None = None,
+        runners: Callable[[], Capabilities | None] | None = None,
         remote: RemoteResults | None = None,
     ) -> None:
         self._settings = settings
@@ -121,6 +123,8 @@ class Lifecycle(QuietStage):
         self._publisher = publisher
         self._policy = policy
         self._disabled = disabled  # the job types switched off right now (the controls topic)
+        self._runners = runners  # what running workers' executors run, once known
+        self._runners_seen: Capabilities | None = None
         self._remote = remote  # reports of remotely run types become attempts here
         self._dead = dead_letters
         self._clock = clock
@@ -428,10 +432,16 @@ class Lifecycle(QuietStage):
             return work
 
     def _current_policy(self) -> Policy:
-        """The deployment's rules, with the job types switched off as they are now."""
+        """The deployment's rules, with the job types switched off, and those running workers run, as
+        they are now."""
         disabled = self._disabled() if self._disabled is not None else self._policy.disabled_types
         if disabled is not self._policy.disabled_types:
             self._policy = replace(self._policy, disabled_types=disabled)
+        seen = None if self._runners is None else self._runners()
+        if seen != self._runners_seen:
+            self._runners_seen = seen
+            runners, cannot_run = (None, {}) if seen is None else (seen.runs, seen.cannot_run)
+            self._policy = replace(self._policy, runners=runners, cannot_run=cannot_run)
         return self._policy
 
     def _due_topic(self, job_type: str, transport_policy: TransportPolicy) -> str:

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import shutil
+import subprocess
 import time
 from dataclasses import dataclass, replace
 from decimal import Decimal
@@ -48,6 +50,7 @@ CHROMIUM_FLAGS = (
     "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",  # no UDP around the guard proxy
 )
 CLOSE_TIMEOUT_S = 10.0
+VERSION_TIMEOUT_S = 10.0
 GUARD_CLOSE_TIMEOUT_S = 2.0
 HTML_TYPE = "text/html; charset=utf-8"
 # The rendered document's size in UTF-8 bytes, measured in the page: nothing is copied out to learn it.
@@ -88,7 +91,31 @@ def executable_of(configured: str) -> str | None:
 
 
 def browser_available(settings: Settings) -> bool:
-    return settings.browser_cdp_url is not None or executable_of(settings.browser_executable) is not None
+    return browser_problem(settings) is None
+
+
+def browser_problem(settings: Settings) -> str | None:
+    """Why this worker has no browser to render with (what to install or set), or None."""
+    if settings.browser_cdp_url is not None:
+        return None
+    install = "install Chromium (Debian: apt install chromium) or set SCRAPESTREAM_BROWSER_EXECUTABLE"
+    executable = executable_of(settings.browser_executable)
+    if executable is None:
+        return f"no browser: {settings.browser_executable!r} is not an executable here; {install}"
+    if not _names_chromium(executable):
+        return f"no browser: {executable} --version does not name Chromium or Chrome; {install}"
+    return None
+
+
+@functools.cache
+def _names_chromium(executable: str) -> bool:
+    try:
+        said = subprocess.run(  # noqa: S603 (the operator's own setting, run with no shell)
+            [executable, "--version"], capture_output=True, timeout=VERSION_TIMEOUT_S, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return b"chrom" in said.stdout.lower()
 
 
 def renderer_of(settings: Settings) -> BrowserRenderer | None:

@@ -29,6 +29,7 @@ from streams.auth.peering import PeerKey
 from streams.auth.principals import Principal, Principals
 from streams.clock import utc_now
 from streams.consumer import StageConsumer
+from streams.fleet import Capabilities
 from streams.global_table import GlobalTable
 from streams.jobtypes import AnyJobType
 from streams.ledger import LedgerReader
@@ -93,6 +94,7 @@ class ApiContext:
     peer_key: PeerKey | None = None
     refusals: RefusalLimiter = field(default_factory=lambda: RefusalLimiter(60))
     uploads: Uploads | None = None
+    capabilities: Capabilities | None = None  # the job types this worker's executor reads, why not others
     costly: CostlyReads = field(default_factory=CostlyReads)
     _audits: set[asyncio.Task[UUID]] = field(default_factory=set)
     replay_pacer: ReceiverPacer = field(default_factory=ReceiverPacer)

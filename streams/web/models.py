@@ -41,7 +41,11 @@ class JobTypeInfo(BaseModel):
         description="Whether the profile is the type's own (false: the deployment default)"
     )
     runs_here: bool = Field(
-        description="Whether this worker runs the type; work of a type no worker runs waits on its topic"
+        description="Whether this worker's executor reads the type's work; a submission of a type no "
+        "running worker reads is rejected UNSUPPORTED_JOB_TYPE"
+    )
+    not_run_here_because: str | None = Field(
+        default=None, description="Why this worker does not run it (what to install or set), if it does not"
     )
     enabled: bool = Field(
         default=True,
@@ -139,6 +143,10 @@ class BulkReplayResult(BaseModel):
     matched: int = Field(description="Finished jobs of the selection")
     replayed: list[UUID] = Field(description="Jobs whose callback replay was sent (each decided and audited)")
     skipped: list[UUID] = Field(description="Jobs with no callback to replay (none set, none given)")
+    still_delivering: list[UUID] = Field(
+        default_factory=list,
+        description="Jobs whose callback is still being delivered: not replayed (the lifecycle would refuse)",
+    )
     dry_run: bool
 
 

@@ -108,7 +108,9 @@ def _is_peer(request: Request) -> bool:
 async def job_types(request: Request, principal: Caller) -> JobTypeList:
     context = context_of(request)
     policy = context.policy
-    runnable = runnable_here(context.settings, context.job_types)
+    own = context.capabilities
+    runnable = runnable_here(context.settings, context.job_types) if own is None else own.runs
+    why_not = {} if own is None else own.cannot_run
     items = []
     known = labels(context.settings, context.job_types)
     switched = context.table.controls() if context.table is not None else {}
@@ -124,6 +126,7 @@ async def job_types(request: Request, principal: Caller) -> JobTypeList:
                 max_attempts=profile.max_attempts,
                 declared=declared is not None and name not in policy.fallbacks,
                 runs_here=name in runnable,
+                not_run_here_because=why_not.get(name),
                 enabled=name not in switched or switched[name].enabled,
                 control=None if name not in switched else _said(switched[name]),
             )

@@ -35,9 +35,15 @@ class Receiver:
     answered: dict[str, list[int]] = field(default_factory=lambda: defaultdict(list))
     processed: list[str] = field(default_factory=list)
 
+    holding: asyncio.Event = field(default_factory=asyncio.Event)  # set: `/held` answers
+    held: list[str] = field(default_factory=list)
+
     async def handle(self, request: web.Request) -> web.Response:
         webhook_id = request.headers["webhook-id"]
         await request.read()
+        if request.path == "/held":
+            self.held.append(webhook_id)
+            await self.holding.wait()
         if self.down:
             self.answered[webhook_id].append(503)
             return web.Response(status=503)
@@ -57,6 +63,7 @@ async def deployment(broker, tmp_path_factory) -> AsyncIterator[tuple[System, Re
         peer_secret="the-peer-secret-of-the-replay-tests-0123456789",
         callback_max_elapsed_s=1.5,
         callback_retry_base_s=0.2,
+        callback_timeout_s=120,  # a held delivery stays under way until the test lets it answer
     )
     receiver = Receiver()
     async with loopback(receiver.handle) as receiver.port, running_system(settings) as system:
@@ -169,3 +176,30 @@ async def test_callbacks_abandoned_while_the_receiver_was_down_are_replayed_once
             lambda tries: sum(t["replay"] and t["outcome"] == "delivered" for t in tries) == 2,
         )
     assert sorted(receiver.processed) == sorted(webhook_ids.values())  # still each once
+
+
+async def test_a_dry_run_says_which_replays_would_be_refused_because_a_delivery_is_under_way(
+    deployment: tuple[System, Receiver], origin: Origin, tmp_path
+):
+    system, receiver = deployment
+    async with api(system, "svc-a") as http:
+        job = await submitted(http, origin.url("/page/replay-held"), f"http://127.0.0.1:{receiver.port}/held")
+    await tries_until(system, job["job_id"], lambda _: bool(receiver.held))  # its delivery is under way
+    base = f"http://127.0.0.1:{system.worker.web_port}" if system.worker else ""
+    arguments = ("callbacks", "replay", "--caller", "svc-a", "--since", "1h", "--reason", "plan", "--dry-run")
+    try:
+        code, output = await run(*arguments, "--url", base, "--token", ISSUED["operator"].token, cwd=tmp_path)
+        async with api(system, "operator") as http:
+            planned = await http.post(
+                "/callbacks/replay",
+                json={"since": "2020-01-01T00:00:00Z", "caller": "svc-a", "reason": "p", "dry_run": True},
+            )
+    finally:
+        receiver.holding.set()
+    assert code == 0, output
+    flat = " ".join(output.split())
+    assert f"{job['job_id']} SUCCEEDED would be refused: its callback is still being delivered" in flat
+    assert "1 would be refused (its callback is still being delivered)" in flat
+    assert job["job_id"] in planned.json()["still_delivering"]
+    assert job["job_id"] not in planned.json()["replayed"]
+    await tries_until(system, job["job_id"], ended_as("delivered"))

@@ -346,6 +346,9 @@ async def test_a_routes_budget_shows_as_a_gauge_and_its_spend_as_a_chart(console
         assert float(await meter.get_attribute("max") or "0") == 50
         assert float(await meter.get_attribute("value") or "0") > 0  # the jobs above spent on it
         assert await direct.locator(".chart canvas").count() == 1
+        unmetered = await visit.page.locator("section[data-route='browser']").inner_text()
+        assert "not metered" in unmetered
+        assert "Granted" not in unmetered  # no zeros that read as nothing went through it
         assert visit.errors == []
 
 
@@ -401,3 +404,23 @@ async def test_last_hour_panels_say_when_they_are_of_the_newest_jobs_only(consol
             "main"
         )
         assert visit.errors == []
+
+
+async def test_a_wrong_job_id_an_empty_redrive_and_the_timeline_are_said_in_words(console):
+    async with console.signed_in("admin") as visit:
+        assert await visit.open("/ui/jobs/nope") == 404
+        problem = await visit.page.inner_text("#problem")
+        assert "no job 'nope'" in problem
+        assert "UUID" in problem
+        assert "Input should" not in problem  # not the request validator's words
+        job_id = console.jobs["dead"]
+        assert await visit.open(f"/ui/jobs/{job_id[:8]}") == 200  # the short id the lists show
+        timeline = await visit.page.inner_text("#timeline")
+        assert "{'" not in timeline
+        assert "['" not in timeline
+        assert "request url http" in timeline
+        await visit.open("/ui/dead-letters")
+        await visit.page.fill("input[name=reason]", "nothing ticked")
+        await visit.page.click("#redrive-selected")
+        await visit.page.wait_for_selector("#problem")
+        assert "no job was selected" in await visit.page.inner_text("#problem")

@@ -58,6 +58,15 @@ async def test_dev_serves_a_submission_end_to_end_and_stops_cleanly(origin, tmp_
         code, output = await run("submit", "ftp://example.com/file", "--wait", cwd=tmp_path)
         assert code == 1
         assert "rejected UNSUPPORTED_SCHEME" in output
+        hook = origin.url("/hook/0/dev")
+        code, output = await run(
+            "submit", origin.url("/page/hooked"), "--callback-url", hook, "--wait", cwd=tmp_path
+        )
+        assert code == 0, output
+        headers, _ = await delivered(origin, "/hook/0/dev")
+        assert headers["webhook-id"].startswith("msg_")  # what receivers dedupe by, signed or not
+        assert headers["webhook-timestamp"].isdigit()
+        assert "webhook-signature" not in headers  # dev has no callback secret: unsigned, as it says
         code, output = await run("topics", "describe", cwd=tmp_path)
         assert code == 0, output
         assert "scrapestream.commands: 1 partitions" in output  # one process: one partition a topic
@@ -71,9 +80,19 @@ async def test_dev_serves_a_submission_end_to_end_and_stops_cleanly(origin, tmp_
         printed, _ = await asyncio.wait_for(dev.communicate(), 60)
     assert dev.returncode == 0, printed.decode()
     assert "started from a clean state" in printed.decode()
+    assert "callbacks        unsigned (no SCRAPESTREAM_CALLBACK_SECRET)" in printed.decode()
     assert not (tmp_path / ".scrapestream" / "dev.json").exists()
     with pytest.raises(ProcessLookupError):
         os.kill(int(state["broker_pid"]), 0)
+
+
+async def delivered(origin: Any, path: str) -> tuple[dict[str, str], bytes]:
+    for _ in range(600):
+        if origin.callbacks[path]:
+            found: tuple[dict[str, str], bytes] = origin.callbacks[path][0]
+            return found
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"no callback reached {path}")
 
 
 async def the_cli_reads_and_acts_through_the_api(directory: Path, job_id: str) -> None:
@@ -296,14 +315,30 @@ async def test_principal_new_prints_its_secrets_once_and_stores_only_their_publi
 
 async def test_submit_without_a_broker_says_how_to_get_one(tmp_path):
     code, output = await run("submit", "https://example.com/", cwd=tmp_path)
-    assert code == 1
+    assert code == 2  # nothing named a broker: the README's exit code for a mistake in the settings
     assert "scrapestream dev" in output
+    for command in (("watch",), ("tail", "completions"), ("list",), ("get", "0f")):
+        code, output = await run(*command, cwd=tmp_path)
+        assert code == 2, (command, output)
+        assert "scrapestream dev" in output
+        assert "Traceback" not in output
 
 
 async def test_invalid_settings_are_reported_before_anything_starts(tmp_path):
     code, output = await run("worker", cwd=tmp_path, partitions="zero")
     assert code == 2
     assert "SCRAPESTREAM_PARTITIONS" in output
+    contradicting = {"artifact_store": "s3", "min_insync_replicas": "5", "peer_secret_file": "/nowhere"}
+    code, output = await run("worker", cwd=tmp_path, peer_secret="x" * 40, **contradicting)
+    assert code == 2
+    for said in ("SCRAPESTREAM_S3_BUCKET", "SCRAPESTREAM_REPLICATION_FACTOR", "PEER_SECRET_FILE, not both"):
+        assert said in output, output  # every contradiction at once
+    code, output = await run("worker", cwd=tmp_path, peer_secret="short")
+    assert code == 2
+    assert "cannot start:" in output
+    assert "no principals are configured" in output  # and, in the same run,
+    assert "SCRAPESTREAM_PEER_SECRET must be at least 32 bytes" in output
+    assert "Traceback" not in output
 
 
 async def test_an_unreachable_kafka_is_a_clear_error(tmp_path):
@@ -372,3 +407,80 @@ async def test_a_worker_whose_broker_goes_away_says_so_once_in_a_while_and_in_re
         printed, _ = await worker.communicate()
     lines = [line for line in printed.decode().splitlines() if " WARNING " in line or " ERROR " in line]
     assert len(lines) < 40, "\n".join(lines[-40:])  # ten seconds without a broker: not a line per retry
+
+
+async def test_dev_without_a_browser_says_so_at_start_and_answers_a_render_at_once(tmp_path):
+    from streams.broker.embedded import free_loopback_port
+
+    port = free_loopback_port()
+    settings = {"web_port": str(port), "browser_executable": "/bin/true"}  # runs, but is no browser
+    dev = await start("dev", cwd=tmp_path, **settings)
+    try:
+        state = await wait_for_file(tmp_path / ".scrapestream" / "dev.json")
+        code, output = await run(
+            "submit", "https://example.com/", "--type", "browser.render", "--wait", cwd=tmp_path
+        )
+        assert code == 1, output
+        said = "rejected UNSUPPORTED_JOB_TYPE: no running worker can run 'browser.render': no browser:"
+        assert said in output
+        assert "/bin/true --version does not name Chromium" in output
+        assert "apt install chromium" in output
+        job_id = output.split()[1].rstrip(":")
+        code, output = await run("submit", "https://example.com/", "--transport", "BROWSER", cwd=tmp_path)
+        assert code == 1, output
+        assert said in output
+        code, output = await run("explain", job_id, cwd=tmp_path)
+        assert code == 0, output
+        assert "no browser" in output
+        async with httpx.AsyncClient(base_url=str(state["web_url"])) as http:
+            listed = {item["name"]: item for item in (await http.get("/job-types")).json()["items"]}
+        assert listed["browser.render"]["runs_here"] is False
+        assert "does not name Chromium" in listed["browser.render"]["not_run_here_because"]
+        assert listed["http.fetch"]["runs_here"] is True
+    finally:
+        if dev.returncode is None:
+            dev.send_signal(signal.SIGINT)
+        printed, _ = await asyncio.wait_for(dev.communicate(), 60)
+    shown = printed.decode()
+    assert "job types        this worker runs job types: http.fetch" in shown
+    assert "it does not run browser.render: no browser: /bin/true --version does not name Chromium" in shown
+
+
+async def test_watch_says_when_dev_goes_away_and_a_cluster_watcher_says_it_keeps_trying(origin, tmp_path):
+    from streams.broker.embedded import free_loopback_port
+
+    dev = await start("dev", "--allow-private", cwd=tmp_path, web_port=str(free_loopback_port()))
+    watchers: list[asyncio.subprocess.Process] = []
+    try:
+        state = await wait_for_file(tmp_path / ".scrapestream" / "dev.json")
+        on_dev = await start("watch", "--json", cwd=tmp_path)
+        on_cluster = await start(
+            "watch",
+            "--json",
+            cwd=tmp_path,
+            kafka_bootstrap=str(state["kafka_bootstrap"]),
+            broker_profile="embedded",
+        )
+        watchers += [on_dev, on_cluster]
+        code, output = await run("submit", origin.url("/page/watched"), "--wait", cwd=tmp_path)
+        assert code == 0, output
+        for watcher in watchers:
+            assert watcher.stdout is not None
+            assert json.loads(await asyncio.wait_for(watcher.stdout.readline(), 60))["status"] == "SUCCEEDED"
+        dev.send_signal(signal.SIGINT)
+        await asyncio.wait_for(dev.communicate(), 60)
+        printed, _ = await asyncio.wait_for(on_dev.communicate(), 60)  # it ends by itself
+        assert on_dev.returncode == 1
+        said = printed.decode()
+        assert "scrapestream dev stopped (its broker is gone): nothing to watch" in said
+        assert "Traceback" not in said
+        assert "Unable connect" not in said  # not the Kafka driver's own words
+        assert on_cluster.stdout is not None
+        line = await asyncio.wait_for(on_cluster.stdout.readline(), 60)
+        assert b"no broker answers; still trying (Ctrl-C stops)" in line
+        assert on_cluster.returncode is None  # a cluster comes back: it goes on
+    finally:
+        for process in (dev, *watchers):
+            if process.returncode is None:
+                process.send_signal(signal.SIGINT)
+                await asyncio.wait_for(process.communicate(), 60)

@@ -13,13 +13,15 @@ from uuid import UUID
 import httpx
 import pytest
 
-from schemas.enums import ActorRole, ExpiryReason, JobStatus
-from schemas.events import AttemptRecorded, AttemptStarted, LeaseExpired, LeaseRenewed
+from schemas.enums import ActorRole, ExpiryReason, JobStatus, RejectionReason
+from schemas.events import AttemptRecorded, AttemptStarted, JobRejected, LeaseExpired, LeaseRenewed
 from streams.auth.issue import issue
 from streams.clock import utc_now
+from streams.fleet import Capabilities
 from streams.worker import Worker
 from tests.e2e.conftest import Origin, System, running_system, worker_settings
 from tests.e2e.test_trust import answered
+from tests.faults.scenarios import until
 from tests.servers import loopback
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -73,6 +75,7 @@ async def test_a_plugin_job_type_runs_end_to_end_and_is_listed_with_its_profile(
         "max_attempts": 2,
         "declared": True,
         "runs_here": True,
+        "not_run_here_because": None,
         "enabled": True,
         "control": None,
     }
@@ -180,6 +183,7 @@ async def test_a_job_whose_executor_is_killed_is_retried_after_its_own_lease_wit
 async def test_work_of_a_type_no_worker_runs_waits_visibly_and_runs_once_a_worker_that_runs_it_joins(
     broker, origin, tmp_path, monkeypatch
 ):
+    monkeypatch.setattr("streams.fleet.SETTLE_S", 3_600.0)  # accepted before the others could be known
     declared = {"http.fetch": (8_000, 3), "test.echo": (1_000, 2)}
     settings = worker_settings(
         broker.bootstrap,
@@ -223,6 +227,40 @@ async def test_work_of_a_type_no_worker_runs_waits_visibly_and_runs_once_a_worke
     assert completion.status is JobStatus.SUCCEEDED
     assert len(attempts_of(system, job)) == 1
     assert origin.hits["/page/waiting"] == 0  # the plugin ran it, and only once
+
+
+async def test_a_type_no_running_worker_runs_is_rejected_at_once_until_a_worker_that_runs_it_joins(
+    broker, origin, tmp_path, monkeypatch
+):
+    monkeypatch.setattr("streams.fleet.SETTLE_S", 0.0)
+    declared = {"http.fetch": (8_000, 3), "test.echo": (1_000, 2)}
+    settings = worker_settings(broker.bootstrap, tmp_path / "a", profiles=declared)
+    async with running_system(settings) as system:
+        fleet = system.worker.fleet if system.worker else None
+        assert fleet is not None
+        await until(lambda: fleet.view() is not None)
+        job = await system.submit(origin.url("/page/refused-echo"), job_type="test.echo")
+        assert (await system.completion(job)).status is JobStatus.REJECTED
+        await system.events.wait_for(
+            lambda _: any(isinstance(e, JobRejected) for e in system.events.of_job(job))
+        )
+        (rejected,) = [e for e in system.events.of_job(job) if isinstance(e, JobRejected)]
+        assert rejected.reason is RejectionReason.UNSUPPORTED_JOB_TYPE
+        said = "no running worker can run 'test.echo': no plugin on this worker provides it"
+        assert rejected.detail == said
+
+        monkeypatch.syspath_prepend(str(PLUGINS))
+        runner = Worker(settings.model_copy(update={"data_dir": tmp_path / "b", "executor_concurrency": 2}))
+        await runner.start()
+        try:
+            await until(lambda: "test.echo" in (fleet.view() or Capabilities(frozenset(), {})).runs)
+            job = await system.submit(origin.url("/page/run-echo"), job_type="test.echo")
+            assert (await system.completion(job)).status is JobStatus.SUCCEEDED
+        finally:
+            await runner.stop()
+        await until(lambda: "test.echo" not in (fleet.view() or Capabilities(frozenset(), {})).runs)
+        job = await system.submit(origin.url("/page/refused-again"), job_type="test.echo")
+        assert (await system.completion(job)).status is JobStatus.REJECTED  # the runner said it left
 
 
 async def test_a_type_switched_off_at_run_time_rejects_submissions_holds_its_queued_work_and_runs_it_once_on(

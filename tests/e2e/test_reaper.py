@@ -29,8 +29,10 @@ async def system(broker, tmp_path_factory):
         lease_grace_ms=1_500,
         start_window_ms=1_000,
     )
-    async with running_system(settings) as running:
-        yield running
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("streams.fleet.SETTLE_S", 3_600.0)  # the tests play the executor, announcing nothing
+        async with running_system(settings) as running:
+            yield running
 
 
 def report_for(work: DueWork) -> ReportAttempt:

@@ -4,7 +4,7 @@ from io import StringIO
 
 from rich.console import Console
 
-from streams.tables import _attempts, _essentials, jobs_table
+from streams.tables import _attempts, _essentials, jobs_table, routes_table
 
 
 def test_a_redriven_job_shows_the_budget_it_was_granted_again():
@@ -45,3 +45,26 @@ def test_a_list_fits_80_columns_without_cutting_the_short_id():
     lines = out.getvalue().splitlines()
     assert max(len(line) for line in lines) <= 80
     assert "0123abcd" in lines[-1]
+
+
+def test_a_route_that_is_not_metered_shows_no_zeros_and_says_why():
+    route = {
+        "name": "direct",
+        "kind": "direct",
+        "metered": False,
+        "spent_in_period": "0",
+        "budget": None,
+        "remaining": None,
+        "rate": 0,
+        "reservations_outstanding": 0,
+        "granted": 0,
+        "denied": 0,
+    }
+    out = StringIO()
+    Console(file=out, width=120).print(routes_table([route]))
+    shown = out.getvalue()
+    assert "not metered" in shown
+    assert "0 (0 denied)" not in shown
+    out = StringIO()
+    Console(file=out, width=120).print(routes_table([route | {"metered": True, "granted": 7}]))
+    assert "7 (0 denied)" in out.getvalue()

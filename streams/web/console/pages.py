@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import parse_qs, urlencode
+from uuid import UUID
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse, RedirectResponse
@@ -48,6 +50,7 @@ templates = Environment(
     autoescape=select_autoescape(default=True, default_for_string=True),
 )
 templates.filters["when"] = lambda at: "" if not at else str(at).replace("T", " ")[:19]
+templates.filters["plain"] = lambda value: plain(value)
 router = APIRouter(prefix="/ui", include_in_schema=False)
 
 
@@ -102,7 +105,7 @@ async def login(request: Request) -> Response:
 async def logout(request: Request) -> Response:
     refusal = csrf_refusal(request, str((await _form(request)).get("csrf", "")))
     if refusal is not None:  # another site's form cannot sign a person out either
-        return _render(request, session_of(request), "error.html", 403, problem=refusal)
+        return _render(request, session_of(request), "error.html", 403, code=403, problem=refusal)
     response = RedirectResponse("/ui/login", 303)
     await sign_out(request, response)
     return protect(request, response, None)
@@ -190,7 +193,32 @@ async def job_live(job_id: str, request: Request) -> Response:
     return await _serve(request, lambda session, api: _job(session, api, job_id, "job_live.html", request))
 
 
+def plain(value: Any) -> str:
+    """An event field as a person reads it: nested fields as `name value`, lists comma-separated."""
+    if isinstance(value, dict):
+        shown = (f"{name} {plain(inner)}" for name, inner in value.items() if inner not in (None, "", [], {}))
+        return " · ".join(shown)
+    if isinstance(value, list):
+        return ", ".join(plain(item) for item in value)
+    return str(value)
+
+
+async def _job_id(api: ConsoleApi, given: str) -> str:
+    """`given` when it is a job id, else the one job whose id starts with it (as lists show them)."""
+    text = given.strip().lower()
+    with contextlib.suppress(ValueError):
+        return str(UUID(text))
+    if text and len(text) <= 36 and all(char in "0123456789abcdef-" for char in text):
+        found = (await api.get("/jobs", {"id_prefix": text, "limit": 2}))["items"]
+        if len(found) == 1:
+            return str(found[0]["job_id"])
+    raise ConsoleError(
+        404, f"no job {given[:80]!r}: a job id is a UUID (or its start); the Jobs page lists them"
+    )
+
+
 async def _job(session: Session, api: ConsoleApi, job_id: str, template: str, request: Request) -> Built:
+    job_id = await _job_id(api, job_id)
     job = await api.get(f"/jobs/{job_id}")
     events = (await api.get(f"/jobs/{job_id}/events"))["items"]
     values: dict[str, Any] = {
@@ -279,6 +307,10 @@ async def dead_letters(request: Request) -> Response:
 async def redrive_dead_letters(request: Request) -> Response:
     async def build(session: Session, api: ConsoleApi) -> Built:
         form = await _checked_form(request, multiple=("job",))
+        if not form.get("job"):
+            raise ConsoleError(
+                400, "no job was selected: tick the dead-lettered jobs to redrive, then redrive"
+            )
         results: list[tuple[str, str]] = []
         for job_id in form.get("job", []):
             try:
@@ -325,7 +357,8 @@ async def _serve(request: Request, build: Build) -> Response:
         except ConsoleError as error:
             if error.status == 401:
                 return _to_login(request)
-            return _render(request, session, "error.html", error.status, problem=error.message)
+            said = {"code": error.status, "problem": error.message}
+            return _render(request, session, "error.html", error.status, **said)
     if isinstance(built, Response):
         return protect(request, built, session)
     name, values = built

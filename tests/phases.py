@@ -1,0 +1,73 @@
+"""What the suite runs, said before it starts (gates, brokers, browser), and a line as each phase ends."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from streams.broker.kafka import KAFKA_VERSION
+from tests.registry import VERSION as REGISTRY_VERSION
+
+TOTALS: Counter[str] = Counter()
+DONE: Counter[str] = Counter()
+FAILED: Counter[str] = Counter()
+
+
+def phase_of(nodeid: str) -> str:
+    """`tests/e2e/test_x.py::…` is of the phase `e2e`; the static gates are `static`."""
+    parts = nodeid.split("/")
+    return parts[1] if len(parts) > 2 else "static"
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    chosen = config.getoption("--broker")
+    brokers = {"tansu": "tansu (embedded)", "kafka": f"Apache Kafka {KAFKA_VERSION} (Maven fetches it once)"}
+    on = [brokers[kind] for kind in (["tansu", "kafka"] if chosen == "both" else [chosen])]
+    browser = shutil.which(os.environ.get("SCRAPESTREAM_BROWSER_EXECUTABLE", "chromium"))
+    absent = "none: its tests skip" + (", and fail since CI is set" if os.environ.get("CI") else "")
+    return [
+        "scrapestream: static gates first (ruff check, ruff format, mypy --strict, import contracts), then "
+        "the unit, contract, integration, interop, end-to-end and fault phases",
+        f"scrapestream: brokers {' and '.join(on)}; schema registry Apicurio {REGISTRY_VERSION}; "
+        f"browser {browser or absent}",
+    ]
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    if not TOTALS:
+        TOTALS.update(phase_of(item.nodeid) for item in session.items)
+
+
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: the controller learns what its workers collected
+def pytest_xdist_node_collection_finished(node: Any, ids: list[str]) -> None:
+    if not TOTALS:
+        TOTALS.update(phase_of(nodeid) for nodeid in ids)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.when != "teardown":
+        if report.failed:
+            FAILED[phase_of(report.nodeid)] += 1
+        return
+    phase = phase_of(report.nodeid)
+    DONE[phase] += 1
+    if DONE[phase] == TOTALS.get(phase):
+        failed = f", {FAILED[phase]} failed" if FAILED[phase] else ""
+        reporter = _reporter()
+        if reporter is not None:
+            reporter.write_line(f"phase {phase} done: {TOTALS[phase]} tests{failed}")
+
+
+def _reporter() -> Any:
+    return CONFIG[0].pluginmanager.get_plugin("terminalreporter") if CONFIG else None
+
+
+CONFIG: list[pytest.Config] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    CONFIG.append(config)
