@@ -45,9 +45,7 @@ async def watch(
                     await task
         if printing in done:
             return printing.result()
-    sys.stderr.write(
-        "scrapestream watch: scrapestream dev stopped (its broker is gone): nothing to watch\n"
-    )
+    sys.stderr.write("scrapestream watch: scrapestream dev stopped (its broker is gone): nothing to watch\n")
     return EXIT_FAILED
 
 
