@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -55,6 +55,16 @@ def capabilities_here(
     return Capabilities(runs, cannot_run)
 
 
+def merged(own: Capabilities, others: Iterable[ExecutorAnnouncement], now: datetime) -> Capabilities:
+    """What this worker and every other live one run; for each type none runs, the first reason given."""
+    live = [said for said in others if said.expires_at > now]
+    runs = own.runs.union(*(said.runs for said in live))
+    cannot_run: dict[str, str] = {}
+    for said in (own.cannot_run, *(announced.cannot_run for announced in live)):
+        cannot_run |= {name: why for name, why in said.items() if name not in runs and name not in cannot_run}
+    return Capabilities(runs, cannot_run)
+
+
 def startup_lines(own: Capabilities) -> list[str]:
     """What a worker says at start about the job types it runs, and why not the others."""
     lines = [f"this worker runs job types: {', '.join(sorted(own.runs)) or 'none'}"]
@@ -81,6 +91,7 @@ class Fleet:
         self._clock = clock
         self._settled_at = clock() + timedelta(seconds=0 if alone else SETTLE_S)
         self._task: asyncio.Task[None] | None = None
+        self._caught_up = False  # once it has read the announcements there were at its start
 
     async def start(self) -> None:
         await self._announce()
@@ -89,20 +100,12 @@ class Fleet:
     def view(self) -> Capabilities | None:
         """What every live worker runs, this one included; None until the others can be known."""
         now = self._clock()
-        if now < self._settled_at or not self._table.caught_up():
-            return None
-        live = [
-            said
-            for said in self._table.executors.values()
-            if said.expires_at > now and said.worker != self.worker
-        ]
-        runs = self.own.runs.union(*(said.runs for said in live))
-        cannot_run: dict[str, str] = {}
-        for said in (self.own.cannot_run, *(announced.cannot_run for announced in live)):
-            cannot_run |= {
-                name: why for name, why in said.items() if name not in runs and name not in cannot_run
-            }
-        return Capabilities(runs, cannot_run)
+        if not self._caught_up:
+            self._caught_up = now >= self._settled_at and self._table.caught_up()
+            if not self._caught_up:
+                return None
+        others = [said for said in self._table.executors.values() if said.worker != self.worker]
+        return merged(self.own, others, now)
 
     async def _keep_announcing(self) -> None:
         while True:
