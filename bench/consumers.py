@@ -24,11 +24,11 @@ from typing import Any
 from bench.processes import own_cpu_seconds
 from streams.broker.compat import EMBEDDED_TANSU
 from streams.broker.embedded import EmbeddedBroker
-from streams.consumer import QuietStage, StageConsumer
-from streams.deadinput import DeadLetters
-from streams.publisher import Outgoing, Publisher
+from streams.runtime.consumer import QuietStage, StageConsumer
+from streams.runtime.deadinput import DeadLetters
+from streams.runtime.publisher import Outgoing, Publisher
+from streams.runtime.topics import ensure_topics
 from streams.settings import load_settings
-from streams.topics import ensure_topics
 
 PARTITIONS = 4
 VALUE = b"x" * 200

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import cast
 from uuid import UUID, uuid4
 
+from bench.kafka import KafkaCluster, fetch_kafka
 from bench.processes import (
     Child,
     cpu_seconds,
@@ -48,10 +49,9 @@ from schemas.commands import SubmitJob
 from schemas.records import Request
 from streams.broker.compat import EMBEDDED_TANSU, KAFKA, BrokerProfile
 from streams.broker.embedded import EmbeddedBroker, free_loopback_port
-from streams.broker.kafka import KafkaCluster, fetch_kafka
 from streams.client import Client
 from streams.clock import utc_now
-from streams.publisher import Publisher, outgoing
+from streams.runtime.publisher import Publisher, outgoing
 
 SUBMIT_BATCH = 500
 Observer = Callable[[list[Child], dict[str, object]], contextlib.AbstractAsyncContextManager[None]]

@@ -23,7 +23,7 @@ from httpx_aiohttp import AiohttpTransport
 from bench.processes import own_cpu_seconds, start_origin
 from schemas.records import Request
 from streams.broker.embedded import free_loopback_port
-from streams.cli_kafka import run
+from streams.cli.kafka import run
 from streams.fetch.guard import AddressPolicy, guarded_session
 from streams.fetch.http import FetchLimits, HttpFetcher
 

@@ -34,13 +34,14 @@ from schemas.commands import Command, ReportAttempt, SubmitJob
 from schemas.enums import ArtifactTrust, AttemptOutcome, TransportRoute
 from schemas.events import Event
 from schemas.records import Attempt, Request
-from streams.agents.lifecycle import fold_log, target_job
+from streams.agents.lifecycle import target_job
 from streams.broker.compat import EMBEDDED_TANSU
 from streams.broker.embedded import EmbeddedBroker
-from streams.cli_serve import collect_rarely
-from streams.publisher import Publisher, outgoing
+from streams.cli.serve import collect_rarely
+from streams.readers.events_log import fold_log
+from streams.runtime.publisher import Publisher, outgoing
+from streams.runtime.topics import ensure_topics
 from streams.settings import Settings, load_settings
-from streams.topics import ensure_topics
 
 BATCH = 500
 NOW = datetime(2026, 11, 30, 12, tzinfo=UTC)

@@ -24,8 +24,8 @@ from projections.ledger import Metering
 from schemas.codec import encode
 from schemas.work import RouteReconciled, RouteReserved
 from streams.broker.compat import EMBEDDED_TANSU
-from streams.cli_serve import collect_rarely
-from streams.ledger import LedgerReader
+from streams.cli.serve import collect_rarely
+from streams.readers.ledger import LedgerReader
 
 ROUTE = "proxy-pool"
 METERING = Metering(price_per_gb=Decimal("8"), budget=Decimal("1000000"), period_s=86_400)

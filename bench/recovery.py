@@ -25,11 +25,11 @@ from aiokafka import TopicPartition
 from bench.fold import POLICY, append_log, one_partition, run_fold
 from projections.jobstore import JobStore
 from projections.storage.rocks import RocksStore
-from streams.agents.lifecycle import fold_log
 from streams.broker.compat import EMBEDDED_TANSU
 from streams.broker.embedded import EmbeddedBroker
-from streams.publisher import Publisher
-from streams.snapshots import Snapshots
+from streams.readers.events_log import fold_log
+from streams.readers.snapshots import Snapshots
+from streams.runtime.publisher import Publisher
 
 
 async def measure(jobs: int, scratch: Path) -> dict[str, object]:

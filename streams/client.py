@@ -26,11 +26,12 @@ from schemas.events import Event, JobAccepted, JobCompleted, JobRejected, Submis
 from schemas.types import Record
 from schemas.work import SubmissionAnswer
 from streams.auth.signing import Binding, private_key_from_text, sign
+from streams.broker.clients import kafka_consumer
 from streams.broker.compat import BrokerProfile, FetchPacer, end_offsets, refresh_metadata, start_whole
 from streams.clock import utc_now
 from streams.errors import BrokerError
-from streams.publisher import Outgoing, Publisher, Written, outgoing, partition_of
-from streams.schema_registry import SchemaRegistry
+from streams.runtime.publisher import Outgoing, Publisher, Written, outgoing, partition_of
+from streams.runtime.schema_registry import SchemaRegistry
 
 T = TypeVar("T")
 C = TypeVar("C", SubmitJob, CancelJob, RedriveJob, DeleteJobHistory)
@@ -278,7 +279,7 @@ class Client:
             consumer.seek(partition, ends[partition] if late or at is None else at.offset)
 
     def _consumer(self, *topics: str, **options: Any) -> AIOKafkaConsumer:
-        return AIOKafkaConsumer(
+        return kafka_consumer(
             *topics,
             bootstrap_servers=self._bootstrap,
             enable_auto_commit=False,

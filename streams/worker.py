@@ -15,6 +15,7 @@ from projections.storage.rocks import RocksStore
 from schemas.enums import PolicyClass
 from schemas.errors import ScrapestreamError
 from streams.agents.executor import HttpExecutor
+from streams.agents.fleet import Fleet, capabilities_here
 from streams.agents.intake import Intake
 from streams.agents.lifecycle import Lifecycle
 from streams.agents.maintenance import Maintenance
@@ -28,26 +29,25 @@ from streams.auth.peering import PeerKey, PeerSecretError, peer_secret
 from streams.auth.principals import Principals, load_principals
 from streams.callbacks.sender import CallbackSender
 from streams.clock import utc_now
-from streams.consumer import Stage, StageConsumer
-from streams.deadinput import DeadLetters
 from streams.errors import BrokerError
 from streams.fetch.browser import renderer_of
 from streams.fetch.http import FetchLimits, HttpFetcher
 from streams.fetch.routes import Routes, meterings
-from streams.fleet import Fleet, capabilities_here
-from streams.global_table import GlobalTable
 from streams.jobtypes import deployment_policy, discover, is_remote, local_types, runnable_here
-from streams.ledger import LedgerReader
-from streams.metrics import Metrics, ScrapeTimeGauges
 from streams.preflight import PEERING_UNSET
-from streams.publisher import Publisher
-from streams.routing import Routing, RoutingAssignor
-from streams.schema_registry import SchemaRegistry, register_contract
+from streams.readers.global_table import GlobalTable
+from streams.readers.ledger import LedgerReader
+from streams.readers.snapshots import Snapshots
+from streams.runtime.consumer import Stage, StageConsumer
+from streams.runtime.deadinput import DeadLetters
+from streams.runtime.metrics import Metrics, ScrapeTimeGauges
+from streams.runtime.publisher import Publisher
+from streams.runtime.routing import Routing, RoutingAssignor
+from streams.runtime.schema_registry import SchemaRegistry, register_contract
+from streams.runtime.topics import ensure_topics
+from streams.runtime.transactions import PartitionTransactions
+from streams.runtime.watchdog import Watchdog
 from streams.settings import Settings
-from streams.snapshots import Snapshots
-from streams.topics import ensure_topics
-from streams.transactions import PartitionTransactions
-from streams.watchdog import Watchdog
 from streams.web.api import build_api
 from streams.web.context import ApiContext
 from streams.web.peers import Peers

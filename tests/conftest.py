@@ -11,8 +11,8 @@ import boto3
 import pytest
 from moto.server import ThreadedMotoServer
 
+from bench.kafka import KAFKA_VERSION, KafkaCluster, fetch_kafka
 from streams.broker.embedded import EmbeddedBroker, free_loopback_port
-from streams.broker.kafka import KAFKA_VERSION, KafkaCluster, fetch_kafka
 from tests.brokers import POM, TestBroker, kafka_or_skip, register
 from tests.registry import VERSION as REGISTRY_VERSION
 from tests.registry import running_registry

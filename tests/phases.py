@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from streams.broker.kafka import KAFKA_VERSION
+from bench.kafka import KAFKA_VERSION
 from tests.registry import VERSION as REGISTRY_VERSION
 
 TOTALS: Counter[str] = Counter()

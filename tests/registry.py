@@ -19,8 +19,8 @@ from pathlib import Path
 
 import httpx
 
+from bench.kafka import CACHE
 from streams.broker.embedded import free_loopback_port
-from streams.broker.kafka import CACHE
 from tests.brokers import ROOT
 
 VERSION = "2.6.13.Final"

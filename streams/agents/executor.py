@@ -59,18 +59,18 @@ from schemas.work import CacheEntry, DueWork, LeaseRevoked
 from streams.agents.renewals import Renewals
 from streams.agents.slots import Slots
 from streams.artifacts.port import ArtifactStore
-from streams.consumer import QuietStage, Record
-from streams.deadinput import DeadLetters
 from streams.fetch.browser import BrowserRenderer
 from streams.fetch.http import FetchLimits, FetchResult, HttpFetcher, call_deadline_s, local_result
 from streams.fetch.politeness import HostGate, HostLimit, Politeness
 from streams.fetch.robots import RobotsRules, Verdict
 from streams.fetch.routes import Denial, Passage, Routes
-from streams.flusher import Flusher
-from streams.global_table import GlobalTable
 from streams.jobtypes import JobType, Outcome, carrying
-from streams.metrics import Metrics
-from streams.publisher import Outgoing, Sink, outgoing, tombstone
+from streams.readers.global_table import GlobalTable
+from streams.runtime.consumer import QuietStage, Record
+from streams.runtime.deadinput import DeadLetters
+from streams.runtime.flusher import Flusher
+from streams.runtime.metrics import Metrics
+from streams.runtime.publisher import Outgoing, Sink, outgoing, tombstone
 from streams.settings import ResponseLimits, Settings
 
 log = logging.getLogger(__name__)

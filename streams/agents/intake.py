@@ -1,7 +1,7 @@
 """Intake: public input on the submit topic becomes commands keyed by job id, or dead input.
 
 Any record, whatever it holds, becomes exactly one of the two (dead input with its answer, which
-a forwarded command gets once decided: `streams/answers.py`): a failure to decode, to verify
+a forwarded command gets once decided: `streams/runtime/answers.py`): a failure to decode, to verify
 or to translate it is the record's, and routes it to dead input with the reason. With auth on,
 a command must carry a valid signature for this topic and deployment, a command id and an expiry
 at most `MAX_COMMAND_VALIDITY` away, and who is asking (the submitter of a job, the actor of a
@@ -33,13 +33,13 @@ from schemas.commands import (
     SubmitJob,
 )
 from schemas.errors import CodecError, ScrapestreamError
-from streams.answers import AnswerAddress, dead_answer
 from streams.auth.principals import Principal, Principals
 from streams.auth.signing import Binding, claimed_principal, verify
-from streams.consumer import QuietStage, Record
-from streams.deadinput import DeadLetters
-from streams.publisher import Outgoing, Sink, outgoing
-from streams.schema_registry import SchemaRegistry
+from streams.runtime.answers import AnswerAddress, dead_answer
+from streams.runtime.consumer import QuietStage, Record
+from streams.runtime.deadinput import DeadLetters
+from streams.runtime.publisher import Outgoing, Sink, outgoing
+from streams.runtime.schema_registry import SchemaRegistry
 from streams.settings import Settings
 
 INTAKE_NAMESPACE = UUID("3a0c5a51-96e4-5b8e-8f0e-2f4a3d1f7c90")

@@ -27,10 +27,10 @@ from datetime import UTC, datetime
 from typing import cast, get_args
 from uuid import UUID, uuid4
 
-from aiokafka import ConsumerRecord, TopicPartition
+from aiokafka import TopicPartition
 
 from projections.artifacts import reference_key
-from projections.jobstore import JobStore, decode_event
+from projections.jobstore import JobStore
 from projections.lifecycle.answers import decision_of
 from projections.lifecycle.consequences import consequences_of
 from projections.lifecycle.decide import decide, lease_refusal
@@ -55,15 +55,16 @@ from schemas.enums import ReportKind, TransportPolicy
 from schemas.errors import CodecError
 from schemas.events import AuditRecorded, Event, JobAccepted, JobRejected, SubmissionReused
 from schemas.work import DueWork
+from streams.agents.fleet import Capabilities
 from streams.agents.remote import RemoteResults
-from streams.answers import AnswerAddress, answer, dead_answer
-from streams.broker.compat import BrokerProfile, LogGapError, end_offsets, records_between
-from streams.consumer import PartitionControl, QuietStage, Record
-from streams.deadinput import DeadLetters
-from streams.fleet import Capabilities
-from streams.publisher import Outgoing, Sink, outgoing, tombstone
+from streams.broker.compat import BrokerProfile, LogGapError, end_offsets
+from streams.readers.events_log import fold_log
+from streams.runtime.answers import AnswerAddress, answer, dead_answer
+from streams.runtime.consumer import PartitionControl, QuietStage, Record
+from streams.runtime.deadinput import DeadLetters
+from streams.runtime.publisher import Outgoing, Sink, outgoing, tombstone
+from streams.runtime.transactions import after_commit, open_transaction, when_ended
 from streams.settings import Settings
-from streams.transactions import after_commit, open_transaction, when_ended
 
 log = logging.getLogger(__name__)
 COMMAND_TYPES = get_args(Command)
@@ -547,43 +548,3 @@ def _gap_advice(partition: int, folded_before: bool) -> str:
         " events and snapshots topics from a backup, or accept the loss with"
         f" SCRAPESTREAM_ACCEPT_LOG_GAP=[{partition}] (those jobs are forgotten, the rest is served)"
     )
-
-
-async def fold_log(
-    settings: Settings, events_partition: TopicPartition, start: int | None, end: int, store: JobStore
-) -> int:
-    """Fold the events of one partition from offset `start` (None: its first retained one) to `end`
-    into `store`, in log order."""
-    folded = 0
-    reading = records_between(
-        settings.kafka_bootstrap,
-        events_partition,
-        start,
-        end,
-        isolation_level=settings.client_profile.isolation_level,
-    )
-    async with contextlib.aclosing(reading):  # a failed commit stops the reader now, not at GC
-        async for records in reading:
-            events, values = _decoded(records)
-            store.commit(
-                events_partition.partition, events, next_offset=records[-1].offset + 1, encoded=values
-            )
-            folded += len(records)
-    if store.events_offset(events_partition.partition) < end:  # past the last transaction's marker
-        store.commit(events_partition.partition, [], next_offset=end)
-    return folded
-
-
-def _decoded(records: list[ConsumerRecord[bytes, bytes]]) -> tuple[list[Event], list[bytes]]:
-    """The events of `records` and their bytes; an event that cannot be decoded is logged and skipped."""
-    events, values = [], []
-    for record in records:
-        try:
-            events.append(decode_event(record.value or b""))
-        except CodecError as exc:
-            log.error(
-                "events %d@%d cannot be decoded and is skipped: %s", record.partition, record.offset, exc
-            )
-            continue
-        values.append(record.value)
-    return events, values

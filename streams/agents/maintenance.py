@@ -40,10 +40,10 @@ from schemas.types import to_utc_millis
 from schemas.work import ArtifactPurged
 from streams.agents.lifecycle import Decided
 from streams.artifacts.port import ArtifactStore
-from streams.global_table import GlobalTable
 from streams.jobtypes import history_deletion_veto
-from streams.periodic import every
-from streams.publisher import Sink, outgoing, partition_of, tombstone
+from streams.readers.global_table import GlobalTable
+from streams.runtime.periodic import every
+from streams.runtime.publisher import Sink, outgoing, partition_of, tombstone
 from streams.settings import Settings
 
 log = logging.getLogger(__name__)

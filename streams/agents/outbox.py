@@ -17,11 +17,11 @@ from schemas.errors import CodecError
 from schemas.work import CallbackDue
 from streams.agents.slots import Slots
 from streams.callbacks.sender import CallbackSender, TryResult
-from streams.consumer import QuietStage, Record
-from streams.deadinput import DeadLetters
-from streams.flusher import Flusher
-from streams.metrics import Metrics
-from streams.publisher import Sink, outgoing
+from streams.runtime.consumer import QuietStage, Record
+from streams.runtime.deadinput import DeadLetters
+from streams.runtime.flusher import Flusher
+from streams.runtime.metrics import Metrics
+from streams.runtime.publisher import Sink, outgoing
 from streams.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -18,8 +18,8 @@ from uuid import UUID, uuid5
 
 from schemas.commands import RenewLease, StartAttempt
 from schemas.work import DueWork
-from streams.flusher import Flusher
-from streams.publisher import outgoing
+from streams.runtime.flusher import Flusher
+from streams.runtime.publisher import outgoing
 
 log = logging.getLogger(__name__)
 TICK_S = 1.0  # the longest sleep, so attempts added meanwhile are looked at soon enough

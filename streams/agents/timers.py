@@ -15,8 +15,8 @@ from uuid import UUID, uuid5
 from projections.jobstore import JobStore
 from projections.lifecycle.policy import Policy
 from schemas.commands import CheckTimers
-from streams.periodic import every
-from streams.publisher import Sink, outgoing
+from streams.runtime.periodic import every
+from streams.runtime.publisher import Sink, outgoing
 from streams.settings import Settings
 
 log = logging.getLogger(__name__)

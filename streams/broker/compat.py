@@ -26,6 +26,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPa
 from aiokafka.errors import KafkaError
 
 from schemas.errors import ScrapestreamError
+from streams.broker.clients import kafka_consumer, kafka_producer
 
 log = logging.getLogger(__name__)
 MAX_BATCH_BYTES = 1_000_000  # under the broker's default message.max.bytes (1,048,588)
@@ -118,7 +119,7 @@ class FetchPacer:
 def new_producer(bootstrap: str, profile: BrokerProfile, **options: Any) -> AIOKafkaProducer:
     """A producer for whole record batches of up to `MAX_BATCH_BYTES`, sent as soon as they are handed
     over (aiokafka's default batch holds 16 KiB, and a record that does not fit is not appended)."""
-    return AIOKafkaProducer(
+    return kafka_producer(
         bootstrap_servers=bootstrap,
         linger_ms=0,
         max_batch_size=MAX_BATCH_BYTES,
@@ -175,7 +176,7 @@ async def end_offsets(
 ) -> dict[TopicPartition, int]:
     """The offset after the last record of each partition (defect 1 corrected when needed)."""
     wanted = list(partitions)
-    consumer = AIOKafkaConsumer(
+    consumer = kafka_consumer(
         bootstrap_servers=bootstrap,
         enable_auto_commit=False,
         fetch_max_wait_ms=10,
@@ -226,7 +227,7 @@ async def records_between(
 ) -> AsyncGenerator[list[ConsumerRecord[bytes, bytes]], None]:
     """The records of `partition` from offset `start` (None: its first retained one) up to `end`, in
     batches; `LogGapError` when the partition no longer starts at or before `start`."""
-    consumer = AIOKafkaConsumer(
+    consumer = kafka_consumer(
         bootstrap_servers=bootstrap,
         enable_auto_commit=False,
         fetch_max_wait_ms=50,

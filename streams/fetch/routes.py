@@ -3,7 +3,7 @@
 A job's transport policy names the kinds of route it may use (`DIRECT_ONLY`: direct; `PROXY_ALLOWED`:
 direct or a proxy pool; `BROWSER` and `browser.render`: a browser), tried in the configured order.
 A route that meters nothing (no price, budget or rate) is taken at once; a metered one is
-reserved first through the route ledger (`streams.ledger`), at the cost the policy class's caps
+reserved first through the route ledger (`streams.readers.ledger`), at the cost the policy class's caps
 would come to, and reconciled with what the call used. When every usable route denies, the
 attempt is a zero-cost `DENIED` one: `BUDGET_EXHAUSTED`, `RATE_LIMITED` or `ROUTE_UNAVAILABLE`
 retry when the route can take it again; `ROUTE_NOT_ALLOWED` (nothing serves the policy) is final.
@@ -26,8 +26,8 @@ from schemas.types import to_cost_scale
 from schemas.work import DueWork, RouteReconciled, RouteReserved
 from streams.fetch.browser import most_held_s
 from streams.fetch.http import call_deadline_s
-from streams.ledger import LedgerReader, reconciliation_key, reservation_key
-from streams.publisher import Outgoing, Sink, outgoing
+from streams.readers.ledger import LedgerReader, reconciliation_key, reservation_key
+from streams.runtime.publisher import Outgoing, Sink, outgoing
 from streams.settings import ResponseLimits, RouteSettings, Settings
 
 log = logging.getLogger(__name__)

@@ -22,22 +22,22 @@ from projections.views import listed_view, own_view
 from schemas.commands import RecordAudit
 from schemas.enums import AuditAction, AuditOutcome
 from schemas.types import uuid_text
+from streams.agents.fleet import Capabilities
 from streams.agents.lifecycle import Lifecycle
 from streams.agents.uploads import Uploads
 from streams.artifacts.port import ArtifactStore
 from streams.auth.peering import PeerKey
 from streams.auth.principals import Principal, Principals
 from streams.clock import utc_now
-from streams.consumer import StageConsumer
-from streams.fleet import Capabilities
-from streams.global_table import GlobalTable
 from streams.jobtypes import AnyJobType
-from streams.ledger import LedgerReader
-from streams.metrics import Metrics
-from streams.publisher import Publisher, outgoing, partition_of
-from streams.routing import Routing
+from streams.readers.global_table import GlobalTable
+from streams.readers.ledger import LedgerReader
+from streams.runtime.consumer import StageConsumer
+from streams.runtime.metrics import Metrics
+from streams.runtime.publisher import Publisher, outgoing, partition_of
+from streams.runtime.routing import Routing
+from streams.runtime.watchdog import Watchdog
 from streams.settings import Settings
-from streams.watchdog import Watchdog
 from streams.web.console.sessions import ConsoleSessions
 from streams.web.costly import CostlyReads
 from streams.web.errors import ApiError

@@ -2,7 +2,7 @@
 
 A switched-off type's new submissions are rejected `JOB_TYPE_DISABLED` by the lifecycle and its
 queued work is not started (each lease lapses uncharged and the work is dispatched again), until
-it is switched on. Every worker reads the controls topic whole (`streams.global_table`).
+it is switched on. Every worker reads the controls topic whole (`streams.readers.global_table`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from schemas.enums import AuditAction
 from schemas.work import JobTypeControl
 from streams.auth.principals import Principal
 from streams.clock import utc_now
-from streams.publisher import outgoing
+from streams.runtime.publisher import outgoing
 from streams.web.auth import Caller
 from streams.web.context import context_of
 from streams.web.errors import ApiError, responses

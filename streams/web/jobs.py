@@ -49,7 +49,7 @@ from streams.auth.principals import Principal
 from streams.clock import utc_now
 from streams.jobtypes import history_deletion_veto
 from streams.moments import as_utc
-from streams.publisher import outgoing
+from streams.runtime.publisher import outgoing
 from streams.web.auth import Caller
 from streams.web.context import ApiContext, context_of, request_id
 from streams.web.errors import ApiError, responses

@@ -18,8 +18,8 @@ from streams.broker.compat import LogGapError
 from streams.clock import utc_now
 from streams.fetch.routes import metering_of, meterings
 from streams.jobtypes import BUILT_IN, labels, runnable_here
-from streams.ledger import TooLongAgoError, ledgers_as_of
 from streams.moments import as_utc
+from streams.readers.ledger import TooLongAgoError, ledgers_as_of
 from streams.settings import RouteSettings
 from streams.web.auth import Caller, Credentials, authenticated, raw_target
 from streams.web.context import ApiContext, context_of

@@ -17,7 +17,7 @@ from projections.lifecycle.mutations import REPLAYING_ROLES
 from schemas.enums import AuditAction
 from streams.auth.principals import Principal
 from streams.moments import as_utc
-from streams.publisher import outgoing
+from streams.runtime.publisher import outgoing
 from streams.web.auth import Caller
 from streams.web.context import context_of
 from streams.web.errors import ApiError, responses

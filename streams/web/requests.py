@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from streams.metrics import Metrics
+from streams.runtime.metrics import Metrics
 from streams.web.fastpath import Asgi, Message, Receive, Scope, Send
 
 UNMATCHED = "unmatched"

@@ -12,7 +12,7 @@ import pytest
 
 from schemas.contract import BEFORE_THE_PROMISE, PUBLIC_TOPICS
 from schemas.registry import current_schemas, writer_schemas
-from streams.schema_registry import SchemaRegistry, SchemaRegistryError, register_contract
+from streams.runtime.schema_registry import SchemaRegistry, SchemaRegistryError, register_contract
 from streams.settings import load_settings
 
 pytestmark = pytest.mark.xdist_group(

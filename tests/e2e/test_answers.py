@@ -138,7 +138,7 @@ async def tail(system, *arguments: str) -> list[dict]:
         "SCRAPESTREAM_TOPIC_PREFIX": system.settings.topic_prefix,
     }
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "streams.cli", "tail", *arguments, env=env,
+        sys.executable, "-m", "streams.cli.main", "tail", *arguments, env=env,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     out, err = await asyncio.wait_for(process.communicate(), 120)

@@ -14,7 +14,7 @@ import pytest_asyncio
 from schemas.commands import SubmitJob
 from schemas.records import Request
 from streams.clock import utc_now
-from streams.publisher import Outgoing, Publisher
+from streams.runtime.publisher import Outgoing, Publisher
 from tests.e2e.conftest import Origin, System, running_system, worker_settings
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")

@@ -20,7 +20,7 @@ from schemas.enums import ActorRole, AuditAction, AuditOutcome, JobStatus
 from schemas.events import AuditRecorded, JobCompleted, JobDispatched, RetryScheduled
 from schemas.records import Request
 from streams.clock import utc_now
-from streams.publisher import Publisher
+from streams.runtime.publisher import Publisher
 from tests.e2e.conftest import callback_key, running_system, worker_settings
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")

@@ -19,16 +19,16 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
+from bench.kafka import KafkaCluster
 from schemas.codec import decode
 from schemas.enums import CacheMode
 from schemas.events import JobAccepted
-from streams import ledger
 from streams.broker.compat import KAFKA, end_offsets, records_between
-from streams.broker.kafka import KafkaCluster
 from streams.clock import utc_now
-from streams.global_table import OFFSET
+from streams.readers import ledger
+from streams.readers.global_table import OFFSET
+from streams.runtime.topics import topic_specs
 from streams.settings import Settings
-from streams.topics import topic_specs
 from streams.worker import Worker
 from tests.e2e.conftest import Origin, System, read_topic, running_system, settled_ownership, worker_settings
 

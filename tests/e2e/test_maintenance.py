@@ -24,8 +24,8 @@ from schemas.work import ArtifactPurged, CacheEntry
 from streams.agents.maintenance import ACTOR, Swept
 from streams.artifacts.configured import open_artifact_store
 from streams.clock import utc_now
-from streams.global_table import GlobalTable
-from streams.publisher import outgoing
+from streams.readers.global_table import GlobalTable
+from streams.runtime.publisher import outgoing
 from streams.worker import Worker
 from tests.e2e.conftest import System, read_topic, running_system, worker_settings
 
@@ -342,7 +342,7 @@ async def test_no_artifact_is_swept_before_the_global_table_has_read_its_topics(
 
 
 async def worker_publish(worker: Worker, message: Any) -> None:
-    from streams.publisher import Publisher
+    from streams.runtime.publisher import Publisher
 
     publisher = Publisher(worker.settings.kafka_bootstrap, worker.profile)
     await publisher.start()

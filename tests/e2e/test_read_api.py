@@ -26,7 +26,7 @@ from schemas.records import Request
 from streams.auth.signing import Binding, private_key_from_text, sign
 from streams.client import Client, Signer
 from streams.clock import utc_now
-from streams.publisher import partition_of
+from streams.runtime.publisher import partition_of
 from streams.settings import Settings
 from streams.worker import Worker
 from tests.brokers import profile

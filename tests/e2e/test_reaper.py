@@ -12,7 +12,7 @@ from schemas.events import LeaseExpired, StaleReportIgnored
 from schemas.records import Attempt
 from schemas.work import DueWork
 from streams.clock import utc_now
-from streams.publisher import Publisher, outgoing
+from streams.runtime.publisher import Publisher, outgoing
 from tests.brokers import profile
 from tests.e2e.conftest import Observer, running_system, worker_settings
 
@@ -30,7 +30,9 @@ async def system(broker, tmp_path_factory):
         start_window_ms=1_000,
     )
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("streams.fleet.SETTLE_S", 3_600.0)  # the tests play the executor, announcing nothing
+        patch.setattr(
+            "streams.agents.fleet.SETTLE_S", 3_600.0
+        )  # the tests play the executor, announcing nothing
         async with running_system(settings) as running:
             yield running
 

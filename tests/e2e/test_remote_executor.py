@@ -35,7 +35,7 @@ from streams.auth.signing import Binding, private_key_from_text, sign
 from streams.client import Client, Signer
 from streams.clock import utc_now
 from streams.jobtypes import runnable_here
-from streams.publisher import Outgoing, Publisher, outgoing
+from streams.runtime.publisher import Outgoing, Publisher, outgoing
 from streams.settings import Settings
 from streams.worker import Worker
 from tests.e2e.conftest import System, observed_system, read_topic, worker_settings

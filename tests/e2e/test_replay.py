@@ -15,7 +15,7 @@ import pytest
 from projections.storage.rocks import RocksStore
 from schemas.enums import JobStatus
 from schemas.events import JobSucceeded
-from streams.publisher import Publisher, outgoing
+from streams.runtime.publisher import Publisher, outgoing
 from tests.brokers import profile
 from tests.e2e.conftest import running_system, worker_settings
 

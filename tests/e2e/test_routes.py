@@ -27,8 +27,8 @@ from schemas.enums import (
 from schemas.events import AttemptRecorded, JobSucceeded
 from schemas.work import RouteReconciled, RouteReserved
 from streams.clock import utc_now
-from streams.publisher import Outgoing, Publisher, outgoing, partition_of
-from streams.topics import ensure_topics
+from streams.runtime.publisher import Outgoing, Publisher, outgoing, partition_of
+from streams.runtime.topics import ensure_topics
 from streams.worker import Worker
 from tests.commands import run
 from tests.e2e.conftest import Origin, System, running_system, settled_ownership, worker_settings

@@ -14,8 +14,8 @@ import pytest
 from schemas.codec import decode
 from schemas.enums import CacheMode
 from schemas.work import SnapshotMark
-from streams import snapshots
-from streams.publisher import Outgoing, Publisher, partition_of
+from streams.readers import snapshots
+from streams.runtime.publisher import Outgoing, Publisher, partition_of
 from streams.settings import Settings
 from streams.worker import Worker
 from tests.e2e.conftest import read_topic, running_system, settled_ownership, worker_settings

@@ -8,8 +8,8 @@ from uuid import uuid4
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
+from streams.runtime.topics import create_missing, inspect, topic_specs
 from streams.settings import load_settings
-from streams.topics import create_missing, inspect, topic_specs
 from tests.commands import run
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")

@@ -32,7 +32,7 @@ from streams.auth.principals import Principal
 from streams.auth.signing import Binding, private_key_from_text, sign
 from streams.client import Client, Signer
 from streams.clock import utc_now
-from streams.publisher import Outgoing, Publisher, outgoing, partition_of
+from streams.runtime.publisher import Outgoing, Publisher, outgoing, partition_of
 from streams.settings import Settings
 from streams.web.console.session import CSRF_COOKIE
 from streams.worker import Worker

@@ -3,7 +3,7 @@
 Invariants, checked on what a user observes (the events and completions topics, the origin):
 - every accepted job ends in exactly one completion once consumers dedupe by job id;
 - no job has two terminal events; sequences per job have no gaps and no conflicting duplicates;
-- each worker's store equals a replay of the log (`streams.replay.verify`);
+- each worker's store equals a replay of the log (`streams.readers.replay.verify`);
 - no origin sees more requests for a job than its attempt limit plus the crash window
   (one more request per kill that interrupted the job's fetch).
 Counts go to the JSON-lines file named by `SCRAPESTREAM_FAULT_REPORT`, for docs/RELIABILITY.md.
@@ -30,7 +30,7 @@ import httpx
 
 from schemas.enums import JobStatus
 from schemas.events import JobAccepted, JobCancelled, JobCompleted, JobDeadLettered, JobSucceeded
-from streams.replay import verify
+from streams.readers.replay import verify
 from streams.settings import Settings, load_settings
 from tests.brokers import profile, profile_name
 

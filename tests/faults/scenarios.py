@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 from uuid import uuid4
 
-from streams.publisher import partition_of
+from streams.runtime.publisher import partition_of
 from tests.e2e.conftest import observed_system
 from tests.faults.harness import (
     TERMINAL,

@@ -21,11 +21,11 @@ from uuid import UUID
 import pytest
 from aiokafka import TopicPartition
 
+from bench.kafka import KafkaCluster
 from schemas.codec import decode
 from schemas.events import JobCompleted
-from streams import transactions
 from streams.broker.compat import KAFKA, end_offsets, records_between
-from streams.broker.kafka import KafkaCluster
+from streams.runtime import transactions
 from tests.faults.harness import (
     Stopwatch,
     WorkerProcess,

@@ -21,14 +21,14 @@ from uuid import UUID
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 
+from bench.kafka import KafkaCluster
 from projections.lifecycle.submission import submission_identity
 from schemas.commands import SubmitJob
 from schemas.enums import JobStatus
 from schemas.records import Request
 from streams.broker.compat import KAFKA
-from streams.broker.kafka import KafkaCluster
 from streams.clock import utc_now
-from streams.publisher import Publisher, outgoing
+from streams.runtime.publisher import Publisher, outgoing
 from streams.settings import Settings
 from tests.faults.harness import (
     FaultCounts,

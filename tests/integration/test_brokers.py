@@ -21,7 +21,7 @@ from schemas.records import Request
 from streams.broker.compat import KAFKA, end_offsets
 from streams.broker.embedded import EmbeddedBroker
 from streams.errors import BrokerError
-from streams.publisher import Outgoing, Publisher
+from streams.runtime.publisher import Outgoing, Publisher
 from tests.brokers import profile
 
 pytestmark = pytest.mark.broker

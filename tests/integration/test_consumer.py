@@ -12,11 +12,11 @@ import pytest
 from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaConnectionError
 
-from streams.consumer import QuietStage, StageConsumer
-from streams.deadinput import DeadLetters
-from streams.publisher import Publisher
+from streams.runtime.consumer import QuietStage, StageConsumer
+from streams.runtime.deadinput import DeadLetters
+from streams.runtime.publisher import Publisher
+from streams.runtime.topics import ensure_topics
 from streams.settings import load_settings
-from streams.topics import ensure_topics
 from tests.e2e.conftest import Observer
 
 

@@ -19,10 +19,10 @@ from schemas.work import DueWork, LeaseRevoked
 from streams.agents.executor import HttpExecutor
 from streams.artifacts.local import LocalArtifactStore
 from streams.clock import utc_now
-from streams.deadinput import DeadLetters
 from streams.fetch.http import FetchResult
 from streams.jobtypes import Outcome
-from streams.publisher import Outgoing
+from streams.runtime.deadinput import DeadLetters
+from streams.runtime.publisher import Outgoing
 from streams.settings import load_settings
 
 

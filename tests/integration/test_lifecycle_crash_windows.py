@@ -21,10 +21,10 @@ from schemas.records import Attempt
 from streams.agents.lifecycle import Incoming, Lifecycle
 from streams.broker.compat import end_offsets
 from streams.clock import utc_now
-from streams.deadinput import DeadLetters
-from streams.publisher import Outgoing, Publisher
+from streams.runtime.deadinput import DeadLetters
+from streams.runtime.publisher import Outgoing, Publisher
+from streams.runtime.topics import ensure_topics
 from streams.settings import load_settings
-from streams.topics import ensure_topics
 from tests.brokers import profile
 from tests.lifecycle import report, submit
 

@@ -1,4 +1,4 @@
-"""`streams.transactions` on a real broker: what a stage sends for a batch of one input partition
+"""`streams.runtime.transactions` on a real broker: what a stage sends for a batch of one input partition
 and that batch's input offset commit together or not at all; a partition's next holder fences the
 last one; the embedded broker, which has no transactions, is refused by name."""
 
@@ -13,8 +13,14 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import OutOfOrderSequenceNumber
 
 from streams.errors import BrokerError
-from streams.publisher import Outgoing, Publisher
-from streams.transactions import FencedError, NotHeldError, PartitionTransactions, after_commit, when_ended
+from streams.runtime.publisher import Outgoing, Publisher
+from streams.runtime.transactions import (
+    FencedError,
+    NotHeldError,
+    PartitionTransactions,
+    after_commit,
+    when_ended,
+)
 from tests.brokers import profile
 from tests.integration.test_brokers import create_topic
 

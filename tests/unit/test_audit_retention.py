@@ -12,7 +12,7 @@ from projections.storage.memory import MemoryStore
 from schemas.commands import PurgeAuditRecords, RecordAudit
 from schemas.enums import ActorRole, AuditAction, AuditOutcome
 from schemas.events import AuditRecorded, AuditRecordsPurged
-from streams.replay import first_difference
+from streams.readers.replay import first_difference
 from tests.lifecycle import POLICY, T0, Lifecycle, kinds, submit
 
 DAY = timedelta(days=1)

@@ -4,8 +4,8 @@ import pytest
 
 from schemas.enums import CacheMode, CaptureMode, PolicyClass, TransportPolicy
 from schemas.records import RenderOptions
-from streams.cli import _parser
-from streams.cli_kafka import submission_of
+from streams.cli.kafka import submission_of
+from streams.cli.main import _parser
 
 
 def test_without_rendering_flags_the_submission_has_the_defaults_and_no_render_options():

@@ -6,7 +6,7 @@ from typing import Any
 
 import yaml
 
-from streams.broker.kafka import KAFKA_VERSION
+from bench.kafka import KAFKA_VERSION
 from streams.settings import Settings, load_settings
 
 DOCKER = Path(__file__).parent.parent.parent / "docker"

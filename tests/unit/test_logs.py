@@ -2,7 +2,7 @@
 
 import logging
 
-from streams.logs import WINDOW_S, Repeats
+from streams.runtime.logs import WINDOW_S, Repeats
 
 
 def record(message: str, level: int = logging.ERROR) -> logging.LogRecord:

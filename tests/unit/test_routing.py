@@ -6,7 +6,7 @@ import json
 
 from aiokafka.coordinator.protocol import ConsumerProtocolMemberMetadata
 
-from streams.routing import Routing, RoutingAssignor
+from streams.runtime.routing import Routing, RoutingAssignor
 
 TOPICS = ["s.commands", "s.due", "s.due.browser.render"]
 

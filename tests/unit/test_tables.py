@@ -4,7 +4,7 @@ from io import StringIO
 
 from rich.console import Console
 
-from streams.tables import _attempts, _essentials, jobs_table, routes_table
+from streams.cli.tables import _attempts, _essentials, jobs_table, routes_table
 
 
 def test_a_redriven_job_shows_the_budget_it_was_granted_again():

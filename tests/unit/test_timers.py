@@ -13,7 +13,7 @@ from schemas.enums import AttemptOutcome
 from schemas.events import JobDispatched
 from schemas.records import Request
 from streams.agents.timers import Timers
-from streams.publisher import Outgoing
+from streams.runtime.publisher import Outgoing
 from streams.settings import load_settings
 from tests.lifecycle import POLICY, T0, Lifecycle, attempt_under, failure, report, submit
 

@@ -1,6 +1,6 @@
 """`top`'s completion rate is measured, never the previous minute's bucket shown as the last minute's."""
 
-from streams.cli_top import Rate
+from streams.cli.top import Rate
 
 
 def overview(ended: int | None, recent_jobs: int = 10, completed_last_minute: int | None = 1) -> dict:

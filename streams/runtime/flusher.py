@@ -10,8 +10,8 @@ import asyncio
 import logging
 from typing import Any
 
-from streams.failures import waiting_for
-from streams.publisher import Outgoing, Sink
+from streams.runtime.failures import waiting_for
+from streams.runtime.publisher import Outgoing, Sink
 
 log = logging.getLogger(__name__)
 RETRY_DELAY_S = 1.0

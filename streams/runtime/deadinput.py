@@ -14,8 +14,8 @@ from typing import Any
 from projections.lifecycle.limits import clip
 from schemas.work import DeadInput
 from streams.clock import utc_now
-from streams.failures import waiting_for
-from streams.publisher import Outgoing, Sink, outgoing
+from streams.runtime.failures import waiting_for
+from streams.runtime.publisher import Outgoing, Sink, outgoing
 from streams.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -37,8 +37,8 @@ from schemas.errors import CodecError, ScrapestreamError
 from schemas.work import JobSnapshot, SnapshotMark
 from streams.broker.compat import MAX_BATCH_BYTES, BrokerProfile, end_offsets, records_between
 from streams.errors import BrokerError
-from streams.periodic import every
-from streams.publisher import Outgoing, Sink, outgoing, tombstone
+from streams.runtime.periodic import every
+from streams.runtime.publisher import Outgoing, Sink, outgoing, tombstone
 from streams.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -35,6 +35,7 @@ from schemas.work import (
     ExecutorAnnouncement,
     JobTypeControl,
 )
+from streams.broker.clients import kafka_consumer
 from streams.broker.compat import BrokerProfile, end_offsets, partitions_known, start_whole
 
 log = logging.getLogger(__name__)
@@ -71,7 +72,7 @@ class GlobalTable:
         self.executors: Mapping[str, ExecutorAnnouncement] = {}  # by worker; replaced whole on change
         self._store = store
         self._ends: dict[TopicPartition, int] | None = None
-        self._consumer = AIOKafkaConsumer(
+        self._consumer = kafka_consumer(
             bootstrap_servers=bootstrap,
             enable_auto_commit=False,
             auto_offset_reset="earliest",  # compaction may have removed what a stored offset points at

@@ -20,8 +20,8 @@ from projections.lifecycle.answers import Decision
 from schemas.enums import AnswerKind
 from schemas.types import Record as AvroRecord
 from schemas.work import SubmissionAnswer
-from streams.consumer import Record
-from streams.publisher import Outgoing, outgoing
+from streams.runtime.consumer import Record
+from streams.runtime.publisher import Outgoing, outgoing
 
 CORRELATION_HEADER = "scrapestream-correlation-id"
 ADDRESS_HEADER = "scrapestream-answer-to"

@@ -16,8 +16,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from schemas.errors import ScrapestreamError
-from streams.api_client import ApiClient, ApiRequestError
-from streams.cli import EXIT_FAILED
+from streams.cli.api_client import ApiClient, ApiRequestError
+from streams.cli.exits import EXIT_FAILED
 from streams.clock import utc_now
 from streams.moments import moment_of
 

@@ -20,6 +20,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.errors import KafkaError, TopicAlreadyExistsError
 
+from streams.broker.clients import kafka_admin
 from streams.broker.compat import TOPICS_VISIBLE_WITHIN_S, start_whole
 from streams.errors import BrokerError, UsageError
 from streams.settings import TOPIC_NAMES, Settings
@@ -67,7 +68,7 @@ def topic_specs(settings: Settings, runners: Iterable[str] = ()) -> list[TopicSp
 
 def _spec(settings: Settings, name: str, kind: str) -> TopicSpec:
     # The route ledger's reservations have keys of their own: time retention removes them once a
-    # checkpoint covers them (`streams/ledger.py`), compaction keeps a route's latest checkpoint.
+    # checkpoint covers them (`streams/readers/ledger.py`), compaction keeps a route's latest checkpoint.
     policy = "compact,delete" if kind == "routes" else "compact" if kind in COMPACTED else "delete"
     configs = {
         "cleanup.policy": policy,
@@ -78,7 +79,7 @@ def _spec(settings: Settings, name: str, kind: str) -> TopicSpec:
         configs["segment.ms"] = str(settings.compacted_segment_ms)
         configs["min.cleanable.dirty.ratio"] = str(settings.compacted_dirty_ratio)
     if kind == "events" and settings.events_retention_hours > 0:
-        # Recovery needs only the events after the latest snapshot mark (`streams/snapshots.py`).
+        # Recovery needs only the events after the latest snapshot mark (`streams/readers/snapshots.py`).
         configs["retention.ms"] = str(int(settings.events_retention_hours * 3_600_000))
     if kind == "routes":
         # A checkpoint is written again well within this, and a budget period stays whole.
@@ -188,7 +189,7 @@ async def ensure_topics(settings: Settings, runners: Iterable[str] = ()) -> None
 
 @contextlib.asynccontextmanager
 async def _admin(settings: Settings) -> AsyncIterator[AIOKafkaAdminClient]:
-    admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap)
+    admin = kafka_admin(bootstrap_servers=settings.kafka_bootstrap)
     try:
         await start_whole(admin.start, admin.close)
     except KafkaError as exc:

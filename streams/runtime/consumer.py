@@ -8,7 +8,7 @@ runs as its own task over a queue of its records, one batch at a time:
 3. mark the batch's offsets processed; a committer commits them every `COMMIT_EVERY_S`, or at
    once for a stage whose records start work elsewhere (`commit_each_batch`).
 With `exactly_once` the batch is split per input partition, and each part is handled in a
-transaction that commits its output with its offset (`streams/transactions.py`); a partition's
+transaction that commits its output with its offset (`streams/runtime/transactions.py`); a partition's
 producer is started, fencing its last holder, before any of its records is handled.
 On revocation, queued records of the revoked partitions are dropped (the new owner reads them),
 in-flight batches finish, stages are told, and the processed offsets are committed.
@@ -27,16 +27,17 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
+from aiokafka import ConsumerRebalanceListener, TopicPartition
 from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 from aiokafka.errors import KafkaError
 
+from streams.broker.clients import kafka_consumer
 from streams.broker.compat import BrokerProfile, FetchPacer, partitions_known, refresh_metadata, start_whole
-from streams.deadinput import DeadLetters
 from streams.errors import BrokerError
-from streams.failures import waiting_for
-from streams.routing import Routing
-from streams.transactions import FencedError, NotHeldError, PartitionTransactions
+from streams.runtime.deadinput import DeadLetters
+from streams.runtime.failures import waiting_for
+from streams.runtime.routing import Routing
+from streams.runtime.transactions import FencedError, NotHeldError, PartitionTransactions
 
 log = logging.getLogger(__name__)
 COMMIT_EVERY_S = 0.2
@@ -144,7 +145,7 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
         self._lanes = [_Lane(stage) for stage in stages]
         self._by_topic = {topic: lane for lane in self._lanes for topic in lane.stage.topics}
         self._dead = dead_letters
-        self._consumer = AIOKafkaConsumer(
+        self._consumer = kafka_consumer(
             bootstrap_servers=bootstrap,
             group_id=group_id,
             enable_auto_commit=False,

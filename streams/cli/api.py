@@ -16,7 +16,7 @@ from uuid import UUID
 
 from schemas.enums import ActorRole
 from schemas.errors import ScrapestreamError
-from streams.api_client import ApiClient, api_url
+from streams.cli.api_client import ApiClient, api_url
 from streams.clock import utc_now
 from streams.errors import UsageError
 from streams.moments import moment_of
@@ -33,15 +33,15 @@ def run_api_command(arguments: argparse.Namespace) -> int:
     token = arguments.token or os.environ.get("SCRAPESTREAM_TOKEN")
     with ApiClient(api_url(arguments.url), token) as api:
         if arguments.command == "top":
-            from streams.cli_top import run_top
+            from streams.cli.top import run_top
 
             return run_top(api, arguments)
         if arguments.command == "callbacks":
-            from streams.cli_replay import run_replay
+            from streams.cli.callback_replay import run_replay
 
             return run_replay(api, arguments)
         if arguments.command == "export":
-            from streams.cli_export import run_export
+            from streams.cli.export import run_export
 
             return run_export(api, arguments)
         if arguments.command in JOB_COMMANDS:
@@ -109,7 +109,7 @@ def _listed(api: ApiClient, arguments: argparse.Namespace) -> dict[str, Any]:
 def _show(arguments: argparse.Namespace, answer: Any) -> None:
     from rich.console import Console
 
-    from streams.tables import events_table, job_table, jobs_table, print_all, routes_table
+    from streams.cli.tables import events_table, job_table, jobs_table, print_all, routes_table
 
     console = Console()
     command = arguments.command

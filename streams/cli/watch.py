@@ -17,13 +17,13 @@ from typing import Any
 
 from rich.console import Console
 
-from streams.cli import EXIT_FAILED
+from streams.cli.exits import EXIT_FAILED
+from streams.cli.tables import completion_line
 from streams.client import Client
 from streams.clock import utc_now
 from streams.devstate import read_dev_state
 from streams.moments import moment_of
 from streams.settings import Settings
-from streams.tables import completion_line
 
 CHECK_S = 1.0
 CONNECT_TIMEOUT_S = 2.0

@@ -24,8 +24,8 @@ from rich.table import Table
 from rich.text import Text
 
 from schemas.errors import ScrapestreamError
-from streams.api_client import ApiClient
-from streams.tables import route_figures
+from streams.cli.api_client import ApiClient
+from streams.cli.tables import route_figures
 from streams.web.summary import TERMINAL
 
 QUIT_KEYS = frozenset("qQ")

@@ -26,9 +26,9 @@ from pathlib import Path
 from types import TracebackType
 
 from aiokafka import AIOKafkaClient
-from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
+from streams.broker.clients import kafka_admin
 from streams.broker.embedded import _die_with_parent, free_loopback_port
 from streams.errors import BrokerError
 
@@ -280,7 +280,7 @@ class KafkaCluster:
 
     async def leaders(self, topic: str) -> dict[int, int]:
         """Each partition of `topic` with the node id of its leader (-1: none)."""
-        admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap)
+        admin = kafka_admin(bootstrap_servers=self.bootstrap)
         await admin.start()
         try:
             (described,) = await admin.describe_topics([topic])

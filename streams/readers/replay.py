@@ -26,8 +26,8 @@ from schemas.codec import decode
 from schemas.enums import JobStatus
 from schemas.errors import CodecError
 from schemas.events import JobCompleted
-from streams.agents.lifecycle import fold_log
 from streams.broker.compat import BrokerProfile, end_offsets, records_between
+from streams.readers.events_log import fold_log
 from streams.settings import Settings
 
 

@@ -29,11 +29,11 @@ from projections.lifecycle.submission import submission_identity
 from schemas.commands import SubmitJob
 from schemas.enums import JobStatus
 from schemas.events import JobAccepted, JobCompleted, JobRejected
-from streams.bulk import FileSubmission, submissions_in
-from streams.cli import EXIT_FAILED, EXIT_TIMED_OUT
+from streams.cli.bulk_lines import FileSubmission, submissions_in
+from streams.cli.exits import EXIT_FAILED, EXIT_TIMED_OUT
+from streams.cli.terminal import printable
 from streams.client import Client, Decided
 from streams.errors import UsageError
-from streams.terminal import printable
 
 BATCH = 500
 IN_FLIGHT = 2_000
@@ -247,7 +247,7 @@ def _lines(source: str) -> Sequence[str]:
 
 def _defaults(arguments: argparse.Namespace) -> dict[str, Any]:
     """The submit fields the command line sets, for lines that do not set them."""
-    from streams.cli_kafka import render_options_of
+    from streams.cli.kafka import render_options_of
 
     given = {name: getattr(arguments, option) for option, name in OPTION_FIELDS.items()}
     render = render_options_of(arguments)

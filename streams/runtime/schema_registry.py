@@ -24,7 +24,7 @@ from schemas.contract import PUBLIC_TOPICS
 from schemas.errors import UnknownSchemaError
 from schemas.registry import current_schemas
 from streams.errors import RegistryUnavailableError, UsageError
-from streams.publisher import Outgoing
+from streams.runtime.publisher import Outgoing
 from streams.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -11,7 +11,7 @@ import sys
 from typing import Any
 
 from schemas.errors import ScrapestreamError
-from streams.cli_kafka import run
+from streams.cli.kafka import run
 from streams.preflight import check_serving
 from streams.settings import Settings, load_settings
 
@@ -64,7 +64,7 @@ async def _serve(command: str, settings: Settings) -> None:
 
         await run_dev(settings, stopped)
         return
-    from streams.fleet import startup_lines
+    from streams.agents.fleet import startup_lines
     from streams.worker import Worker
 
     worker = Worker(settings)

@@ -24,7 +24,7 @@ from schemas.codec import encode
 from schemas.types import Record, uuid_text
 from streams.broker.compat import MAX_BATCH_BYTES, BrokerProfile, new_producer, start_whole
 from streams.errors import BrokerError
-from streams.transactions import open_transaction
+from streams.runtime.transactions import open_transaction
 
 MISSING_TOPIC_WAIT_S = 5.0  # a topic created a moment ago reaches every broker's metadata within it
 _PARTITIONER = DefaultPartitioner()
@@ -106,7 +106,7 @@ class Publisher:
         self._counters: Counter[str] = Counter() if counters is None else counters
         self._idempotent = profile.enable_idempotence
         self._producer = new_producer(bootstrap, profile, partitioner=_PARTITIONER)
-        # With a schema registry: what consumers read, in its framing (`streams/schema_registry.py`).
+        # With a schema registry: what consumers read, in its framing (`streams/runtime/schema_registry.py`).
         self.framing: Callable[[Sequence[Outgoing]], Sequence[Outgoing]] | None = None
 
     async def start(self) -> None:

@@ -24,11 +24,8 @@ from schemas.enums import (
     RetentionClass,
     TransportPolicy,
 )
+from streams.cli.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
 
-EXIT_FAILED = 1
-EXIT_USAGE = 2
-EXIT_TIMED_OUT = 3
-EXIT_INTERRUPTED = 130
 API_COMMANDS = frozenset(
     {
         "get",
@@ -298,23 +295,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     if arguments.command == "submit":
         _check_submit(parser, arguments)
     from schemas.errors import ScrapestreamError
-    from streams.logs import configure
+    from streams.runtime.logs import configure
 
     configure(arguments.verbose)
 
     try:
         if arguments.command in KAFKA_COMMANDS:
-            from streams.cli_kafka import run_kafka_command
+            from streams.cli.kafka import run_kafka_command
 
             if not arguments.verbose:  # a client command says what a lost broker means, not the driver
                 logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
 
             return run_kafka_command(arguments)
         if arguments.command in API_COMMANDS:
-            from streams.cli_api import run_api_command
+            from streams.cli.api import run_api_command
 
             return run_api_command(arguments)
-        from streams.cli_serve import serve
+        from streams.cli.serve import serve
 
         return serve(arguments)
     except KeyboardInterrupt:

@@ -20,9 +20,9 @@ from datetime import datetime, timedelta
 from projections.lifecycle.policy import Policy
 from schemas.work import ExecutorAnnouncement
 from streams.fetch.browser import browser_problem
-from streams.global_table import EXECUTOR_KEY, GlobalTable
 from streams.jobtypes import AnyJobType, runnable_here
-from streams.publisher import Publisher, outgoing, tombstone
+from streams.readers.global_table import EXECUTOR_KEY, GlobalTable
+from streams.runtime.publisher import Publisher, outgoing, tombstone
 from streams.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -24,14 +24,14 @@ from schemas.enums import AnswerKind, JobStatus
 from schemas.events import Event, JobCompleted
 from schemas.records import RenderOptions, Request
 from schemas.work import SubmissionAnswer
-from streams.cli import EXIT_FAILED, EXIT_TIMED_OUT, EXIT_USAGE
+from streams.cli.exits import EXIT_FAILED, EXIT_TIMED_OUT, EXIT_USAGE
+from streams.cli.tables import progress_of
 from streams.client import Client, Signer
 from streams.clock import utc_now
 from streams.devstate import read_dev_state
 from streams.errors import UsageError
-from streams.schema_registry import SchemaRegistry
+from streams.runtime.schema_registry import SchemaRegistry
 from streams.settings import Settings, load_settings
-from streams.tables import progress_of
 
 T = TypeVar("T")
 ACCEPTANCE_TIMEOUT_S = 30.0
@@ -50,7 +50,7 @@ def run_kafka_command(arguments: argparse.Namespace) -> int:
     if arguments.command == "topics":
         return run(_topics(arguments))
     if arguments.command == "tail":
-        from streams.cli_tail import tail
+        from streams.cli.tail import tail
 
         return run(tail(connected_settings(), arguments))
     return run(_replay(arguments))
@@ -137,7 +137,7 @@ async def _submit(arguments: argparse.Namespace) -> int:
     if arguments.caller is None:  # a signed command submits as its principal unless told otherwise
         arguments.caller = "cli" if signer is None else signer.principal
     if arguments.source is not None:
-        from streams.cli_bulk import submit_file
+        from streams.cli.bulk import submit_file
 
         async with client_of(settings, signer) as client:
             return await submit_file(arguments, client)
@@ -214,7 +214,7 @@ def _say(arguments: argparse.Namespace, job_id: UUID, said: str, reason: str | N
 
 
 async def _watch(arguments: argparse.Namespace) -> int:
-    from streams.cli_watch import watch
+    from streams.cli.watch import watch
 
     return await watch(arguments, connected_settings(), client_of)
 
@@ -223,7 +223,7 @@ async def _topics(arguments: argparse.Namespace) -> int:
     """`create` makes what is missing, then checks; `check` names each fault (exit 1 for any);
     `describe` shows each topic as the cluster has it."""
     from streams.jobtypes import discover, runnable_here
-    from streams.topics import create_missing, inspect, problems, topic_specs
+    from streams.runtime.topics import create_missing, inspect, problems, topic_specs
 
     settings = connected_settings()
     runners = {*settings.profiles, *runnable_here(settings, discover()), *arguments.job_types}
@@ -253,7 +253,7 @@ async def _topics(arguments: argparse.Namespace) -> int:
 
 async def _replay(arguments: argparse.Namespace) -> int:
     from streams.jobtypes import deployment_policy, discover
-    from streams.replay import check_log, rebuild, verify
+    from streams.readers.replay import check_log, rebuild, verify
 
     settings = connected_settings()
     profile = settings.client_profile

@@ -20,12 +20,12 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from schemas.errors import ScrapestreamError
-from streams.api_client import ApiClient
-from streams.cli import EXIT_FAILED
+from streams.cli.api_client import ApiClient
+from streams.cli.exits import EXIT_FAILED
+from streams.cli.terminal import printable
 from streams.clock import utc_now
 from streams.errors import UsageError
 from streams.moments import moment_of
-from streams.terminal import printable
 
 PAGE = 200
 EXTENSIONS = {

@@ -24,13 +24,14 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from uuid import UUID
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import TopicPartition
 
 from projections.ledger import Decision, Metering, RouteLedger, checkpoint_problem, problem_of
 from schemas.codec import decode_as
 from schemas.errors import CodecError
 from schemas.types import uuid_text
 from schemas.work import RouteCheckpoint, RouteReconciled, RouteReserved
+from streams.broker.clients import kafka_consumer
 from streams.broker.compat import (
     BrokerProfile,
     FetchPacer,
@@ -40,8 +41,8 @@ from streams.broker.compat import (
     start_whole,
 )
 from streams.clock import utc_now
-from streams.global_table import poll_or_wait
-from streams.publisher import Sink, Written, outgoing, partition_of
+from streams.readers.global_table import poll_or_wait
+from streams.runtime.publisher import Sink, Written, outgoing, partition_of
 
 log = logging.getLogger(__name__)
 MAX_RECORDS = 5_000
@@ -90,7 +91,7 @@ class LedgerReader:
         self._progress_of = {name: _Progress() for name in meterings}
         self._partitions = 1
         self._started_at = utc_now()
-        self._consumer = AIOKafkaConsumer(
+        self._consumer = kafka_consumer(
             bootstrap_servers=bootstrap, enable_auto_commit=False, **profile.consumer_options()
         )
         self._pacer = FetchPacer(self._consumer, profile)
@@ -302,7 +303,7 @@ async def ledgers_as_of(
             RouteLedger(metering) if checkpoint is None else RouteLedger.restored(metering, checkpoint)
         )
         through[name] = 0 if checkpoint is None else checkpoint.through_offset
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    consumer = kafka_consumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
     try:
         await start_whole(consumer.start, consumer.stop)
         partitions = await partitions_known(consumer, [topic])

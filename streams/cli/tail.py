@@ -18,9 +18,10 @@ from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 
 from schemas.codec import decode
 from schemas.errors import CodecError
+from streams.broker.clients import kafka_consumer
 from streams.broker.compat import end_offsets, refresh_metadata, start_whole
 from streams.errors import UsageError
-from streams.schema_registry import SchemaRegistry
+from streams.runtime.schema_registry import SchemaRegistry
 from streams.settings import TOPIC_NAMES, Settings
 
 SHOWN_BYTES = 32
@@ -33,7 +34,7 @@ def topic_named(settings: Settings, name: str) -> str:
 async def tail(settings: Settings, arguments: argparse.Namespace) -> int:
     topic = topic_named(settings, arguments.topic)
     registry = SchemaRegistry.of(settings)
-    consumer = AIOKafkaConsumer(
+    consumer = kafka_consumer(
         bootstrap_servers=settings.kafka_bootstrap,
         enable_auto_commit=False,
         isolation_level=settings.client_profile.isolation_level,
