@@ -13,9 +13,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from streams.agents.fleet import startup_lines
 from streams.broker.embedded import EmbeddedBroker
 from streams.devstate import DEV_DIR, STATE_FILE, read_dev_state
+from streams.readers.fleet import startup_lines
 from streams.settings import Settings
 from streams.worker import Worker
 

@@ -27,7 +27,8 @@ import fastavro
 
 from projections.lifecycle.policy import Policy
 from schemas.work import DueWork
-from streams.fetch.browser import browser_available
+from streams.fetch.browser import browser_available, browser_problem
+from streams.readers.fleet import Capabilities
 from streams.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -212,3 +213,19 @@ def labels(settings: Settings, job_types: Mapping[str, AnyJobType]) -> dict[str,
         | dict(settings.job_type_labels)
         | {name: job_type.label for name, job_type in job_types.items()}
     )
+
+
+def capabilities_here(
+    settings: Settings, job_types: Mapping[str, AnyJobType], policy: Policy
+) -> Capabilities:
+    """The job types this worker's executor reads, and why it runs none of the others it knows."""
+    known = {*policy.profiles} - policy.remote_types
+    if settings.executor_concurrency == 0:
+        why = "SCRAPESTREAM_EXECUTOR_CONCURRENCY is 0 on this worker: its executor runs nothing"
+        return Capabilities(frozenset(), {name: why for name in known})
+    runs = runnable_here(settings, job_types)
+    cannot_run = {name: "no plugin on this worker provides it" for name in known - runs}
+    problem = browser_problem(settings)
+    if problem is not None:
+        cannot_run["browser.render"] = problem
+    return Capabilities(runs, cannot_run)

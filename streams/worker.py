@@ -15,16 +15,15 @@ from projections.storage.rocks import RocksStore
 from schemas.enums import PolicyClass
 from schemas.errors import ScrapestreamError
 from streams.agents.executor import HttpExecutor
-from streams.agents.fleet import Fleet, capabilities_here
 from streams.agents.intake import Intake
 from streams.agents.lifecycle import Lifecycle
 from streams.agents.maintenance import Maintenance
 from streams.agents.outbox import Outbox
 from streams.agents.remote import RemoteResults
 from streams.agents.timers import Timers
-from streams.agents.uploads import Uploads
 from streams.artifacts.configured import open_artifact_store
 from streams.artifacts.port import ArtifactStore
+from streams.artifacts.uploads import Uploads
 from streams.auth.peering import PeerKey, PeerSecretError, peer_secret
 from streams.auth.principals import Principals, load_principals
 from streams.callbacks.sender import CallbackSender
@@ -33,8 +32,16 @@ from streams.errors import BrokerError
 from streams.fetch.browser import renderer_of
 from streams.fetch.http import FetchLimits, HttpFetcher
 from streams.fetch.routes import Routes, meterings
-from streams.jobtypes import deployment_policy, discover, is_remote, local_types, runnable_here
+from streams.jobtypes import (
+    capabilities_here,
+    deployment_policy,
+    discover,
+    is_remote,
+    local_types,
+    runnable_here,
+)
 from streams.preflight import PEERING_UNSET
+from streams.readers.fleet import Fleet
 from streams.readers.global_table import GlobalTable
 from streams.readers.ledger import LedgerReader
 from streams.readers.snapshots import Snapshots
@@ -184,7 +191,8 @@ class Worker:
             settings,
             partitions,
             store,
-            lifecycle,
+            lifecycle.decisions,
+            lifecycle.partitions,
             consumer,
             publisher,
             routing,
@@ -215,7 +223,7 @@ class Worker:
             table,
             artifacts,
             publisher,
-            lifecycle.decision,
+            lifecycle.decisions.decision,
             utc_now,
             self.counters,
             self.job_types,

@@ -17,8 +17,6 @@ steps 2 and 3 are one transaction with the commands offset, and step 4 waits for
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -53,15 +51,16 @@ from schemas.commands import (
 )
 from schemas.enums import ReportKind, TransportPolicy
 from schemas.errors import CodecError
-from schemas.events import AuditRecorded, Event, JobAccepted, JobRejected, SubmissionReused
+from schemas.events import Event
 from schemas.work import DueWork
-from streams.agents.fleet import Capabilities
+from streams.agents.catch_up import PartitionCatchUp
 from streams.agents.remote import RemoteResults
-from streams.broker.compat import BrokerProfile, LogGapError, end_offsets
-from streams.readers.events_log import fold_log
+from streams.broker.compat import BrokerProfile
+from streams.readers.fleet import Capabilities
 from streams.runtime.answers import AnswerAddress, answer, dead_answer
 from streams.runtime.consumer import PartitionControl, QuietStage, Record
 from streams.runtime.deadinput import DeadLetters
+from streams.runtime.decisions import Decisions
 from streams.runtime.publisher import Outgoing, Sink, outgoing, tombstone
 from streams.runtime.transactions import after_commit, open_transaction, when_ended
 from streams.settings import Settings
@@ -69,13 +68,6 @@ from streams.settings import Settings
 log = logging.getLogger(__name__)
 COMMAND_TYPES = get_args(Command)
 RECEIVED_TYPES = (*COMMAND_TYPES, ReportRemoteAttempt)  # a remote report becomes a ReportAttempt here
-CATCH_UP_RETRY_S = 1.0
-WRITTEN_WAIT_S = 5.0  # how long a read waits for a batch in flight before it answers what is stored
-LOG_GAP_RETRY_S = 30.0  # a gap waits for an operator: a restored topic, or a gap accepted
-# What decided a command: a submission's first event, a mutation's audit record, or the refusal it
-# sent to its actor's audit stream.
-Decided = AuditRecorded | RecordAudit | JobAccepted | SubmissionReused | JobRejected
-DECIDING = (AuditRecorded, JobAccepted, SubmissionReused, JobRejected)
 
 
 def target_job(command: Command) -> UUID:
@@ -118,8 +110,8 @@ class Lifecycle(QuietStage):
         self._restore = restore
         self._cache_entries = cache_entries
         self._due_topics: dict[tuple[str, TransportPolicy], str] = {}  # job types are known profiles only
-        self.events_from_log = 0  # events folded from the log rather than as they were decided
-        self._decisions: dict[UUID, asyncio.Future[Decided]] = {}
+        self.decisions = Decisions()  # what the HTTP API waits for
+        self.partitions = PartitionCatchUp(settings, profile, store, restore)
         self._store = store
         self._publisher = publisher
         self._policy = policy
@@ -130,78 +122,33 @@ class Lifecycle(QuietStage):
         self._dead = dead_letters
         self._clock = clock
         self.topics = frozenset({settings.topic("commands")})
-        self._owned: set[int] = set()
-        self._adopting: dict[int, asyncio.Task[None]] = {}
-        self.blocked: dict[int, str] = {}  # partition -> why it cannot be caught up
-        self._closed = False
-        self._control: PartitionControl | None = None
-        self._unfolded: Counter[UUID] = Counter()  # jobs whose batch published but has not folded yet
-        self._batch_folded = asyncio.Event()
 
     @property
     def owned(self) -> list[int]:
-        """Commands partitions whose state has caught up with the log, and which this worker handles."""
-        return sorted(self._owned)
+        return self.partitions.owned
 
-    @property
-    def catching_up(self) -> list[int]:
-        return sorted(self._adopting)
+    async def assigned(self, partitions: set[TopicPartition], control: PartitionControl) -> None:
+        await self.partitions.assigned(partitions, control)
 
-    def decision(self, command_id: UUID, timeout_s: float) -> Awaitable[Decided | None]:
-        """What decided a command this worker decides (None if not in time): a submission's first
-        event, a mutation's audit record once appended, or the refusal sent to its actor's audit stream.
+    async def revoked(self, partitions: set[TopicPartition]) -> None:
+        await self.partitions.revoked(partitions)
 
-        Watches from the call on, so call it before publishing the command.
-        """
-        future = self._decisions.setdefault(command_id, asyncio.get_running_loop().create_future())
+    async def close(self) -> None:
+        await self.partitions.close()
 
-        async def decided() -> Decided | None:
-            try:
-                return await asyncio.wait_for(asyncio.shield(future), timeout_s)
-            except TimeoutError:
-                return None
-            finally:
-                self._decisions.pop(command_id, None)
-
-        return decided()
-
-    def unfolded(self, job_id: UUID) -> bool:
-        """Whether a batch has published consequences of `job_id` (its completion, say) but its
-        events are not in the store yet."""
-        return job_id in self._unfolded
-
-    async def written(self, job_id: UUID | None = None) -> None:
-        """Returns once the store holds every event of `job_id` whose consequences this worker has
-        published (with None: once the batch in flight, if any, has folded): a reader who saw a
-        completion finds its job done."""
-        loop = asyncio.get_running_loop()
-        give_up_at = loop.time() + WRITTEN_WAIT_S
-        while self._pending(job_id) and loop.time() < give_up_at:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._batch_folded.wait(), give_up_at - loop.time())
-            if job_id is None:
-                return  # batches run one at a time: the one in flight when asked has ended
-
-    def _pending(self, job_id: UUID | None) -> bool:
-        return job_id in self._unfolded if job_id is not None else bool(self._unfolded)
+    async def adopt(self, partition: int) -> None:
+        await self.partitions.adopt(partition)
 
     def _decided(self, events: Sequence[Event]) -> None:
         if self._observe is not None:
             self._observe(events)
-        for event in events:
-            if isinstance(event, DECIDING):
-                self._answer(event.command_id, event)
-
-    def _answer(self, command_id: UUID, decided: Decided) -> None:
-        waiting = self._decisions.get(command_id)
-        if waiting is not None and not waiting.done():
-            waiting.set_result(decided)
+        self.decisions.folded(events)
 
     async def handle(self, records: Sequence[Record]) -> None:
         incoming: list[Incoming] = []
         dead: list[Outgoing] = []
         for record in records:
-            if record.partition not in self._owned:
+            if not self.partitions.keeps(record.partition):
                 continue  # revoked while queued: the new owner handles it
             try:
                 command = cast(Command | ReportRemoteAttempt, decode_as(record.value or b"", *RECEIVED_TYPES))
@@ -274,14 +221,7 @@ class Lifecycle(QuietStage):
         if not decided and not published:
             return []
         jobs = Counter({event.job_id for events in decided.values() for event in events})
-        self._unfolded.update(jobs)
-
-        def ended() -> None:
-            self._unfolded.subtract(jobs)
-            self._unfolded = +self._unfolded
-            self._batch_folded.set()
-            self._batch_folded = asyncio.Event()
-
+        ended = self.decisions.publishing(jobs)
         try:
             return await self._publish_append_fold(decided, published, states)
         finally:
@@ -298,7 +238,7 @@ class Lifecycle(QuietStage):
             )
         await self._publisher.send_all(published)
         # Step 3
-        appending = {p: events for p, events in decided.items() if events and self._may_write(p)}
+        appending = {p: events for p, events in decided.items() if events and self.partitions.may_write(p)}
         topic = self._settings.topic("events")
         appended = [
             (partition, outgoing(topic, event.job_id, event, partition=partition, at=event.occurred_at))
@@ -328,7 +268,7 @@ class Lifecycle(QuietStage):
         state = states[job_id] if job_id in states else self._store.load(job_id)
         refused = refusal_of(state, item.command, item.at)
         if refused is not None:  # the job stays as it is; the actor's audit stream records why
-            self._answer(command_id_of(item.command), refused)
+            self.decisions.answer(command_id_of(item.command), refused)
             audited = outgoing(self._settings.topic("commands"), refused.job_id, refused, at=item.at)
             return [], [audited, *self._answered(item, job_id, state, state, [], refused)]
         events = decide(state, item.command, item.at, self._current_policy())
@@ -351,18 +291,6 @@ class Lifecycle(QuietStage):
         decided = decision_of(job_id, item.command, before, after, events, refused)
         return [answer(self._settings.topic("answers"), item.answer_to, decided, item.at)]
 
-    def _may_write(self, partition: int) -> bool:
-        """Only the owner appends: a partition revoked since its commands were taken is left alone."""
-        control = self._control
-        owned = partition in self._owned
-        if control is not None:
-            owned = owned and control.owns(TopicPartition(self._settings.topic("commands"), partition))
-        if not owned:
-            log.warning(
-                "commands partition %d moved to another worker: its decisions are not appended", partition
-            )
-        return owned
-
     async def _fold(
         self,
         partition: int,
@@ -384,7 +312,7 @@ class Lifecycle(QuietStage):
             start,
             offsets[0],
         )
-        await self.catch_up(partition)
+        await self.partitions.catch_up(partition)
 
     def _consequences(self, state: State, events: list[Event], before: State) -> list[Outgoing]:
         result = consequences_of(state, events, self._policy, before)
@@ -454,97 +382,5 @@ class Lifecycle(QuietStage):
 
     async def recover(self, records: Sequence[Record]) -> None:
         """Before a failed batch is retried, fold whatever of it already reached the log."""
-        for partition in sorted({record.partition for record in records} & self._owned):
-            await self.catch_up(partition)
-
-    # Ownership ---------------------------------------------------------------------------------
-
-    async def assigned(self, partitions: set[TopicPartition], control: PartitionControl) -> None:
-        if self._closed:  # an assignment while the worker stops: its store is going away
-            return
-        self._control = control
-        control.hold(partitions, "catch-up")
-        for tp in partitions:
-            if tp.partition not in self._owned and tp.partition not in self._adopting:
-                self._adopting[tp.partition] = asyncio.create_task(self._adopt(tp))
-
-    async def _adopt(self, tp: TopicPartition) -> None:
-        while True:
-            try:
-                await self.adopt(tp.partition)
-                break
-            except LogGapError as exc:
-                if self._closed:
-                    return
-                if self.blocked.get(tp.partition) != str(exc):
-                    log.error("partition %d is not served: %s", tp.partition, exc)
-                self.blocked[tp.partition] = str(exc)
-                await asyncio.sleep(LOG_GAP_RETRY_S)
-            except Exception as exc:
-                if self._closed:
-                    return
-                log.warning("catching up partition %d failed (%s); retrying", tp.partition, exc)
-                await asyncio.sleep(CATCH_UP_RETRY_S)
-        self.blocked.pop(tp.partition, None)
-        self._adopting.pop(tp.partition, None)
-        if self._control is not None:
-            self._control.release([tp], "catch-up")
-
-    async def adopt(self, partition: int) -> None:
-        """Take over a commands partition: fold its events first, then handle its commands."""
-        await self.catch_up(partition)
-        self._owned.add(partition)
-
-    async def revoked(self, partitions: set[TopicPartition]) -> None:
-        for tp in partitions:
-            self._owned.discard(tp.partition)
-            self.blocked.pop(tp.partition, None)
-            task = self._adopting.pop(tp.partition, None)
-            if task is not None:
-                task.cancel()
-
-    async def close(self) -> None:
-        self._closed = True
-        for task in self._adopting.values():
-            task.cancel()
-        await asyncio.gather(*self._adopting.values(), return_exceptions=True)
-
-    async def catch_up(self, partition: int) -> int:
-        """Fold the events of `partition` this store has not seen (written before a crash or elsewhere)."""
-        events_partition = TopicPartition(self._settings.topic("events"), partition)
-        folded_before = self._store.has_offset(partition)
-        if self._restore is not None:
-            await self._restore(partition)
-        start = self._store.events_offset(partition)
-        end = (await end_offsets(self._settings.kafka_bootstrap, [events_partition], self._profile))[
-            events_partition
-        ]
-        if start >= end:
-            return 0
-        try:
-            folded = await fold_log(self._settings, events_partition, start, end, self._store)
-        except LogGapError as exc:
-            if partition not in self._settings.accept_log_gap or folded_before:
-                raise LogGapError(f"{exc}. {_gap_advice(partition, folded_before)}") from exc
-            log.warning(
-                "%s; accepted by SCRAPESTREAM_ACCEPT_LOG_GAP: the jobs of those events are forgotten", exc
-            )
-            folded = await fold_log(self._settings, events_partition, None, end, self._store)
-        self.events_from_log += folded
-        log.info("partition %d: folded %d events from the log", partition, folded)
-        return folded
-
-
-def _gap_advice(partition: int, folded_before: bool) -> str:
-    """What an operator can do about a gap: a store that folded the partition before can start afresh
-    from the snapshots; one that had nothing but the snapshots lacks those events for good."""
-    if folded_before:
-        return (
-            "This store missed them: start the worker on an empty SCRAPESTREAM_DATA_DIR, it recovers"
-            " from the snapshot topic"
-        )
-    return (
-        "No snapshot covers them: the jobs whose events these were cannot be rebuilt. Restore the"
-        " events and snapshots topics from a backup, or accept the loss with"
-        f" SCRAPESTREAM_ACCEPT_LOG_GAP=[{partition}] (those jobs are forgotten, the rest is served)"
-    )
+        for partition in sorted({record.partition for record in records} & set(self.partitions.owned)):
+            await self.partitions.catch_up(partition)

@@ -38,10 +38,10 @@ from schemas.enums import ActorRole, AuditAction, AuditOutcome
 from schemas.events import AuditRecorded
 from schemas.types import to_utc_millis
 from schemas.work import ArtifactPurged
-from streams.agents.lifecycle import Decided
 from streams.artifacts.port import ArtifactStore
 from streams.jobtypes import history_deletion_veto
 from streams.readers.global_table import GlobalTable
+from streams.runtime.decisions import Decided
 from streams.runtime.periodic import every
 from streams.runtime.publisher import Sink, outgoing, partition_of, tombstone
 from streams.settings import Settings

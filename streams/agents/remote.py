@@ -24,12 +24,12 @@ from projections.lifecycle.outcomes import local_failure
 from projections.lifecycle.state import Job
 from schemas.codec import SINGLE_OBJECT_MARKER
 from schemas.commands import ReportRemoteAttempt
-from schemas.enums import ArtifactTrust, AttemptOutcome, TransportRoute
+from schemas.enums import AttemptOutcome
 from schemas.records import Artifact, Attempt, Failure
-from schemas.types import to_utc_millis
-from streams.agents.executor import result_of
-from streams.agents.uploads import UploadRefusedError, Uploads
+from streams.agents.attempts import attempt_of, result_of
 from streams.artifacts.port import ArtifactStore
+from streams.artifacts.uploads import UploadRefusedError, Uploads
+from streams.fetch.http import FetchResult
 from streams.jobtypes import AnyJobType, Outcome, RemoteJobType, is_remote
 
 log = logging.getLogger(__name__)
@@ -133,19 +133,10 @@ class RemoteResults:
         artifacts: tuple[Artifact, ...],
         size: int,
     ) -> Attempt:
-        return Attempt(
-            attempt_number=report.attempt_number,
-            lease_id=report.lease_id,
-            route=TransportRoute.DIRECT,
-            outcome=outcome,
-            trust=ArtifactTrust.VERIFIED,
-            bytes=size,
-            elapsed_ms=max(min(report.elapsed_ms, 2**31 - 1), 0),
-            failure=failure,
-            artifacts=artifacts,
-            finished_at=to_utc_millis(self._clock()),
-            storable=False,  # a remote result is not an origin's answer: never a cache entry
-        )
+        elapsed_ms = max(min(report.elapsed_ms, 2**31 - 1), 0)
+        # A remote result is not an origin's answer: never a cache entry.
+        result = FetchResult(outcome, failure, wire_bytes=size, elapsed_ms=elapsed_ms, storable=False)
+        return attempt_of(report.attempt_number, report.lease_id, result, self._clock(), artifacts)
 
 
 def _parsed(schema: Mapping[str, Any]) -> tuple[Any, bytes]:

@@ -64,7 +64,7 @@ async def _serve(command: str, settings: Settings) -> None:
 
         await run_dev(settings, stopped)
         return
-    from streams.agents.fleet import startup_lines
+    from streams.readers.fleet import startup_lines
     from streams.worker import Worker
 
     worker = Worker(settings)

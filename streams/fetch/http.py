@@ -24,7 +24,7 @@ from urllib.parse import urljoin, urlsplit
 import aiohttp
 from yarl import URL
 
-from projections.lifecycle.cache import NEGATIVE_STATUSES
+from projections.lifecycle.cache import NEGATIVE_STATUSES, ResponseCaps
 from projections.lifecycle.freshness import (
     CACHE_HEADERS,
     NOT_STORABLE,
@@ -349,3 +349,8 @@ def local_result(code: str, detail: str) -> FetchResult:
     """A fetch that ended on this side of the wire, by its code in `LOCAL_FAILURES`."""
     outcome, failure = local_failure(code, detail)
     return FetchResult(outcome=outcome, failure=failure)
+
+
+def caps_of(limits: ResponseLimits) -> ResponseCaps:
+    """A policy class's response limits as the response cache's rules read them."""
+    return ResponseCaps(limits.max_body_bytes, limits.max_decoded_bytes)

@@ -7,9 +7,10 @@ runs as its own task over a queue of its records, one batch at a time:
    any other failure isolates the bad record to dead input, one record at a time;
 3. mark the batch's offsets processed; a committer commits them every `COMMIT_EVERY_S`, or at
    once for a stage whose records start work elsewhere (`commit_each_batch`).
-With `exactly_once` the batch is split per input partition, and each part is handled in a
-transaction that commits its output with its offset (`streams/runtime/transactions.py`); a partition's
-producer is started, fencing its last holder, before any of its records is handled.
+What a batch sends, commits and folds, in which order, under each guarantee, is the worker's
+`CommitOrder` (`streams/runtime/commit_order.py`): with `exactly_once` each input partition's part of
+a batch commits in its own transaction, its producer started (fencing its last holder) before any
+of its records is handled.
 On revocation, queued records of the revoked partitions are dropped (the new owner reads them),
 in-flight batches finish, stages are told, and the processed offsets are committed.
 Every topic is seen with its partitions before the consumer subscribes (a group leader whose
@@ -34,6 +35,7 @@ from aiokafka.errors import KafkaError
 from streams.broker.clients import kafka_consumer
 from streams.broker.compat import BrokerProfile, FetchPacer, partitions_known, refresh_metadata, start_whole
 from streams.errors import BrokerError
+from streams.runtime.commit_order import commit_order
 from streams.runtime.deadinput import DeadLetters
 from streams.runtime.failures import waiting_for
 from streams.runtime.routing import Routing
@@ -141,7 +143,7 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
         transactions: PartitionTransactions | None = None,
     ) -> None:
         self._routing = routing
-        self._transactions = transactions
+        self._order = commit_order(transactions)
         self._lanes = [_Lane(stage) for stage in stages]
         self._by_topic = {topic: lane for lane in self._lanes for topic in lane.stage.topics}
         self._dead = dead_letters
@@ -221,8 +223,7 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
         with contextlib.suppress(KafkaError):
             await self._commit()
         await self._consumer.stop()
-        if self._transactions is not None:
-            await self._transactions.close()
+        await self._order.close()
 
     # The consumer side ---------------------------------------------------------------------------
 
@@ -308,7 +309,7 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
                 size = stage.batch_size(lane.queue)
                 batch = [lane.queue.popleft() for _ in range(size)]
                 done = []
-                for part in self._parts(batch):
+                for part in self._order.parts(batch):
                     done += await self._run(stage, part)
                 self._mark_processed(done)
                 if stage.commit_each_batch and done:
@@ -316,17 +317,8 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
             if len(lane.queue) < stage.max_batch:
                 self.release(self._lane_partitions(lane), "backpressure")
 
-    def _parts(self, batch: list[Record]) -> list[list[Record]]:
-        """The batch as one part, or per input partition when each commits in its own transaction."""
-        if self._transactions is None:
-            return [batch]
-        parts: dict[tuple[str, int], list[Record]] = defaultdict(list)
-        for record in batch:
-            parts[(record.topic, record.partition)].append(record)
-        return list(parts.values())
-
     async def _handle(self, stage: Stage, batch: list[Record]) -> None:
-        async with self._transaction_of(batch[-1]):
+        async with self._order.transaction_of(batch[-1]):
             await stage.handle(batch)
 
     async def _run(self, stage: Stage, batch: list[Record]) -> list[Record]:
@@ -367,7 +359,7 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
             reason = f"{stage.name} cannot handle it: {type(exc).__name__}: {exc}"
             log.error("%s/%d@%d: %s", record.topic, record.partition, record.offset, reason, exc_info=exc)
             try:
-                async with self._transaction_of(record):
+                async with self._order.transaction_of(record):
                     await self._dead.send(
                         record.topic, record.partition, record.offset, record.key, record.value, reason
                     )
@@ -393,13 +385,6 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
             self._rejoin()
         return []
 
-    def _transaction_of(self, record: Record) -> contextlib.AbstractAsyncContextManager[object]:
-        """The transaction that commits the input through `record` (none when at least once)."""
-        if self._transactions is None:
-            return contextlib.nullcontext()
-        tp = TopicPartition(record.topic, record.partition)
-        return self._transactions.transaction(tp, record.offset + 1)
-
     # Offsets and rebalancing ---------------------------------------------------------------------
 
     def _mark_processed(self, batch: list[Record]) -> None:
@@ -411,7 +396,7 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
             self._processed[tp] = max(self._processed.get(tp, 0), offset)
 
     async def _commit(self, only: set[TopicPartition] | None = None) -> None:
-        if self._transactions is not None:
+        if not self._order.commits_offsets:
             return  # each batch's offsets committed with its transaction
         assignment = self._consumer.assignment()
         due = {
@@ -450,8 +435,7 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
             await self._commit(only=revoked)
         except KafkaError as exc:
             log.warning("committing revoked partitions failed (%s); their new owner may redo work", exc)
-        if self._transactions is not None:
-            await self._transactions.release(set(revoked))
+        await self._order.revoked(set(revoked))
         for tp in revoked:
             self._processed.pop(tp, None)
             self._committed.pop(tp, None)
@@ -459,11 +443,13 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
         self._revoking = set()
 
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
-        transactions = self._transactions
-        if transactions is not None:  # no batch of them before their producers fence the last holder
-            self.hold(assigned, "transactions")
+        self.hold(assigned, "commit order")  # no batch of them before the commit order has taken them
         try:
-            if transactions is not None and not await self._hold_transactionally(transactions, assigned):
+            try:
+                await self._order.assigned(assigned, self._read_again)
+            except (BrokerError, KafkaError) as exc:
+                log.warning("cannot take the assigned partitions (%s); rejoining the group", exc)
+                self._rejoin()
                 return
             for lane in self._lanes:
                 mine = {tp for tp in assigned if tp.topic in lane.stage.topics}
@@ -471,30 +457,16 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
                     await lane.stage.assigned(mine, self)
             self.joined.set()
         finally:
-            self.release(assigned, "transactions")
+            self.release(assigned, "commit order")
 
-    async def _hold_transactionally(
-        self, transactions: PartitionTransactions, assigned: set[TopicPartition]
-    ) -> bool:
-        """Fence the previous holders first (their open transactions end), then read the committed
-        offsets again: one fetched before a previous holder's last commit completed is stale.
-        False, and the group rejoined, when the producers cannot start."""
-        try:
-            await transactions.hold(assigned)
-            for tp in assigned:
-                committed = await self._consumer.committed(tp)
-                if committed is not None:
-                    self._consumer.seek(tp, committed)
-            for lane in self._lanes:  # anything fetched from before the seek is read again
-                lane.queue = deque(
-                    r for r in lane.queue if TopicPartition(r.topic, r.partition) not in assigned
-                )
-        except (BrokerError, KafkaError) as exc:
-            log.warning("cannot take the assigned partitions transactionally (%s); rejoining the group", exc)
-            await transactions.release(assigned)
-            self._rejoin()
-            return False
-        return True
+    async def _read_again(self, assigned: set[TopicPartition]) -> None:
+        """From the committed offsets, dropping what was fetched from before them."""
+        for tp in assigned:
+            committed = await self._consumer.committed(tp)
+            if committed is not None:
+                self._consumer.seek(tp, committed)
+        for lane in self._lanes:
+            lane.queue = deque(r for r in lane.queue if TopicPartition(r.topic, r.partition) not in assigned)
 
     def _rejoin(self) -> None:
         self._consumer._coordinator.request_rejoin()  # aiokafka has no public call for it

@@ -95,10 +95,10 @@ async def _references(
 
 
 async def _local_refs(context: ApiContext, artifact_id: UUID) -> list[ArtifactReference]:
-    found = context.store.artifact_refs(context.lifecycle.owned, artifact_id)
+    found = context.store.artifact_refs(context.ownership.owned, artifact_id)
     if not found:  # perhaps stored by a job whose completion is out and whose events are folding
-        await context.lifecycle.written()
-        found = context.store.artifact_refs(context.lifecycle.owned, artifact_id)
+        await context.decisions.written()
+        found = context.store.artifact_refs(context.ownership.owned, artifact_id)
     return [
         ArtifactReference(
             job_id=job.job_id,

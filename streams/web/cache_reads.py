@@ -18,8 +18,8 @@ from projections.lifecycle.identity import CanonicalRequest, canonicalize
 from schemas.enums import CacheMode, CaptureMode, PolicyClass, RetentionClass
 from schemas.records import Request as JobRequest
 from schemas.work import CacheEntry
-from streams.agents.executor import caps_of
 from streams.clock import utc_now
+from streams.fetch.http import caps_of
 from streams.moments import as_utc
 from streams.web.auth import Caller
 from streams.web.context import context_of

@@ -22,17 +22,17 @@ from projections.views import listed_view, own_view
 from schemas.commands import RecordAudit
 from schemas.enums import AuditAction, AuditOutcome
 from schemas.types import uuid_text
-from streams.agents.fleet import Capabilities
-from streams.agents.lifecycle import Lifecycle
-from streams.agents.uploads import Uploads
 from streams.artifacts.port import ArtifactStore
+from streams.artifacts.uploads import Uploads
 from streams.auth.peering import PeerKey
 from streams.auth.principals import Principal, Principals
 from streams.clock import utc_now
 from streams.jobtypes import AnyJobType
+from streams.readers.fleet import Capabilities
 from streams.readers.global_table import GlobalTable
 from streams.readers.ledger import LedgerReader
 from streams.runtime.consumer import StageConsumer
+from streams.runtime.decisions import Decisions, Ownership
 from streams.runtime.metrics import Metrics
 from streams.runtime.publisher import Publisher, outgoing, partition_of
 from streams.runtime.routing import Routing
@@ -76,7 +76,8 @@ class ApiContext:
     settings: Settings
     partitions: int
     store: JobStore
-    lifecycle: Lifecycle
+    decisions: Decisions  # what a read or a mutation may wait for from this worker's lifecycle
+    ownership: Ownership
     consumer: StageConsumer
     publisher: Publisher
     routing: Routing
@@ -121,10 +122,10 @@ class ApiContext:
     async def forwarded(self, request: Request, job_id: UUID) -> Response | None:
         """The owner's answer when another worker keeps `job_id`; None when this worker answers."""
         partition = self.partition_of(job_id)
-        if partition in self.lifecycle.owned:
-            await self.lifecycle.written(job_id)
+        if partition in self.ownership.owned:
+            await self.decisions.written(job_id)
             return None
-        blocked = self.lifecycle.blocked.get(partition)
+        blocked = self.ownership.blocked.get(partition)
         if blocked is not None:
             raise ApiError(503, "unavailable", f"partition {partition} is not served: {blocked}")
         owner = self.routing.owner_of(partition)
@@ -193,7 +194,7 @@ class ApiContext:
 
         Refuses (503) rather than answer from part of the partitions while they move.
         """
-        owned = self.lifecycle.owned
+        owned = self.ownership.owned
         peers = self.routing.everyone()[1:]
         remote = await asyncio.gather(
             *(self.peers.shard(peer, path, params, principal, ShardPage) for peer in peers)
@@ -204,7 +205,7 @@ class ApiContext:
             covered.update(shard.partitions)
             pages.append(Page([(at, _json(item)) for at, item in shard.items], shard.resume_after))
         missing = sorted(set(range(self.partitions)) - covered)
-        blocked = sorted(set(missing) & set(self.lifecycle.blocked))
+        blocked = sorted(set(missing) & set(self.ownership.blocked))
         if blocked:
             raise ApiError(503, "unavailable", f"partitions {blocked} are not served; see /readyz")
         if missing:

@@ -51,7 +51,7 @@ class FastJobReads:
         except ValueError:
             return None
         context = self._context
-        if context.partition_of(job_id) not in context.lifecycle.owned or context.lifecycle.unfolded(job_id):
+        if context.partition_of(job_id) not in context.ownership.owned or context.decisions.unfolded(job_id):
             return None  # the documented route answers (and waits for a batch in flight)
         principal = self._principal(scope)
         job = None if principal is None else context.store.load_job(job_id)

@@ -44,11 +44,11 @@ from schemas.commands import (
 )
 from schemas.enums import AuditAction, AuditOutcome
 from schemas.events import AuditRecorded, Event, JobAccepted, JobRejected, SubmissionReused
-from streams.agents.lifecycle import Decided
 from streams.auth.principals import Principal
 from streams.clock import utc_now
 from streams.jobtypes import history_deletion_veto
 from streams.moments import as_utc
+from streams.runtime.decisions import Decided
 from streams.runtime.publisher import outgoing
 from streams.web.auth import Caller
 from streams.web.context import ApiContext, context_of, request_id
@@ -201,7 +201,7 @@ async def submit(body: SubmitBody, request: Request, principal: Caller) -> Respo
     if forwarded is not None:
         return forwarded
     command_id = command.command_id or uuid4()
-    waiting = asyncio.ensure_future(context.lifecycle.decision(command_id, DECISION_TIMEOUT_S))
+    waiting = asyncio.ensure_future(context.decisions.decision(command_id, DECISION_TIMEOUT_S))
     try:
         await context.publisher.send_all([outgoing(context.settings.topic("commands"), job_id, command)])
     except BaseException:
@@ -355,7 +355,7 @@ async def _mutate(request: Request, command: MutationCommand) -> Response:
     principal = Principal(command.actor_id, command.actor_role)
     context.refusals.check(principal)
     command_id = command.command_id or uuid4()
-    waiting = asyncio.ensure_future(context.lifecycle.decision(command_id, DECISION_TIMEOUT_S))
+    waiting = asyncio.ensure_future(context.decisions.decision(command_id, DECISION_TIMEOUT_S))
     try:
         await context.publisher.send_all(
             [outgoing(context.settings.topic("commands"), command.job_id, command)]

@@ -110,7 +110,7 @@ async def jobs_shard(
     context = context_of(request)
     query = _job_query(principal, caller, state, job_type, since, dead_letters, id_prefix)
     query = replace(query, until=until, host=_host(host), url_contains=url or None)
-    owned = context.lifecycle.owned
+    owned = context.ownership.owned
     return Response(
         shard_json(owned, _local_jobs(context, principal, query, after, limit)(owned)), media_type=JSON
     )
@@ -151,7 +151,7 @@ async def audit_shard(
 ) -> Response:
     context = context_of(request)
     matches = _audit_filter(principal, target, actor)
-    owned = context.lifecycle.owned
+    owned = context.ownership.owned
     return Response(shard_json(owned, _local_audit(context, matches, after, limit)(owned)), media_type=JSON)
 
 

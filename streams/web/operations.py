@@ -55,12 +55,12 @@ async def healthz(request: Request) -> Health:
     context = context_of(request)
     counters = dict(context.counters) | {
         "fold.duplicates_ignored": context.store.duplicates_ignored,
-        "fold.events_from_log": context.lifecycle.events_from_log,
+        "fold.events_from_log": context.ownership.events_from_log,
         "route_ledger.skipped": 0 if context.ledger is None else context.ledger.skipped,
         "route_ledger.folded": 0 if context.ledger is None else context.ledger.folded,
         "global_table.skipped": 0 if context.table is None else context.table.skipped,
     }
-    return Health(status="ok", owned_partitions=context.lifecycle.owned, counters=counters)
+    return Health(status="ok", owned_partitions=context.ownership.owned, counters=counters)
 
 
 @router.get(
@@ -142,20 +142,20 @@ def _said(control: JobTypeControl) -> str:
 async def _readiness(context: ApiContext) -> Readiness:
     commands = context.settings.topic("commands")
     assigned = sorted(tp.partition for tp in context.consumer.assigned() if tp.topic == commands)
-    catching_up = context.lifecycle.catching_up
+    catching_up = context.ownership.catching_up
     reachable = await context.publisher.reachable(BROKER_CHECK_S)
     reasons = []
     if not reachable:
         reasons.append(f"no broker at {context.settings.kafka_bootstrap} answered within {BROKER_CHECK_S} s")
     if not context.consumer.joined.is_set():
         reasons.append("not yet a member of the consumer group")
-    blocked = context.lifecycle.blocked
+    blocked = context.ownership.blocked
     for partition, why in sorted(blocked.items()):
         reasons.append(f"partition {partition} is not served: {why}")
     catching_up = [partition for partition in catching_up if partition not in blocked]
     if catching_up:
         reasons.append(f"partitions {catching_up} are still folding the events log")
-    unowned = sorted(set(assigned) - set(context.lifecycle.owned) - set(catching_up) - set(blocked))
+    unowned = sorted(set(assigned) - set(context.ownership.owned) - set(catching_up) - set(blocked))
     if unowned:
         reasons.append(f"partitions {unowned} are assigned but not yet taken over")
     for topic, partitions in context.consumer.unowned().items():

@@ -1,5 +1,5 @@
 """`PUT /uploads/{job}/{lease}`: an outside executor's result too large for a record, to the URL
-its due work was handed (`streams.agents.uploads`): signed for that job, lease and key, expiring,
+its due work was handed (`streams.artifacts.uploads`): signed for that job, lease and key, expiring,
 written once, bounded by `SCRAPESTREAM_REMOTE_RESULT_MAX_BYTES`."""
 
 from __future__ import annotations

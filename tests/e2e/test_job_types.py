@@ -15,9 +15,9 @@ import pytest
 
 from schemas.enums import ActorRole, ExpiryReason, JobStatus, RejectionReason
 from schemas.events import AttemptRecorded, AttemptStarted, JobRejected, LeaseExpired, LeaseRenewed
-from streams.agents.fleet import Capabilities
 from streams.auth.issue import issue
 from streams.clock import utc_now
+from streams.readers.fleet import Capabilities
 from streams.worker import Worker
 from tests.e2e.conftest import Origin, System, running_system, worker_settings
 from tests.e2e.test_trust import answered
@@ -183,7 +183,9 @@ async def test_a_job_whose_executor_is_killed_is_retried_after_its_own_lease_wit
 async def test_work_of_a_type_no_worker_runs_waits_visibly_and_runs_once_a_worker_that_runs_it_joins(
     broker, origin, tmp_path, monkeypatch
 ):
-    monkeypatch.setattr("streams.agents.fleet.SETTLE_S", 3_600.0)  # accepted before the others could be known
+    monkeypatch.setattr(
+        "streams.readers.fleet.SETTLE_S", 3_600.0
+    )  # accepted before the others could be known
     declared = {"http.fetch": (8_000, 3), "test.echo": (1_000, 2)}
     settings = worker_settings(
         broker.bootstrap,
@@ -232,7 +234,7 @@ async def test_work_of_a_type_no_worker_runs_waits_visibly_and_runs_once_a_worke
 async def test_a_type_no_running_worker_runs_is_rejected_at_once_until_a_worker_that_runs_it_joins(
     broker, origin, tmp_path, monkeypatch
 ):
-    monkeypatch.setattr("streams.agents.fleet.SETTLE_S", 0.0)
+    monkeypatch.setattr("streams.readers.fleet.SETTLE_S", 0.0)
     declared = {"http.fetch": (8_000, 3), "test.echo": (1_000, 2)}
     settings = worker_settings(broker.bootstrap, tmp_path / "a", profiles=declared)
     async with running_system(settings) as system:

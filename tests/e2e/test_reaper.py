@@ -31,7 +31,7 @@ async def system(broker, tmp_path_factory):
     )
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(
-            "streams.agents.fleet.SETTLE_S", 3_600.0
+            "streams.readers.fleet.SETTLE_S", 3_600.0
         )  # the tests play the executor, announcing nothing
         async with running_system(settings) as running:
             yield running

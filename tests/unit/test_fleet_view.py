@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from schemas.work import ExecutorAnnouncement
-from streams.agents.fleet import Capabilities, merged
+from streams.readers.fleet import Capabilities, merged
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 TYPES = st.sampled_from(["http.fetch", "browser.render", "test.echo", "test.plain"])

@@ -21,7 +21,6 @@ from urllib.parse import quote, urlencode
 from uuid import UUID
 
 from schemas.work import DueWork
-from streams.jobtypes import RemoteJobType
 
 UPLOADS_PATH = "/uploads"
 KEY_PATTERN = re.compile(r"^[A-Za-z0-9._/-]{1,256}$")
@@ -38,7 +37,7 @@ class UploadRefusedError(ValueError):
 class Uploads:
     def __init__(
         self,
-        types: Mapping[str, RemoteJobType],
+        types: Mapping[str, object],  # remote job types by name (an optional `output_key` hook)
         directory: Path,
         key: bytes | None,
         base_url: Callable[[], str],

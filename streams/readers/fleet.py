@@ -17,13 +17,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from projections.lifecycle.policy import Policy
 from schemas.work import ExecutorAnnouncement
-from streams.fetch.browser import browser_problem
-from streams.jobtypes import AnyJobType, runnable_here
 from streams.readers.global_table import EXECUTOR_KEY, GlobalTable
 from streams.runtime.publisher import Publisher, outgoing, tombstone
-from streams.settings import Settings
 
 log = logging.getLogger(__name__)
 ANNOUNCE_S = 10.0
@@ -38,21 +34,6 @@ class Capabilities:
 
     runs: frozenset[str]
     cannot_run: Mapping[str, str]
-
-
-def capabilities_here(
-    settings: Settings, job_types: Mapping[str, AnyJobType], policy: Policy
-) -> Capabilities:
-    known = {*policy.profiles} - policy.remote_types
-    if settings.executor_concurrency == 0:
-        why = "SCRAPESTREAM_EXECUTOR_CONCURRENCY is 0 on this worker: its executor runs nothing"
-        return Capabilities(frozenset(), {name: why for name in known})
-    runs = runnable_here(settings, job_types)
-    cannot_run = {name: "no plugin on this worker provides it" for name in known - runs}
-    problem = browser_problem(settings)
-    if problem is not None:
-        cannot_run["browser.render"] = problem
-    return Capabilities(runs, cannot_run)
 
 
 def merged(own: Capabilities, others: Iterable[ExecutorAnnouncement], now: datetime) -> Capabilities:
