@@ -12,8 +12,24 @@ from projections.lifecycle.evolve import evolve
 from projections.lifecycle.mutations import refusal_of
 from projections.lifecycle.policy import ExecutionProfile, Policy
 from projections.lifecycle.state import Job, State, accepted_job
-from schemas.commands import CheckTimers, Command, RenewLease, ReportAttempt, StartAttempt, SubmitJob
-from schemas.enums import ArtifactTrust, AttemptOutcome, FailureDisposition, TransportRoute
+from schemas.commands import (
+    CheckTimers,
+    Command,
+    RecordAudit,
+    RenewLease,
+    ReportAttempt,
+    StartAttempt,
+    SubmitJob,
+)
+from schemas.enums import (
+    ActorRole,
+    ArtifactTrust,
+    AttemptOutcome,
+    AuditAction,
+    AuditOutcome,
+    FailureDisposition,
+    TransportRoute,
+)
 from schemas.events import Event
 from schemas.records import Artifact, Attempt, Failure, Request
 
@@ -35,6 +51,26 @@ def submit(**overrides: Any) -> SubmitJob:
         "deadline_at": T0 + timedelta(hours=1),
     }
     return SubmitJob(**(fields | overrides))
+
+
+def audit_command(
+    job_id: UUID,
+    action: AuditAction = AuditAction.JOB_READ,
+    outcome: AuditOutcome = AuditOutcome.ALLOWED,
+    actor: str = "svc-b",
+    role: ActorRole = ActorRole.SERVICE,
+    **fields: Any,
+) -> RecordAudit:
+    """An audit record for the job or audit stream `job_id`, as an API handler sends one."""
+    return RecordAudit(
+        command_id=uuid4(),
+        job_id=job_id,
+        actor_id=actor,
+        actor_role=role,
+        action=action,
+        outcome=outcome,
+        **fields,
+    )
 
 
 def failure(code: str = "HTTP_503", retryable: bool = True, retry_at: datetime | None = None) -> Failure:

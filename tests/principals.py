@@ -1,4 +1,4 @@
-"""The principals most end-to-end tests sign in as: one of each role and two services."""
+"""The principals most end-to-end tests sign in as: one of each role and three services."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ ROLES = {
     "viewer": ActorRole.VIEWER,
     "svc-a": ActorRole.SERVICE,
     "svc-b": ActorRole.SERVICE,
+    "svc-c": ActorRole.SERVICE,
 }
 ISSUED: dict[str, IssuedPrincipal] = {name: issue(name, role) for name, role in ROLES.items()}
 PRINCIPALS = json.dumps({"principals": [issued.entry for issued in ISSUED.values()]})

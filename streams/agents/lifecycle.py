@@ -13,6 +13,8 @@ A crash after 2 republishes the consequences on redelivery (duplicates, never lo
 batch is retried only after the store caught up with the log (`recover`). With `exactly_once`
 steps 2 and 3 are one transaction with the commands offset, and step 4 waits for its commit
 (`after_commit`): the store never holds what an aborted batch decided.
+The partitions it decides are caught up first (`catch_up.PartitionCatchUp`); what the HTTP API may
+wait for (a decision, a batch folded) it tells `runtime.decisions.Decisions`, which the API holds.
 """
 
 from __future__ import annotations

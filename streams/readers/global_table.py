@@ -21,7 +21,7 @@ import re
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 
-from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
+from aiokafka import ConsumerRecord, TopicPartition
 from aiokafka.errors import KafkaError
 
 from projections.artifacts import Pointers
@@ -37,6 +37,7 @@ from schemas.work import (
 )
 from streams.broker.clients import kafka_consumer
 from streams.broker.compat import BrokerProfile, end_offsets, partitions_known, start_whole
+from streams.readers.follower import RETRY_S, TopicFollower, poll_or_wait
 
 log = logging.getLogger(__name__)
 ENTRY = b"e/"
@@ -48,12 +49,11 @@ CONTROL = b"c/"  # c/<job type> -> its JobTypeControl, as an operator last set i
 EXECUTOR = b"x/"  # x/<worker> -> its ExecutorAnnouncement, as it last announced itself
 EXECUTOR_KEY = b"executor/"  # how the controls topic keys an announcement
 MAX_RECORDS = 2_000
-RETRY_S = 1.0
 REQUEST_HASH = re.compile(rb"[0-9a-f]{64}")
 MAX_REFERENCE_KEY_BYTES = 1_024
 
 
-class GlobalTable:
+class GlobalTable(TopicFollower):
     def __init__(
         self,
         bootstrap: str,
@@ -282,35 +282,8 @@ class GlobalTable:
         if unread:
             await self._consumer.seek_to_beginning(*unread)
 
-    @property
-    def task(self) -> asyncio.Task[None] | None:
-        return self._task
-
-    async def stop(self) -> None:
-        try:
-            if self._task is not None:
-                self._task.cancel()
-                await asyncio.gather(self._task, return_exceptions=True)  # a dead reader stops too
-        finally:
-            try:
-                await self._consumer.stop()
-            finally:
-                self._store.close()
-
-
-async def poll_or_wait(
-    consumer: AIOKafkaConsumer, max_records: int, what: str
-) -> dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]:
-    """One poll of a reader that follows topics for good; nothing, after a pause, when Kafka fails."""
-    try:
-        polled: dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]] = await consumer.getmany(
-            timeout_ms=1_000, max_records=max_records
-        )
-        return polled
-    except KafkaError as exc:
-        log.warning("reading %s failed (%s); retrying", what, exc)
-        await asyncio.sleep(RETRY_S)
-        return {}
+    def _closed(self) -> None:
+        self._store.close()
 
 
 def _reference_key(key: bytes) -> bool:

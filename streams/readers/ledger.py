@@ -41,7 +41,7 @@ from streams.broker.compat import (
     start_whole,
 )
 from streams.clock import utc_now
-from streams.readers.global_table import poll_or_wait
+from streams.readers.follower import TopicFollower, poll_or_wait
 from streams.runtime.publisher import Sink, Written, outgoing, partition_of
 
 log = logging.getLogger(__name__)
@@ -73,7 +73,7 @@ class _Progress:
         self.jitter = 1 + random.random()  # noqa: S311 - spreads writers, nothing secret
 
 
-class LedgerReader:
+class LedgerReader(TopicFollower):
     def __init__(
         self,
         bootstrap: str,
@@ -260,18 +260,6 @@ class LedgerReader:
         else:
             ledger.reconcile(record)
         return None
-
-    @property
-    def task(self) -> asyncio.Task[None] | None:
-        return self._task
-
-    async def stop(self) -> None:
-        try:
-            if self._task is not None:
-                self._task.cancel()
-                await asyncio.gather(self._task, return_exceptions=True)  # a dead reader stops too
-        finally:
-            await self._consumer.stop()
 
 
 class TooLongAgoError(Exception):

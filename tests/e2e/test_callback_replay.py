@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from collections import defaultdict
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -14,16 +13,12 @@ import pytest
 import pytest_asyncio
 from aiohttp import web
 
-from schemas.enums import ActorRole
-from streams.auth.issue import IssuedPrincipal, issue
 from tests.commands import run
 from tests.e2e.conftest import Origin, System, running_system, settled_ownership, worker_settings
+from tests.principals import ISSUED, PRINCIPALS
 from tests.servers import loopback
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.one_broker]
-ROLES = {"operator": ActorRole.OPERATOR, "viewer": ActorRole.VIEWER, "svc-a": ActorRole.SERVICE}
-ISSUED: dict[str, IssuedPrincipal] = {name: issue(name, role) for name, role in ROLES.items()}
-PRINCIPALS = json.dumps({"principals": [issued.entry for issued in ISSUED.values()]})
 
 
 @dataclass

@@ -19,8 +19,8 @@ from streams.auth.issue import issue
 from streams.clock import utc_now
 from streams.readers.fleet import Capabilities
 from streams.worker import Worker
+from tests.e2e.cluster import answered
 from tests.e2e.conftest import Origin, System, running_system, worker_settings
-from tests.e2e.test_trust import answered
 from tests.faults.scenarios import until
 from tests.servers import loopback
 

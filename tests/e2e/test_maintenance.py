@@ -16,8 +16,7 @@ from projections.artifacts import Pointers, reference_key
 from projections.lifecycle.identity import audit_stream_id
 from projections.storage.rocks import RocksStore
 from schemas.codec import decode
-from schemas.commands import RecordAudit
-from schemas.enums import ActorRole, AuditAction, AuditOutcome, CacheMode, JobStatus, RetentionClass
+from schemas.enums import ActorRole, AuditAction, CacheMode, JobStatus, RetentionClass
 from schemas.events import JobAccepted, JobHistoryDeleted
 from schemas.types import to_utc_millis
 from schemas.work import ArtifactPurged, CacheEntry
@@ -28,6 +27,7 @@ from streams.readers.global_table import GlobalTable
 from streams.runtime.publisher import outgoing
 from streams.worker import Worker
 from tests.e2e.conftest import System, read_topic, running_system, worker_settings
+from tests.lifecycle import audit_command
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 TRANSIENT = RetentionClass.TRANSIENT_24H
@@ -239,16 +239,9 @@ async def test_audit_records_past_their_retention_are_purged_and_the_recent_ones
 
 def old_download(topic: str, at: Any, completion: Any) -> Any:
     stream = audit_stream_id("old-reader", at)
-    command = RecordAudit(
-        command_id=uuid4(),
-        job_id=stream,
-        actor_id="old-reader",
-        actor_role=ActorRole.VIEWER,
-        action=AuditAction.ARTIFACT_DOWNLOAD,
-        outcome=AuditOutcome.ALLOWED,
-        detail="allowed",
-        target=f"artifact:{completion.artifacts[0].artifact_id}",
-    )
+    target = f"artifact:{completion.artifacts[0].artifact_id}"
+    download = AuditAction.ARTIFACT_DOWNLOAD
+    command = audit_command(stream, download, actor="old-reader", role=ActorRole.VIEWER, target=target)
     return outgoing(topic, stream, command, at=at)
 
 

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID, uuid4
@@ -24,96 +23,36 @@ from schemas.commands import CancelJob, SubmitJob
 from schemas.enums import ActorRole
 from schemas.records import Request
 from streams.auth.signing import Binding, private_key_from_text, sign
-from streams.client import Client, Signer
 from streams.clock import utc_now
 from streams.runtime.publisher import partition_of
-from streams.settings import Settings
-from streams.worker import Worker
-from tests.brokers import profile
-from tests.e2e.conftest import Origin, System, observed_system, settled_ownership, worker_settings
-from tests.principals import ISSUED, PRINCIPALS, ROLES
+from tests.e2e.cluster import Cluster, answered, auth_on, running_cluster
+from tests.e2e.conftest import Origin
+from tests.principals import ISSUED
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 JOBS = 12
-PEER_SECRET = "peer-secret-of-the-read-api-tests-0123456789"
 
 
 @dataclass
-class Cluster:
-    settings: Settings
-    workers: tuple[Worker, Worker]
-    system: System
-    clients: dict[str, Client]
-    jobs: dict[UUID, str]  # job id -> caller
-
-    def api(
-        self, worker: int, principal: str | None = "admin", token: str | None = None
-    ) -> httpx.AsyncClient:
-        secret = token or (ISSUED[principal].token if principal else None)
-        headers = {"Authorization": f"Bearer {secret}"} if secret else {}
-        return httpx.AsyncClient(
-            base_url=f"http://127.0.0.1:{self.workers[worker].web_port}", headers=headers
-        )
-
-    async def submit(self, caller: str, path: str, **fields: Any) -> UUID:
-        command = SubmitJob(
-            caller_identity=caller,
-            request=Request(url=path),
-            deadline_at=utc_now() + timedelta(minutes=5),
-            **fields,
-        )
-        return await self.clients[caller].submit(command)
-
-
-def signed_client(settings: Settings, name: str) -> Client:
-    signer = Signer(name, private_key_from_text(ISSUED[name].signing_key))
-    return Client(settings.kafka_bootstrap, profile(settings.kafka_bootstrap), settings.topic_prefix, signer)
-
-
-async def answered(http: httpx.AsyncClient, method: str, path: str, **options: Any) -> httpx.Response:
-    """The answer once partitions stopped moving (503 with Retry-After is the API's way to say so)."""
-    for _ in range(100):
-        response = await http.request(method, path, **options)
-        if response.status_code != 503:
-            return response
-        await asyncio.sleep(0.1)
-    return response
+class ReadCluster(Cluster):
+    jobs: dict[UUID, str] = field(default_factory=dict)  # job id -> caller
 
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
-async def cluster(broker, origin: Origin, tmp_path_factory) -> AsyncIterator[Cluster]:
+async def cluster(broker, origin: Origin, tmp_path_factory) -> AsyncIterator[ReadCluster]:
     root = tmp_path_factory.mktemp("read-api")
-    settings = worker_settings(
-        broker.bootstrap,
-        root / "a",
-        partitions=4,
-        auth_enabled=True,
-        principals=PRINCIPALS,
-        peer_secret=PEER_SECRET,
-    )
-    first = Worker(settings)
-    second = Worker(settings.model_copy(update={"data_dir": root / "b"}))
-    async with contextlib.AsyncExitStack() as stack:
-        for worker in (first, second):
-            await worker.start()
-            stack.push_async_callback(worker.stop)
-        system = await stack.enter_async_context(observed_system(settings))
-        clients = {}
-        for name in ROLES:
-            clients[name] = await stack.enter_async_context(signed_client(settings, name))
-        cluster = Cluster(settings, (first, second), system, clients, {})
+    settings = auth_on(broker.bootstrap, root / "a", partitions=4)
+    async with running_cluster(settings, root / "b") as running:
+        cluster = ReadCluster(**vars(running))
         for n in range(JOBS):
             caller = "svc-a" if n % 2 else "svc-b"
             cluster.jobs[await cluster.submit(caller, origin.url(f"/page/read-{n}"))] = caller
         for job_id in cluster.jobs:
-            await system.completion(job_id)
-        owned = await settled_ownership(first, second)
-        assert sorted(owned[0] + owned[1]) == [0, 1, 2, 3], f"ownership did not settle: {owned}"
-        assert all(owned), f"one worker owns nothing: {owned}"
+            await cluster.system.completion(job_id)
         yield cluster
 
 
-async def test_either_worker_answers_for_every_job_of_both(cluster: Cluster):
+async def test_either_worker_answers_for_every_job_of_both(cluster: ReadCluster):
     for worker in cluster.workers:
         assert worker.lifecycle is not None
         assert any(_partition(job) in worker.lifecycle.owned for job in cluster.jobs)
@@ -130,7 +69,7 @@ async def test_either_worker_answers_for_every_job_of_both(cluster: Cluster):
             assert events[0]["type"] == "JobAccepted"
 
 
-async def test_paging_either_worker_visits_every_job_once_newest_first(cluster: Cluster):
+async def test_paging_either_worker_visits_every_job_once_newest_first(cluster: ReadCluster):
     for worker in (0, 1):
         async with cluster.api(worker) as http:
             seen, accepted, cursor = [], [], None
@@ -150,7 +89,7 @@ async def test_paging_either_worker_visits_every_job_once_newest_first(cluster: 
             assert accepted == sorted(accepted, reverse=True)
 
 
-async def test_a_service_reads_and_cancels_only_its_own_jobs_and_refusals_are_audited(cluster: Cluster):
+async def test_a_service_reads_and_cancels_only_its_own_jobs_and_refusals_are_audited(cluster: ReadCluster):
     theirs = next(job for job, caller in cluster.jobs.items() if caller == "svc-b")
     mine = next(job for job, caller in cluster.jobs.items() if caller == "svc-a")
     async with cluster.api(0, "svc-a") as service, cluster.api(1, "viewer") as viewer:
@@ -182,7 +121,7 @@ async def test_a_service_reads_and_cancels_only_its_own_jobs_and_refusals_are_au
         assert (await answered(admin, "GET", f"/jobs/{theirs}")).json()["state"] == "SUCCEEDED"
 
 
-async def test_a_viewer_cannot_cancel_and_tokens_are_checked(cluster: Cluster, origin: Origin):
+async def test_a_viewer_cannot_cancel_and_tokens_are_checked(cluster: ReadCluster, origin: Origin):
     running = await cluster.submit("svc-a", origin.url("/slow/viewer"))
     await cluster.system.events.wait_for(lambda _: "JobDispatched" in cluster.system.event_kinds(running))
     async with cluster.api(1, "viewer") as viewer:
@@ -203,7 +142,7 @@ async def test_a_viewer_cannot_cancel_and_tokens_are_checked(cluster: Cluster, o
     assert (await cluster.system.completion(running)).status.value == "CANCELLED"
 
 
-async def test_unsigned_or_forged_commands_are_refused_to_dead_input(cluster: Cluster, origin: Origin):
+async def test_unsigned_or_forged_commands_are_refused_to_dead_input(cluster: ReadCluster, origin: Origin):
     target = await cluster.submit("svc-a", origin.url("/slow/forged"))
     await cluster.system.events.wait_for(lambda _: bool(cluster.system.events.of_job(target)))
     forged = encode(
@@ -234,7 +173,7 @@ async def test_unsigned_or_forged_commands_are_refused_to_dead_input(cluster: Cl
         assert (await answered(owner, "GET", f"/jobs/{target}")).json()["state"] != "CANCELLED"
 
 
-async def test_a_service_submitting_for_another_caller_is_rejected(cluster: Cluster, origin: Origin):
+async def test_a_service_submitting_for_another_caller_is_rejected(cluster: ReadCluster, origin: Origin):
     command = SubmitJob(
         caller_identity="svc-b",
         request=Request(url=origin.url("/page/impostor")),
@@ -247,7 +186,7 @@ async def test_a_service_submitting_for_another_caller_is_rejected(cluster: Clus
     assert completion.failure.code == "NOT_PERMITTED"
 
 
-async def test_only_operators_and_admins_switch_a_job_type_and_a_refusal_is_audited(cluster: Cluster):
+async def test_only_operators_and_admins_switch_a_job_type_and_a_refusal_is_audited(cluster: ReadCluster):
     for name in ("viewer", "svc-a"):
         async with cluster.api(0, name) as api:
             refused = await answered(api, "POST", "/job-types/http.fetch/disable", json={"reason": "mine"})
@@ -266,7 +205,7 @@ async def test_only_operators_and_admins_switch_a_job_type_and_a_refusal_is_audi
     }
 
 
-async def test_artifact_downloads_are_scoped_and_audited(cluster: Cluster):
+async def test_artifact_downloads_are_scoped_and_audited(cluster: ReadCluster):
     mine = next(job for job, caller in cluster.jobs.items() if caller == "svc-a")
     async with cluster.api(1, "svc-a") as service, cluster.api(0, "svc-b") as stranger:
         job = (await answered(service, "GET", f"/jobs/{mine}")).json()
@@ -293,7 +232,9 @@ async def test_artifact_downloads_are_scoped_and_audited(cluster: Cluster):
     assert "svc-b" in {actor for actor, outcome, _ in outcomes if outcome == "DENIED"}
 
 
-async def test_redrive_runs_a_dead_letter_again_once_its_origin_is_mended(cluster: Cluster, origin: Origin):
+async def test_redrive_runs_a_dead_letter_again_once_its_origin_is_mended(
+    cluster: ReadCluster, origin: Origin
+):
     job_id = await cluster.submit("svc-a", origin.url("/broken/redrive"))
     first = await cluster.system.completion(job_id)
     assert first.status.value == "DEAD_LETTER"
@@ -339,7 +280,7 @@ async def test_history_delete_is_refused_while_the_job_can_run_and_done_after(
         assert "JOB_HISTORY_DELETE" in {record["action"] for record in audit}
 
 
-async def test_metrics_parse_and_move_with_the_work(cluster: Cluster, origin: Origin):
+async def test_metrics_parse_and_move_with_the_work(cluster: ReadCluster, origin: Origin):
     async def summed(name: str, label: str, matches: Callable[[str], bool]) -> float:
         total = 0.0
         for index in (0, 1):

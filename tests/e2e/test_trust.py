@@ -8,7 +8,6 @@ caller's data, change another caller's job, or grow what another caller's job ke
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -26,56 +25,26 @@ from schemas.commands import CancelJob, SubmitJob
 from schemas.enums import ActorRole, JobStatus, RetentionClass
 from schemas.events import AuditRecorded, JobRejected, JobSucceeded, SubmissionReused
 from schemas.records import Request
-from streams.auth.issue import IssuedPrincipal, issue
 from streams.auth.peering import PeerKey
 from streams.auth.principals import Principal
 from streams.auth.signing import Binding, private_key_from_text, sign
-from streams.client import Client, Signer
 from streams.clock import utc_now
 from streams.runtime.publisher import Outgoing, Publisher, outgoing, partition_of
-from streams.settings import Settings
 from streams.web.console.session import CSRF_COOKIE
-from streams.worker import Worker
 from tests.commands import run
 from tests.console_sessions import console_cookies
-from tests.e2e.conftest import Origin, System, observed_system, settled_ownership, worker_settings
+from tests.e2e.cluster import Cluster, answered, auth_on, running_cluster
+from tests.e2e.conftest import Origin
+from tests.principals import ISSUED
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
-ROLES = {
-    "admin": ActorRole.ADMIN,
-    "viewer": ActorRole.VIEWER,
-    "svc-a": ActorRole.SERVICE,
-    "svc-b": ActorRole.SERVICE,
-    "svc-c": ActorRole.SERVICE,
-}
-ISSUED: dict[str, IssuedPrincipal] = {name: issue(name, role) for name, role in ROLES.items()}
-PRINCIPALS = json.dumps({"principals": [issued.entry for issued in ISSUED.values()]})
 PEER_SECRET = "the-peer-secret-of-the-trust-tests-0123456789abcdef"
 REFUSALS_PER_MINUTE = 40
 
 
 @dataclass
-class Deployment:
-    settings: Settings
-    workers: tuple[Worker, Worker]
-    system: System
-    clients: dict[str, Client]
-    publisher: Publisher
-
-    def api(self, worker: int, principal: str | None) -> httpx.AsyncClient:
-        headers = {"Authorization": f"Bearer {ISSUED[principal].token}"} if principal else {}
-        return httpx.AsyncClient(
-            base_url=f"http://127.0.0.1:{self.workers[worker].web_port}", headers=headers
-        )
-
-    async def submit(self, caller: str, url: str, **fields: Any) -> UUID:
-        command = SubmitJob(
-            caller_identity=caller,
-            request=Request(url=url),
-            deadline_at=utc_now() + timedelta(minutes=5),
-            **fields,
-        )
-        return await self.clients[caller].submit(command)
+class Deployment(Cluster):
+    publisher: Publisher  # sends what a hostile principal crafts by hand
 
     def signed(self, signer: str, command: Any, topic: str | None = None) -> Outgoing:
         """`command` as `signer` publishes it by hand, signed for `topic` (the submit topic)."""
@@ -91,15 +60,6 @@ class Deployment:
         assert answer.status_code == 200, answer.text
         items: list[dict[str, Any]] = answer.json()["items"]
         return items
-
-
-async def answered(http: httpx.AsyncClient, method: str, path: str, **options: Any) -> httpx.Response:
-    for _ in range(100):
-        response = await http.request(method, path, **options)
-        if response.status_code != 503:
-            return response
-        await asyncio.sleep(0.1)
-    return response
 
 
 def expires(minutes: float = 5) -> Any:
@@ -121,34 +81,21 @@ def signable_submission(caller: str, key: str, url: str) -> SubmitJob:
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
 async def deployment(broker, origin: Origin, tmp_path_factory) -> AsyncIterator[Deployment]:
     root = tmp_path_factory.mktemp("trust")
-    settings = worker_settings(
+    settings = auth_on(
         broker.bootstrap,
         root / "a",
         partitions=4,
-        auth_enabled=True,
-        principals=PRINCIPALS,
         peer_secret=PEER_SECRET,
         deployment_id="trust-tests",
         refusals_per_minute=REFUSALS_PER_MINUTE,
     )
-    first, second = Worker(settings), Worker(settings.model_copy(update={"data_dir": root / "b"}))
-    async with contextlib.AsyncExitStack() as stack:
-        for worker in (first, second):
-            await worker.start()
-            stack.push_async_callback(worker.stop)
-        system = await stack.enter_async_context(observed_system(settings))
-        clients = {}
-        for name in ROLES:
-            signer = Signer(name, ISSUED[name].signing_key, deployment=settings.deployment_id)
-            clients[name] = await stack.enter_async_context(
-                Client(settings.kafka_bootstrap, broker.profile, settings.topic_prefix, signer)
-            )
+    async with running_cluster(settings, root / "b") as running:
         publisher = Publisher(settings.kafka_bootstrap, broker.profile)
         await publisher.start()
-        stack.push_async_callback(publisher.stop)
-        owned = await settled_ownership(first, second)
-        assert all(owned), f"one worker owns nothing: {owned}"
-        yield Deployment(settings, (first, second), system, clients, publisher)
+        try:
+            yield Deployment(**vars(running), publisher=publisher)
+        finally:
+            await publisher.stop()
 
 
 async def test_no_internal_route_answers_a_callers_token_or_a_forged_peer_credential(

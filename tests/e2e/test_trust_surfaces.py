@@ -28,6 +28,7 @@ from streams.clock import utc_now
 from streams.web.console.session import CSRF_COOKIE, SESSION_COOKIE
 from tests.commands import run
 from tests.console_sessions import console_cookies, login_csrf
+from tests.e2e.cluster import answered
 from tests.e2e.conftest import (
     CALLBACK_SECRET,
     Origin,
@@ -37,7 +38,6 @@ from tests.e2e.conftest import (
     running_system,
     worker_settings,
 )
-from tests.e2e.test_trust import answered
 from tests.principals import ISSUED, PRINCIPALS
 from tests.raw_http import head_of, raw_exchange
 from tests.servers import loopback

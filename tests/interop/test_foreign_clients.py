@@ -17,8 +17,9 @@ import pytest_asyncio
 
 from schemas.registry import bundle_path
 from tests.brokers import ROOT, kafka_or_skip
-from tests.e2e.conftest import System, running_system, worker_settings
-from tests.principals import ISSUED, PRINCIPALS
+from tests.e2e.cluster import auth_on
+from tests.e2e.conftest import System, running_system
+from tests.principals import ISSUED
 
 INTEROP = ROOT / "tests" / "interop"
 JAVA_POM = INTEROP / "java" / "pom.xml"
@@ -37,21 +38,10 @@ def java_client() -> list[str]:
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
 async def deployment(broker, tmp_path_factory) -> AsyncIterator[System]:
-    async with running_system(auth_on(broker, tmp_path_factory.mktemp("interop"), "interop-tests")) as system:
+    async with running_system(
+        auth_on(broker.bootstrap, tmp_path_factory.mktemp("interop"), deployment_id="interop-tests")
+    ) as system:
         yield system
-
-
-def auth_on(broker, data_dir, deployment_id: str, **settings: str):
-    """A worker's settings with auth on, its principals those of `tests/principals.py`."""
-    return worker_settings(
-        broker.bootstrap,
-        data_dir,
-        auth_enabled=True,
-        principals=PRINCIPALS,
-        deployment_id=deployment_id,
-        peer_secret="the-peer-secret-of-the-interop-tests-0123456789",
-        **settings,
-    )
 
 
 def client_env(system: System, origin, name: str) -> dict[str, str]:
@@ -154,7 +144,8 @@ def test_the_foreign_clients_import_no_scrapestream_code(client):
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
 async def registry_deployment(broker, schema_registry, tmp_path_factory) -> AsyncIterator[System]:
     data_dir = tmp_path_factory.mktemp("interop-registry")
-    settings = auth_on(broker, data_dir, "interop-registry-tests", schema_registry_url=schema_registry)
+    named = {"deployment_id": "interop-registry-tests", "schema_registry_url": schema_registry}
+    settings = auth_on(broker.bootstrap, data_dir, **named)
     async with running_system(settings) as system:
         yield system
 

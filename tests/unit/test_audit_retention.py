@@ -10,10 +10,10 @@ from projections.jobstore import JobStore
 from projections.lifecycle.identity import audit_stream_id
 from projections.storage.memory import MemoryStore
 from schemas.commands import PurgeAuditRecords, RecordAudit
-from schemas.enums import ActorRole, AuditAction, AuditOutcome
+from schemas.enums import ActorRole
 from schemas.events import AuditRecorded, AuditRecordsPurged
 from streams.readers.replay import first_difference
-from tests.lifecycle import POLICY, T0, Lifecycle, kinds, submit
+from tests.lifecycle import POLICY, T0, Lifecycle, audit_command, kinds, submit
 
 DAY = timedelta(days=1)
 
@@ -30,15 +30,7 @@ def purge(job_id, before, role=ActorRole.ADMIN) -> PurgeAuditRecords:  # type: i
 
 
 def read_audit(stream) -> RecordAudit:  # type: ignore[no-untyped-def]
-    return RecordAudit(
-        command_id=uuid4(),
-        job_id=stream,
-        actor_id="svc-b",
-        actor_role=ActorRole.SERVICE,
-        action=AuditAction.JOB_READ,
-        outcome=AuditOutcome.ALLOWED,
-        detail="allowed",
-    )
+    return audit_command(stream, detail="allowed")
 
 
 def test_an_admin_purge_is_an_event_that_never_reaches_into_the_current_hour():

@@ -8,7 +8,7 @@ import pytest
 from projections.lifecycle.consequences import consequences_of
 from projections.lifecycle.mutations import offered_mutations, refusal_of
 from projections.lifecycle.state import Unaccepted
-from schemas.commands import CancelJob, DeleteJobHistory, RecordAudit, RedriveJob
+from schemas.commands import CancelJob, DeleteJobHistory, RedriveJob
 from schemas.enums import (
     ActorRole,
     AttemptOutcome,
@@ -19,7 +19,18 @@ from schemas.enums import (
     RejectionReason,
 )
 from schemas.events import AuditRecorded, JobAccepted, JobRejected
-from tests.lifecycle import POLICY, T0, Lifecycle, attempt_under, failure, kinds, report, submit, tick
+from tests.lifecycle import (
+    POLICY,
+    T0,
+    Lifecycle,
+    attempt_under,
+    audit_command,
+    failure,
+    kinds,
+    report,
+    submit,
+    tick,
+)
 
 
 def dead_lettered(attempt_limit: int = 1, **overrides) -> Lifecycle:
@@ -171,15 +182,9 @@ def test_who_may_submit_for_another_caller(role, allowed):
 def test_an_audited_read_is_recorded_as_given():
     lifecycle = Lifecycle()
     lifecycle(submit())
-    command = RecordAudit(
-        command_id=uuid4(),
-        job_id=lifecycle.job.job_id,
-        actor_id="svc-b",
-        actor_role=ActorRole.SERVICE,
-        action=AuditAction.JOB_READ,
-        outcome=AuditOutcome.DENIED,
-        detail="a service may read only its own jobs",
-        request_id="req-1",
+    said = "a service may read only its own jobs"
+    command = audit_command(
+        lifecycle.job.job_id, outcome=AuditOutcome.DENIED, detail=said, request_id="req-1"
     )
     events = lifecycle(command)
     assert kinds(events) == ["AuditRecorded"]

@@ -11,10 +11,10 @@ from projections.lifecycle.identity import audit_stream_id, job_id_for, name_bas
 from projections.lifecycle.mutations import MAX_AUDIT_RECORDS, refusal_of
 from projections.lifecycle.state import COMMANDS_REMEMBERED_FOR, RECENT_COMMANDS_KEPT, Unaccepted
 from projections.lifecycle.submission import submission_identity
-from schemas.commands import CancelJob, RecordAudit
+from schemas.commands import CancelJob
 from schemas.enums import ActorRole, AttemptOutcome, AuditAction, AuditOutcome, JobStatus
 from schemas.events import JobRejected
-from tests.lifecycle import POLICY, T0, Lifecycle, attempt_under, kinds, renew, report, submit
+from tests.lifecycle import POLICY, T0, Lifecycle, attempt_under, audit_command, kinds, renew, report, submit
 
 
 def cancel_by(job_id: UUID, actor: str, role: ActorRole = ActorRole.SERVICE, **fields: object) -> CancelJob:
@@ -70,15 +70,7 @@ def test_a_principals_audit_stream_keeps_a_bounded_number_of_records_an_hour():
     state = None
     recorded = 0
     for _ in range(MAX_AUDIT_RECORDS + 50):
-        command = RecordAudit(
-            command_id=uuid4(),
-            job_id=stream,
-            actor_id="svc-b",
-            actor_role=ActorRole.SERVICE,
-            action=AuditAction.JOB_CANCEL,
-            outcome=AuditOutcome.DENIED,
-            detail="x" * 1_000,
-        )
+        command = audit_command(stream, AuditAction.JOB_CANCEL, AuditOutcome.DENIED, detail="x" * 1_000)
         for event in decide(state, command, T0, POLICY):
             state = evolve(state, event)
             recorded += 1
@@ -89,15 +81,7 @@ def test_a_principals_audit_stream_keeps_a_bounded_number_of_records_an_hour():
 
 
 def lifecycle_last_detail(state: Unaccepted, stream: UUID) -> str:
-    command = RecordAudit(
-        command_id=uuid4(),
-        job_id=stream,
-        actor_id="svc-b",
-        actor_role=ActorRole.SERVICE,
-        action=AuditAction.JOB_READ,
-        outcome=AuditOutcome.DENIED,
-        detail="more",
-    )
+    command = audit_command(stream, outcome=AuditOutcome.DENIED, detail="more")
     assert decide(state, command, T0, POLICY) == []
     before = Unaccepted(job_id=stream, sequence=0, audit_records=MAX_AUDIT_RECORDS)
     (note,) = decide(before, command, T0, POLICY)
