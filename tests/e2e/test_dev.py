@@ -453,13 +453,11 @@ async def test_watch_says_when_dev_goes_away_and_a_cluster_watcher_says_it_keeps
     watchers: list[asyncio.subprocess.Process] = []
     try:
         state = await wait_for_file(tmp_path / ".scrapestream" / "dev.json")
-        on_dev = await start("watch", "--json", cwd=tmp_path)
+        watching = ("watch", "--from-beginning", "--json")  # this dev's one completion, whenever it joins
+        on_dev = await start(*watching, cwd=tmp_path)
+        bootstrap = str(state["kafka_bootstrap"])
         on_cluster = await start(
-            "watch",
-            "--json",
-            cwd=tmp_path,
-            kafka_bootstrap=str(state["kafka_bootstrap"]),
-            broker_profile="embedded",
+            *watching, cwd=tmp_path, kafka_bootstrap=bootstrap, broker_profile="embedded"
         )
         watchers += [on_dev, on_cluster]
         code, output = await run("submit", origin.url("/page/watched"), "--wait", cwd=tmp_path)

@@ -26,7 +26,7 @@ from schemas.events import JobAccepted
 from streams.broker.compat import KAFKA, end_offsets, records_between
 from streams.clock import utc_now
 from streams.readers import ledger
-from streams.readers.global_table import OFFSET
+from streams.readers.global_table import EXECUTOR, OFFSET
 from streams.runtime.topics import topic_specs
 from streams.settings import Settings
 from streams.worker import Worker
@@ -142,9 +142,11 @@ async def watching(settings: Settings, names: tuple[str, ...]) -> AsyncIterator[
 
 
 def table_state(worker: Worker) -> dict[bytes, bytes]:
-    """The global table's contents (cache entries, artifact references), its read offsets aside."""
+    """The global table's contents (cache entries, artifact references), its read offsets and the
+    workers' announcements (which worker is alive right now, not folded state) aside."""
     assert worker.table is not None
-    return {key: value for key, value in worker.table._store.scan(b"", b"\xff") if not key.startswith(OFFSET)}
+    kept = worker.table._store.scan(b"", b"\xff")
+    return {key: value for key, value in kept if not key.startswith((OFFSET, EXECUTOR))}
 
 
 def ledger_state(worker: Worker) -> dict[str, Any]:

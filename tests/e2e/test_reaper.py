@@ -3,6 +3,7 @@ started is re-dispatched and costs nothing."""
 
 from uuid import uuid5
 
+import httpx
 import pytest
 import pytest_asyncio
 
@@ -105,3 +106,12 @@ async def test_work_nobody_starts_is_redispatched_without_spending_the_budget(sy
     assert {e.reason for e in expired} == {ExpiryReason.NOT_STARTED}
     assert "JobDeadLettered" not in system.event_kinds(job_id)
     assert not system.completions.of_job(job_id)
+
+
+async def test_a_worker_whose_executor_runs_nothing_says_so_for_every_type(system):
+    assert system.worker is not None
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{system.worker.web_port}") as http:
+        listed = {item["name"]: item for item in (await http.get("/job-types")).json()["items"]}
+    for name in ("http.fetch", "browser.render"):
+        assert listed[name]["runs_here"] is False  # what it reads, not what it could
+        assert "SCRAPESTREAM_EXECUTOR_CONCURRENCY is 0" in listed[name]["not_run_here_because"]
