@@ -59,6 +59,7 @@ def audit_command(
     outcome: AuditOutcome = AuditOutcome.ALLOWED,
     actor: str = "svc-b",
     role: ActorRole = ActorRole.SERVICE,
+    detail: str = "allowed",
     **fields: Any,
 ) -> RecordAudit:
     """An audit record for the job or audit stream `job_id`, as an API handler sends one."""
@@ -67,6 +68,7 @@ def audit_command(
         job_id=job_id,
         actor_id=actor,
         actor_role=role,
+        detail=detail,
         action=action,
         outcome=outcome,
         **fields,

@@ -30,7 +30,7 @@ def purge(job_id, before, role=ActorRole.ADMIN) -> PurgeAuditRecords:  # type: i
 
 
 def read_audit(stream) -> RecordAudit:  # type: ignore[no-untyped-def]
-    return audit_command(stream, detail="allowed")
+    return audit_command(stream)
 
 
 def test_an_admin_purge_is_an_event_that_never_reaches_into_the_current_hour():
