@@ -25,6 +25,7 @@ from streams.artifacts.configured import open_artifact_store
 from streams.artifacts.port import ArtifactStore
 from streams.artifacts.uploads import Uploads
 from streams.auth.peering import PeerKey, PeerSecretError, peer_secret
+from streams.auth.preflight import PEERING_UNSET
 from streams.auth.principals import Principals, load_principals
 from streams.callbacks.sender import CallbackSender
 from streams.clock import utc_now
@@ -40,7 +41,6 @@ from streams.jobtypes import (
     local_types,
     runnable_here,
 )
-from streams.preflight import PEERING_UNSET
 from streams.readers.fleet import Fleet
 from streams.readers.global_table import GlobalTable
 from streams.readers.ledger import LedgerReader

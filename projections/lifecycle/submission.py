@@ -237,7 +237,7 @@ def _unrunnable(command: SubmitJob, policy: Policy) -> str | None:
     if policy.runners is None or runner in policy.runners or command.job_type in policy.remote_types:
         return None
     why = policy.cannot_run.get(runner, "no running worker's executor reads its work")
-    return f"no running worker can run {clip(runner, 64)!r}: {why}"
+    return f"no running worker can run {clip(runner, 64)!r}: {clip(why, 512)}"
 
 
 def _credential_refusal(command: SubmitJob, policy: Policy) -> str | None:

@@ -209,10 +209,11 @@ class Lifecycle(QuietStage):
         decided: dict[int, list[Event]] = defaultdict(list)
         published: list[Outgoing] = list(dead)
         states: dict[UUID, State] = {}
+        policy = self._current_policy()  # once a batch: switches and running workers change slowly
         # Step 1
         for item in commands:
             try:
-                events, consequences = self._decide(item, states)
+                events, consequences = self._decide(item, states, policy)
             except Exception as exc:  # a command the rules cannot take: dead input, not a wedge
                 if item.record is None:
                     raise
@@ -265,7 +266,9 @@ class Lifecycle(QuietStage):
         await after_commit(fold)
         return folded
 
-    def _decide(self, item: Incoming, states: dict[UUID, State]) -> tuple[list[Event], list[Outgoing]]:
+    def _decide(
+        self, item: Incoming, states: dict[UUID, State], policy: Policy
+    ) -> tuple[list[Event], list[Outgoing]]:
         job_id = target_job(item.command)
         state = states[job_id] if job_id in states else self._store.load(job_id)
         refused = refusal_of(state, item.command, item.at)
@@ -273,7 +276,7 @@ class Lifecycle(QuietStage):
             self.decisions.answer(command_id_of(item.command), refused)
             audited = outgoing(self._settings.topic("commands"), refused.job_id, refused, at=item.at)
             return [], [audited, *self._answered(item, job_id, state, state, [], refused)]
-        events = decide(state, item.command, item.at, self._current_policy())
+        events = decide(state, item.command, item.at, policy)
         after = replay(events, state)
         consequences = self._consequences(after, events, state) if events else []
         states[job_id] = after

@@ -98,7 +98,7 @@ class AttemptPipeline:
             if isinstance(passage, Denial):
                 return self._route_denied(work, passage)
             async with self._fetching:
-                if not self.startable(work):
+                if not self._startable(work):
                     await self._reconcile(passage, 0, ZERO)  # released: it carried nothing
                     return None
                 self._renewals.add(work)
@@ -114,7 +114,7 @@ class AttemptPipeline:
         log.info("job %s: job type %s is switched off; its work waits", work.job_id, work.job_type)
         return True
 
-    def startable(self, work: DueWork) -> bool:
+    def _startable(self, work: DueWork) -> bool:
         if self._switched_off(work):  # switched off while it waited for its turn
             return False
         if self._clock() <= start_by(work):
@@ -126,7 +126,7 @@ class AttemptPipeline:
     async def _run_job_type(self, work: DueWork, job_type: JobType) -> Attempt | None:
         """A plugin's run, bounded by the type's runtime; whatever it raises is a counted attempt."""
         async with self._fetching:
-            if not self.startable(work):
+            if not self._startable(work):
                 return None
             self._renewals.add(work)
             try:

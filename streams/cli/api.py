@@ -102,7 +102,7 @@ def _listed(api: ApiClient, arguments: argparse.Namespace) -> dict[str, Any]:
         page: dict[str, Any] = api.get(path, params | {"limit": min(LIST_PAGE, arguments.limit - len(items))})
         items += page["items"]
         params["cursor"] = page.get("next_cursor")
-        if params["cursor"] is None or len(items) >= arguments.limit:
+        if params["cursor"] is None or not page["items"] or len(items) >= arguments.limit:
             return page | {"items": items}
 
 

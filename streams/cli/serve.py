@@ -11,8 +11,8 @@ import sys
 from typing import Any
 
 from schemas.errors import ScrapestreamError
+from streams.auth.preflight import check_serving
 from streams.cli.kafka import run
-from streams.preflight import check_serving
 from streams.settings import Settings, load_settings
 
 GC_THRESHOLDS = (20_000, 20, 20)

@@ -50,12 +50,12 @@ async def replay_callbacks(body: BulkReplayBody, request: Request, principal: Ca
         jobs = await listed_jobs(request, principal, query, body.limit)
     override = None if body.callback_url is None else urlsplit(body.callback_url).hostname or ""
     receivers = {UUID(job["job_id"]): override or job["callback_host"] for job in jobs}
-    busy = [UUID(job["job_id"]) for job in jobs if job["callbacks_pending"]]
+    busy = {UUID(job["job_id"]) for job in jobs if job["callbacks_pending"]}
     chosen = [job_id for job_id, host in receivers.items() if host is not None and job_id not in busy]
     skipped = [job_id for job_id, host in receivers.items() if host is None]
     if not body.dry_run:
         await _send_paced(request, body, principal, {job_id: str(receivers[job_id]) for job_id in chosen})
-    said = {"replayed": chosen, "skipped": skipped, "still_delivering": busy}
+    said = {"replayed": chosen, "skipped": skipped, "still_delivering": sorted(busy)}
     return BulkReplayResult(matched=len(jobs), dry_run=body.dry_run, **said)
 
 
