@@ -10,6 +10,12 @@ The Celery side: one `redis-server` (broker and result backend), a Celery worker
 submitted at once, timed from the first submit to the last result. The scrapestream side is
 `bench.e2e` with the same job count. Each pair runs Celery first, then scrapestream; the last
 line gives each pair's ratio and the median ratio.
+
+    .venv/bin/python -m bench.peer_celery --lone --jobs 200 --pairs 2
+    .venv/bin/python -m bench.peer_celery --lone --broker kafka --guarantee exactly_once
+
+`--lone` submits one job at a time on both sides and compares submit→result latency (p50, p95);
+`--broker` and `--guarantee` are passed to the scrapestream side.
 """
 
 from __future__ import annotations
@@ -124,8 +130,19 @@ async def start_celery_worker(environment: dict[str, str], log_path: Path) -> Ch
     raise RuntimeError(f"the Celery worker did not start; see {log_path}")
 
 
-def run_celery(jobs: int, port: int, redis_pid: int, redis_url: str) -> dict[str, object]:
-    """N tasks at once from this process; returns jobs/s and CPU per job of each process."""
+def one_at_a_time(urls: list[str]) -> tuple[list[float], list[dict[str, object]]]:
+    """Each task submitted once the previous result is in: the latency a lone task sees."""
+    latencies_ms, outcomes = [], []
+    for url in urls:
+        started = time.monotonic()
+        outcomes.append(fetch.delay(url).get(timeout=60))
+        latencies_ms.append((time.monotonic() - started) * 1000)
+    return latencies_ms, outcomes
+
+
+def run_celery(jobs: int, port: int, redis_pid: int, redis_url: str, *, lone: bool) -> dict[str, object]:
+    """N tasks at once (or one at a time) from this process; returns jobs/s (or latency) and CPU per
+    job of each process."""
 
     async def run() -> dict[str, object]:
         directory = Path(tempfile.mkdtemp(prefix="scrapestream-peer-"))
@@ -144,10 +161,14 @@ def run_celery(jobs: int, port: int, redis_pid: int, redis_url: str) -> dict[str
                 "client": own_cpu_seconds()
             }
             started = time.monotonic()
-            results = [fetch.delay(url) for url in urls]
-            submit_s = time.monotonic() - started
-            outcomes = [result.get(timeout=600) for result in results]
-            elapsed_s = time.monotonic() - started
+            if lone:
+                latencies_ms, outcomes = await asyncio.to_thread(one_at_a_time, urls)
+                submit_s = elapsed_s = time.monotonic() - started
+            else:
+                results = [fetch.delay(url) for url in urls]
+                submit_s = time.monotonic() - started
+                outcomes = [result.get(timeout=600) for result in results]
+                elapsed_s = time.monotonic() - started
             after = {name: tree_cpu_seconds(pid) for name, pid in pids.items()} | {
                 "client": own_cpu_seconds()
             }
@@ -158,24 +179,37 @@ def run_celery(jobs: int, port: int, redis_pid: int, redis_url: str) -> dict[str
         assert all(outcome["status"] == 200 for outcome in outcomes)
         stored = sum(1 for _ in (directory / "artifacts").rglob("*") if _.is_file())
         assert stored >= 1
-        return {
-            "system": "celery",
-            "jobs": jobs,
-            "jobs_per_s": round(jobs / elapsed_s, 1),
-            "submit_per_s": round(jobs / submit_s, 1),
-        } | e2e.cpu_per_job(before, after, jobs)
+        figures: dict[str, object] = {"system": "celery", "jobs": jobs}
+        if lone:
+            figures |= {"mode": "sequential", **e2e.latency(latencies_ms)}
+        else:
+            figures |= {"jobs_per_s": round(jobs / elapsed_s, 1), "submit_per_s": round(jobs / submit_s, 1)}
+        return figures | e2e.cpu_per_job(before, after, jobs)
 
     return asyncio.run(run())
 
 
-def run_scrapestream(jobs: int) -> dict[str, object]:
-    return {"system": "scrapestream"} | asyncio.run(e2e.main(jobs, 64, 4, sequential=False))
+def run_scrapestream(jobs: int, arguments: argparse.Namespace) -> dict[str, object]:
+    run = e2e.main(
+        jobs, 64, 4, sequential=arguments.lone, broker_kind=arguments.broker, guarantee=arguments.guarantee
+    )
+    return {"system": "scrapestream"} | asyncio.run(run)
+
+
+def ratio(ours: dict[str, object], peer: dict[str, object], lone: bool) -> float:
+    """Jobs/s over Celery's; for lone jobs, Celery's p50 latency over ours (above 1: faster than Celery)."""
+    if lone:
+        return round(float(str(peer["latency_ms_p50"])) / float(str(ours["latency_ms_p50"])), 2)
+    return round(float(str(ours["jobs_per_s"])) / float(str(peer["jobs_per_s"])), 2)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=4000)
     parser.add_argument("--pairs", type=int, default=2, help="Celery then scrapestream, this many times")
+    parser.add_argument("--lone", action="store_true", help="one job at a time: p50 latency, not jobs/s")
+    parser.add_argument("--broker", choices=["tansu", "kafka"], default="tansu")
+    parser.add_argument("--guarantee", choices=["exactly_once", "at_least_once"], default=None)
     arguments = parser.parse_args()
     ratios = []
     redis_port = free_loopback_port()
@@ -183,12 +217,12 @@ def main() -> None:
     app.conf.broker_url = app.conf.result_backend = redis_url
     with tempfile.TemporaryDirectory() as scratch, running_redis(redis_port, Path(scratch)) as redis_pid:
         for _ in range(arguments.pairs):
-            peer = run_celery(arguments.jobs, free_loopback_port(), redis_pid, redis_url)
+            peer = run_celery(arguments.jobs, free_loopback_port(), redis_pid, redis_url, lone=arguments.lone)
             sys.stdout.write(json.dumps(peer) + "\n")
-            ours = run_scrapestream(arguments.jobs)
+            ours = run_scrapestream(arguments.jobs, arguments)
             sys.stdout.write(json.dumps(ours) + "\n")
             sys.stdout.flush()
-            ratios.append(round(float(str(ours["jobs_per_s"])) / float(str(peer["jobs_per_s"])), 2))
+            ratios.append(ratio(ours, peer, arguments.lone))
     summary = {"ratios": ratios, "median_ratio": statistics.median(ratios)}
     sys.stdout.write(json.dumps(summary) + "\n")
 

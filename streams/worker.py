@@ -158,6 +158,7 @@ class Worker:
             disabled=lambda: table.disabled,
             runners=fleet.view,
             remote=RemoteResults(self.job_types, artifacts, utc_now, uploads),
+            counters=self.counters,
         )
         intake = Intake(settings, publisher, dead, self.counters, utc_now, principals, registry)
         stages: list[Stage] = [intake, lifecycle]
@@ -166,7 +167,10 @@ class Worker:
                 publisher, dead, artifacts, table, Routes(settings, publisher, ledger)
             )
             stages.append(self.executor)
-        stages.append(Outbox(settings, self._callback_sender(), publisher, dead, utc_now, self.metrics))
+        outbox = Outbox(
+            settings, self._callback_sender(), publisher, dead, utc_now, self.metrics, self.counters
+        )
+        stages.append(outbox)
         assignor = RoutingAssignor(routing, settings.topic("commands"))
         transactions = await self._transactions() if settings.exactly_once else None
         consumer = self.consumer = StageConsumer(
@@ -179,6 +183,10 @@ class Worker:
             routing,
             transactions,
         )
+        for handover in (outbox.reports, lifecycle.due, *([self.executor.reports] if self.executor else [])):
+            handover.local = consumer
+        if not settings.exactly_once:  # the submit offset would commit apart from the decision
+            intake.local = consumer
         await consumer.start()
         stack.push_async_callback(consumer.stop)
         self.metrics.watch(
@@ -320,6 +328,7 @@ class Worker:
             local_types(self.job_types),
             browser,
             routes,
+            self.counters,
         )
 
     def _callback_sender(self) -> CallbackSender:

@@ -28,9 +28,10 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
+from typing import cast
 from uuid import UUID
 
 from projections.lifecycle.identity import name_based
@@ -39,7 +40,7 @@ from schemas.codec import decode_as
 from schemas.commands import ReportAttempt
 from schemas.errors import CodecError
 from schemas.records import Attempt
-from schemas.types import build
+from schemas.types import build, uuid_text
 from schemas.work import DueWork, LeaseRevoked
 from streams.agents.attempts import attempt_of
 from streams.agents.pipeline import AttemptPipeline, start_by
@@ -52,9 +53,10 @@ from streams.fetch.http import HttpFetcher, local_result
 from streams.fetch.routes import Routes
 from streams.jobtypes import JobType
 from streams.readers.global_table import GlobalTable
-from streams.runtime.consumer import QuietStage, Record
+from streams.runtime.consumer import LocalRecord, QuietStage, Record
 from streams.runtime.deadinput import DeadLetters
 from streams.runtime.flusher import Flusher
+from streams.runtime.handover import Handover
 from streams.runtime.metrics import Metrics
 from streams.runtime.publisher import Outgoing, Sink, outgoing
 from streams.settings import Settings
@@ -84,12 +86,14 @@ class HttpExecutor(QuietStage):
         job_types: Mapping[str, JobType] | None = None,
         browser: BrowserRenderer | None = None,
         routes: Routes | None = None,
+        counters: Counter[str] | None = None,
     ) -> None:
         self._settings = settings
         self._browser = browser
         self._runnable = frozenset({HTTP_FETCH, *(job_types or {}), *([BROWSER_RENDER] if browser else [])})
         self._publisher = publisher
-        self._reports = Flusher(publisher)
+        self._flusher = Flusher(publisher)
+        self.reports = Handover(self._flusher, "commands", counters)
         self._dead = dead_letters
         self._clock = clock
         self._commands = settings.topic("commands")
@@ -100,7 +104,7 @@ class HttpExecutor(QuietStage):
         self.revocations = 0
         self._started: OrderedDict[UUID, None] = OrderedDict()
         self._running: dict[UUID, asyncio.Task[None]] = {}  # by lease
-        self._renewals = Renewals(self._reports, self._commands, clock)
+        self._renewals = Renewals(self._flusher, self._commands, clock)
         self.cache = ResponseCache(table, artifacts, publisher, settings.topic("cache"), clock)
         self.pipeline = AttemptPipeline(
             settings,
@@ -118,6 +122,9 @@ class HttpExecutor(QuietStage):
 
     def capacity(self) -> int:
         return self._slots.free()
+
+    def takes_over(self, partition: int) -> bool:
+        return True  # due work the lifecycle of this worker decided, for a due partition it holds
 
     async def settled(self) -> None:
         await self._slots.idle()
@@ -147,7 +154,7 @@ class HttpExecutor(QuietStage):
         not_started = self.not_started
         for record in records:
             try:
-                work = decode_as(record.value or b"", DueWork, LeaseRevoked)
+                work = _work_of(record)
             except CodecError as exc:
                 immediate.append(self._dead.of(record, f"undecodable due work: {exc}"))
                 continue
@@ -157,7 +164,8 @@ class HttpExecutor(QuietStage):
             elif not isinstance(work, DueWork):
                 continue
             elif not self._runs(work):
-                immediate.append(self._report_message(work, _unsupported(work, now), now))
+                report = self._report_of(work, _unsupported(work, now))
+                immediate.append(outgoing(self._commands, work.job_id, report, at=now))
             elif now > start_by(work):
                 self.not_started += 1
             elif work.lease_id not in self._started:  # due work published twice carries the same lease
@@ -191,14 +199,13 @@ class HttpExecutor(QuietStage):
         if len(self._started) > STARTED_REMEMBERED:
             self._started.popitem(last=False)
 
-    def _report_message(self, work: DueWork, attempt: Attempt, now: datetime) -> Outgoing:
+    def _report_of(self, work: DueWork, attempt: Attempt) -> ReportAttempt:
         values = {
             "command_id": name_based(work.lease_id, "report"),
             "job_id": work.job_id,
             "attempt": attempt,
         }
-        report = build(ReportAttempt, values)
-        return outgoing(self._commands, work.job_id, report, at=now)
+        return build(ReportAttempt, values)
 
     async def _attempt(self, work: DueWork) -> None:
         try:
@@ -209,14 +216,23 @@ class HttpExecutor(QuietStage):
             await self._report(work, attempt)
 
     async def _report(self, work: DueWork, attempt: Attempt) -> None:
-        """Publish the report, waiting out broker failures; the fetch is never redone for it."""
-        message = self._report_message(work, attempt, self._clock())
-        await self._reports.deliver(message, f"the report of job {work.job_id}")
+        """Hand over or publish the report, waiting out broker failures; the fetch is never redone for it."""
+        report = self._report_of(work, attempt)
+        key = uuid_text(work.job_id).encode()
+        what = f"the report of job {work.job_id}"
+        await self.reports.deliver(self._commands, key, report, self._clock(), what)
 
     async def close(self) -> None:
         """Let running attempts finish within the shutdown grace; the rest are left to the reaper."""
         await self._slots.close(self._settings.shutdown_grace_s)
         await self._renewals.close()
+        await self.reports.close()
+
+
+def _work_of(record: Record) -> DueWork | LeaseRevoked:
+    if isinstance(record, LocalRecord):  # handed over by this worker's lifecycle: decoded already
+        return cast(DueWork, record.decoded)
+    return cast(DueWork | LeaseRevoked, decode_as(record.value or b"", DueWork, LeaseRevoked))
 
 
 def _log_not_started(count: int) -> None:

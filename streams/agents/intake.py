@@ -12,10 +12,11 @@ command's id or another principal's.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import cast, get_args
 from uuid import UUID, uuid5
@@ -33,11 +34,13 @@ from schemas.commands import (
     SubmitJob,
 )
 from schemas.errors import CodecError, ScrapestreamError
+from schemas.types import uuid_text
 from streams.auth.principals import Principal, Principals
 from streams.auth.signing import Binding, claimed_principal, verify
 from streams.runtime.answers import AnswerAddress, dead_answer
 from streams.runtime.consumer import QuietStage, Record
 from streams.runtime.deadinput import DeadLetters
+from streams.runtime.handover import LocalStages
 from streams.runtime.publisher import Outgoing, Sink, outgoing
 from streams.runtime.schema_registry import SchemaRegistry
 from streams.settings import Settings
@@ -68,21 +71,48 @@ class Intake(QuietStage):
         self._counters = counters
         self._clock = clock
         self.topics = frozenset({settings.topic("submit")})
+        self._commands = settings.topic("commands")
+        self.local: LocalStages | None = None  # the worker's consumer, when submissions may skip the topic
 
     async def handle(self, records: Sequence[Record]) -> None:
-        """Forward every usable record as one batch of commands; dead-letter the rest."""
+        """Forward every usable record as one batch of commands (handed to this worker's lifecycle
+        when it holds the job's partition); dead-letter the rest. Returns once all are decided or sent."""
         now = self._clock()
         if self._registry is not None:  # submissions in the Confluent framing name their writer by id
             await self._registry.learn(record.value for record in records)
-        messages = [message for record in records for message in self._translate(record, now)]
-        await self._publisher.send_all(messages)
+        forwards: list[Forward] = []
+        published: list[Outgoing] = []
+        for record in records:
+            translated = self._translate(record, now)
+            if isinstance(translated, Forward):
+                forwards.append(translated)
+            else:
+                published += translated
+        handed = [(forward, self._hand_over(forward, now)) for forward in forwards]
+        published += [forward.message(now) for forward, taken in handed if taken is None]
+        await self._publisher.send_all(published)
+        left = [forward.message(now) for forward, taken in handed if taken is not None and not await taken]
+        if left:  # their partition moved before they were decided: its new holder reads them
+            await self._publisher.send_all(left)
+        published_first = sum(1 for _, taken in handed if taken is None)
+        self._counters["commands.published"] += published_first
+        self._counters["commands.handed_over"] += len(handed) - published_first
+        self._counters["commands.handed_back"] += len(left)
         self._counters["intake.records"] += len(records)
 
-    def _translate(self, record: Record, now: datetime) -> list[Outgoing]:
+    def _hand_over(self, forward: Forward, now: datetime) -> asyncio.Future[bool] | None:
+        if self.local is None:
+            return None
+        key = uuid_text(forward.job_id).encode()
+        return self.local.hand_over(
+            self._commands, key, forward.command, int(now.timestamp() * 1000), forward.headers
+        )
+
+    def _translate(self, record: Record, now: datetime) -> Forward | list[Outgoing]:
         """The command a record holds, or its dead-input record and the answer that says so."""
         address = AnswerAddress.of_record(record)
         try:
-            return [self._command(record, now, address)]
+            return self._command(record, now, address)
         except CodecError as exc:
             reason = f"undecodable: {exc}"
         except RefusedError as exc:
@@ -96,7 +126,7 @@ class Intake(QuietStage):
             dead_answer(self._settings.topic("answers"), address, reason, now),
         ]
 
-    def _command(self, record: Record, now: datetime, address: AnswerAddress) -> Outgoing:
+    def _command(self, record: Record, now: datetime, address: AnswerAddress) -> Forward:
         value = record.value or b""
         schema_id = registry_id(value)
         if self._registry is None and schema_id is not None:
@@ -126,8 +156,20 @@ class Intake(QuietStage):
         command = command.model_copy(update={"command_id": public_command_id(sender, given)})
         # Keyed by the job of the command as forwarded: the one the lifecycle decides.
         job_id = submission_identity(command)[0] if isinstance(command, SubmitJob) else command.job_id
-        forwarded = outgoing(self._settings.topic("commands"), job_id, command, at=now)
-        return replace(forwarded, headers=(address.header(),))
+        return Forward(self._commands, job_id, command, (address.header(),))
+
+
+@dataclass(frozen=True)
+class Forward:
+    """A command for the lifecycle, keyed by its job, with where its answer goes."""
+
+    topic: str
+    job_id: UUID
+    command: PublicCommand
+    headers: tuple[tuple[str, bytes], ...]
+
+    def message(self, now: datetime) -> Outgoing:
+        return replace(outgoing(self.topic, self.job_id, self.command, at=now), headers=self.headers)
 
 
 def _validity_problem(command: PublicCommand, now: datetime) -> str | None:

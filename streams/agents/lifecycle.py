@@ -60,9 +60,11 @@ from streams.agents.remote import RemoteResults
 from streams.broker.compat import BrokerProfile
 from streams.readers.fleet import Capabilities
 from streams.runtime.answers import AnswerAddress, answer, dead_answer
-from streams.runtime.consumer import PartitionControl, QuietStage, Record
+from streams.runtime.consumer import LocalRecord, PartitionControl, QuietStage, Record
 from streams.runtime.deadinput import DeadLetters
 from streams.runtime.decisions import Decisions
+from streams.runtime.flusher import Flusher
+from streams.runtime.handover import Handover
 from streams.runtime.publisher import Outgoing, Sink, outgoing, tombstone
 from streams.runtime.transactions import after_commit, open_transaction, when_ended
 from streams.settings import Settings
@@ -70,6 +72,12 @@ from streams.settings import Settings
 log = logging.getLogger(__name__)
 COMMAND_TYPES = get_args(Command)
 RECEIVED_TYPES = (*COMMAND_TYPES, ReportRemoteAttempt)  # a remote report becomes a ReportAttempt here
+
+
+def _command_of(record: Record) -> Command | ReportRemoteAttempt:
+    if isinstance(record, LocalRecord):  # handed over by this worker's executor: decoded already
+        return cast(Command, record.decoded)
+    return cast(Command | ReportRemoteAttempt, decode_as(record.value or b"", *RECEIVED_TYPES))
 
 
 def target_job(command: Command) -> UUID:
@@ -105,6 +113,7 @@ class Lifecycle(QuietStage):
         disabled: Callable[[], Mapping[str, str]] | None = None,
         runners: Callable[[], Capabilities | None] | None = None,
         remote: RemoteResults | None = None,
+        counters: Counter[str] | None = None,
     ) -> None:
         self._settings = settings
         self._profile = profile
@@ -113,6 +122,7 @@ class Lifecycle(QuietStage):
         self._cache_entries = cache_entries
         self._due_topics: dict[tuple[str, TransportPolicy], str] = {}  # job types are known profiles only
         self.decisions = Decisions()  # what the HTTP API waits for
+        self.due = Handover(Flusher(publisher), "due", counters)  # due work for this worker's executor
         self.partitions = PartitionCatchUp(settings, profile, store, restore)
         self._store = store
         self._publisher = publisher
@@ -137,9 +147,13 @@ class Lifecycle(QuietStage):
 
     async def close(self) -> None:
         await self.partitions.close()
+        await self.due.close()
 
     async def adopt(self, partition: int) -> None:
         await self.partitions.adopt(partition)
+
+    def takes_over(self, partition: int) -> bool:
+        return self.partitions.keeps(partition)
 
     def _decided(self, events: Sequence[Event]) -> None:
         if self._observe is not None:
@@ -153,7 +167,7 @@ class Lifecycle(QuietStage):
             if not self.partitions.keeps(record.partition):
                 continue  # revoked while queued: the new owner handles it
             try:
-                command = cast(Command | ReportRemoteAttempt, decode_as(record.value or b"", *RECEIVED_TYPES))
+                command = _command_of(record)
             except CodecError as exc:
                 dead += self._dead_input(record, f"undecodable command: {exc}")
                 continue
@@ -239,7 +253,13 @@ class Lifecycle(QuietStage):
             self._cache_entries(
                 (m.key, None if m.tombstone else m.value) for m in published if m.topic == cache
             )
-        await self._publisher.send_all(published)
+        local = [
+            (m, m.record)
+            for m in published
+            if isinstance(m.record, DueWork) and self.due.takes(m.topic, m.key)
+        ]
+        handed = {id(m) for m, _ in local}
+        await self._publisher.send_all([m for m in published if id(m) not in handed] if local else published)
         # Step 3
         appending = {p: events for p, events in decided.items() if events and self.partitions.may_write(p)}
         topic = self._settings.topic("events")
@@ -262,6 +282,9 @@ class Lifecycle(QuietStage):
             for partition, events in appending.items():
                 await self._fold(partition, events, offsets[partition], values[partition], states, marker)
             self._decided(folded)
+            for message, work in local:  # this worker's executor reads its partition: no due record
+                at = datetime.fromtimestamp((message.timestamp_ms or 0) / 1000, UTC)
+                await self.due.deliver(message.topic, message.key, work, at, f"due work of job {work.job_id}")
 
         await after_commit(fold)
         return folded

@@ -7,6 +7,7 @@ lifecycle (no report within the try's timeout) and retried from there.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from uuid import uuid5
@@ -14,14 +15,16 @@ from uuid import uuid5
 from schemas.codec import decode_as
 from schemas.commands import ReportCallback
 from schemas.errors import CodecError
+from schemas.types import uuid_text
 from schemas.work import CallbackDue
 from streams.agents.slots import Slots
 from streams.callbacks.sender import CallbackSender, TryResult
 from streams.runtime.consumer import QuietStage, Record
 from streams.runtime.deadinput import DeadLetters
 from streams.runtime.flusher import Flusher
+from streams.runtime.handover import Handover
 from streams.runtime.metrics import Metrics
-from streams.runtime.publisher import Sink, outgoing
+from streams.runtime.publisher import Sink
 from streams.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -39,12 +42,13 @@ class Outbox(QuietStage):
         dead_letters: DeadLetters,
         clock: Callable[[], datetime],
         metrics: Metrics | None = None,
+        counters: Counter[str] | None = None,
     ) -> None:
         self._settings = settings
         self._metrics = metrics
         self._sender = sender
         self._publisher = publisher
-        self._reports = Flusher(publisher)
+        self.reports = Handover(Flusher(publisher), "commands", counters)
         self._dead = dead_letters
         self._clock = clock
         self._slots = Slots(settings.outbox_concurrency)
@@ -93,8 +97,10 @@ class Outbox(QuietStage):
             http_status=result.http_status,
             last_error=result.error,
         )
-        message = outgoing(self._settings.topic("commands"), due.job_id, report, at=self._clock())
-        await self._reports.deliver(message, f"the report of callback {due.webhook_id}")
+        key = uuid_text(due.job_id).encode()
+        what = f"the report of callback {due.webhook_id}"
+        await self.reports.deliver(self._settings.topic("commands"), key, report, self._clock(), what)
 
     async def close(self) -> None:
         await self._slots.close(self._settings.shutdown_grace_s)
+        await self.reports.close()

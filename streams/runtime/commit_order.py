@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import contextlib
 from collections import defaultdict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol, TypeVar
 
 from aiokafka import TopicPartition
@@ -50,7 +50,7 @@ class CommitOrder(Protocol):
 
     def parts(self, batch: list[R]) -> list[list[R]]: ...
 
-    def transaction_of(self, record: Batched) -> contextlib.AbstractAsyncContextManager[object]: ...
+    def transaction_of(self, part: Sequence[Batched]) -> contextlib.AbstractAsyncContextManager[object]: ...
 
     async def assigned(
         self, partitions: set[TopicPartition], reread: Callable[[set[TopicPartition]], Awaitable[None]]
@@ -67,7 +67,7 @@ class AtLeastOnce:
     def parts(self, batch: list[R]) -> list[list[R]]:
         return [batch]
 
-    def transaction_of(self, record: Batched) -> contextlib.AbstractAsyncContextManager[object]:
+    def transaction_of(self, part: Sequence[Batched]) -> contextlib.AbstractAsyncContextManager[object]:
         return contextlib.nullcontext()
 
     async def assigned(
@@ -95,10 +95,13 @@ class ExactlyOnce:
             parts[(record.topic, record.partition)].append(record)
         return list(parts.values())
 
-    def transaction_of(self, record: Batched) -> contextlib.AbstractAsyncContextManager[object]:
-        """The transaction that commits the input through `record`."""
-        tp = TopicPartition(record.topic, record.partition)
-        return self._transactions.transaction(tp, record.offset + 1)
+    def transaction_of(self, part: Sequence[Batched]) -> contextlib.AbstractAsyncContextManager[object]:
+        """The transaction of one input partition's part: it commits the input through the part's last
+        offset (none for a part handed over inside the worker: `LocalRecord`s have no offset)."""
+        last = part[-1]
+        offsets = [record.offset for record in part if record.offset >= 0]
+        next_offset = max(offsets) + 1 if offsets else None
+        return self._transactions.transaction(TopicPartition(last.topic, last.partition), next_offset)
 
     async def assigned(
         self, partitions: set[TopicPartition], reread: Callable[[set[TopicPartition]], Awaitable[None]]

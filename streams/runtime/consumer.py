@@ -13,6 +13,9 @@ a batch commits in its own transaction, its producer started (fencing its last h
 of its records is handled.
 On revocation, queued records of the revoked partitions are dropped (the new owner reads them),
 in-flight batches finish, stages are told, and the processed offsets are committed.
+A stage may hand a record to another stage of this worker that holds its partition (`hand_over`)
+instead of sending it through the broker: it joins that stage's queue as a `LocalRecord`, and its
+sender learns whether it was handled, or left (its partition moved) for the sender to publish.
 Every topic is seen with its partitions before the consumer subscribes (a group leader whose
 metadata lacks a topic assigns none of it), and a partition of a subscribed topic that no member
 of the group holds makes the consumer refresh its metadata and rejoin (`unowned`).
@@ -32,12 +35,15 @@ from aiokafka import ConsumerRebalanceListener, TopicPartition
 from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 from aiokafka.errors import KafkaError
 
+from schemas.codec import encode
 from streams.broker.clients import kafka_consumer
 from streams.broker.compat import BrokerProfile, FetchPacer, partitions_known, refresh_metadata, start_whole
 from streams.errors import BrokerError
 from streams.runtime.commit_order import commit_order
 from streams.runtime.deadinput import DeadLetters
 from streams.runtime.failures import waiting_for
+from streams.runtime.handover import Headers
+from streams.runtime.publisher import partition_of
 from streams.runtime.routing import Routing
 from streams.runtime.transactions import FencedError, NotHeldError, PartitionTransactions
 
@@ -46,7 +52,46 @@ COMMIT_EVERY_S = 0.2
 RETRY_BACKOFF_S = (0.2, 0.5, 1.0, 2.0, 5.0)
 OWNERSHIP_CHECK_S = 5.0
 SETTLE_BELOW_RECORDS = 32
-Record = Any  # aiokafka's ConsumerRecord
+Record = Any  # aiokafka's ConsumerRecord, or a LocalRecord
+
+
+class LocalRecord:
+    """A decoded record handed over inside this worker: no offset, encoded only if it must be
+    dead-lettered."""
+
+    __slots__ = ("decoded", "headers", "key", "partition", "taken", "timestamp", "topic")
+    offset = -1
+
+    def __init__(
+        self,
+        topic: str,
+        partition: int,
+        key: bytes,
+        decoded: Any,
+        timestamp_ms: int,
+        headers: Headers = (),
+    ) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.key = key
+        self.decoded = decoded
+        self.timestamp = timestamp_ms
+        self.headers = headers
+        self.taken: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+
+    @property
+    def value(self) -> bytes:
+        return encode(self.decoded)
+
+    def settle(self, taken: bool) -> None:
+        if not self.taken.done():
+            self.taken.set_result(taken)
+
+
+def _settle_local(records: Iterable[Record], taken: bool) -> None:
+    for record in records:
+        if isinstance(record, LocalRecord):
+            record.settle(taken)
 
 
 class PartitionControl(Protocol):
@@ -73,6 +118,9 @@ class Stage(Protocol):
 
     def batch_size(self, queued: Sequence[Record]) -> int:
         """How many of the queued records, from the front, make the next batch (at least one)."""
+
+    def takes_over(self, partition: int) -> bool:
+        """Whether records of `partition` may be handed to this stage inside the worker now."""
 
     async def handle(self, records: Sequence[Record]) -> None: ...
 
@@ -104,6 +152,9 @@ class QuietStage:
 
     def batch_size(self, queued: Sequence[Record]) -> int:
         return min(self.max_batch, max(self.capacity(), 1), len(queued))
+
+    def takes_over(self, partition: int) -> bool:
+        return False
 
     async def recover(self, records: Sequence[Record]) -> None:
         return
@@ -219,6 +270,8 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
             committer.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
         for lane in self._lanes:
+            _settle_local(lane.queue, taken=False)
+        for lane in self._lanes:
             await lane.stage.close()
         with contextlib.suppress(KafkaError):
             await self._commit()
@@ -255,6 +308,36 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
             if not self._held[tp] and self.owns(tp):
                 free.append(tp)
         self._consumer.resume(*free)
+
+    def takes(self, topic: str, key: bytes) -> bool:
+        """Whether a record for `topic` with `key` would be handed over now."""
+        return self._local_partition(topic, key) is not None
+
+    def _local_partition(self, topic: str, key: bytes) -> int | None:
+        lane = self._by_topic.get(topic)
+        partitions = self._consumer.partitions_for_topic(topic)
+        if lane is None or not partitions or self._stopping:
+            return None
+        partition = partition_of(key, len(partitions))
+        tp = TopicPartition(topic, partition)
+        if tp in self._revoking or not self.owns(tp) or not lane.stage.takes_over(partition):
+            return None
+        return partition
+
+    def hand_over(
+        self, topic: str, key: bytes, decoded: Any, timestamp_ms: int, headers: Headers = ()
+    ) -> asyncio.Future[bool] | None:
+        """Queue `decoded` for the stage of this worker that reads the partition `key` goes to, if
+        this worker holds it and the stage takes it over now; None when it must be published."""
+        lane = self._by_topic.get(topic)
+        partition = self._local_partition(topic, key)
+        if lane is None or partition is None:
+            return None
+        record = LocalRecord(topic, partition, key, decoded, timestamp_ms, headers)
+        lane.queue.append(record)
+        lane.idle.clear()
+        lane.wake.set()
+        return record.taken
 
     async def _fetch(self) -> None:
         while not self._stopping:
@@ -310,7 +393,10 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
                 batch = [lane.queue.popleft() for _ in range(size)]
                 done = []
                 for part in self._order.parts(batch):
-                    done += await self._run(stage, part)
+                    handled = await self._run(stage, part)
+                    _settle_local(handled, taken=True)
+                    _settle_local(part, taken=False)  # not handled: the sender publishes it
+                    done += handled
                 self._mark_processed(done)
                 if stage.commit_each_batch and done:
                     await self._commit_quietly({TopicPartition(r.topic, r.partition) for r in done})
@@ -318,7 +404,7 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
                 self.release(self._lane_partitions(lane), "backpressure")
 
     async def _handle(self, stage: Stage, batch: list[Record]) -> None:
-        async with self._order.transaction_of(batch[-1]):
+        async with self._order.transaction_of(batch):
             await stage.handle(batch)
 
     async def _run(self, stage: Stage, batch: list[Record]) -> list[Record]:
@@ -359,7 +445,7 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
             reason = f"{stage.name} cannot handle it: {type(exc).__name__}: {exc}"
             log.error("%s/%d@%d: %s", record.topic, record.partition, record.offset, reason, exc_info=exc)
             try:
-                async with self._order.transaction_of(record):
+                async with self._order.transaction_of([record]):
                     await self._dead.send(
                         record.topic, record.partition, record.offset, record.key, record.value, reason
                     )
@@ -390,7 +476,8 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
     def _mark_processed(self, batch: list[Record]) -> None:
         last: dict[tuple[str, int], int] = {}
         for record in batch:
-            last[(record.topic, record.partition)] = record.offset + 1
+            if record.offset >= 0:
+                last[(record.topic, record.partition)] = record.offset + 1
         for (topic, partition), offset in last.items():
             tp = TopicPartition(topic, partition)
             self._processed[tp] = max(self._processed.get(tp, 0), offset)
@@ -422,11 +509,8 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
     async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
         self._revoking = set(revoked)
         for lane in self._lanes:
-            kept = [
-                record
-                for record in lane.queue
-                if TopicPartition(record.topic, record.partition) not in revoked
-            ]
+            kept, dropped = _split(lane.queue, revoked)
+            _settle_local(dropped, taken=False)
             lane.queue = deque(kept)
         for lane in self._lanes:
             async with lane.lock:
@@ -466,7 +550,9 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
             if committed is not None:
                 self._consumer.seek(tp, committed)
         for lane in self._lanes:
-            lane.queue = deque(r for r in lane.queue if TopicPartition(r.topic, r.partition) not in assigned)
+            kept, dropped = _split(lane.queue, assigned)
+            _settle_local(dropped, taken=False)
+            lane.queue = deque(kept)
 
     def _rejoin(self) -> None:
         self._consumer._coordinator.request_rejoin()  # aiokafka has no public call for it
@@ -482,3 +568,12 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
         log.critical("consumer task %s crashed: this worker stops", task.get_name(), exc_info=error)
         if error is not None and not self.crashed.done():
             self.crashed.set_result(error)
+
+
+def _split(queue: Iterable[Record], partitions: set[TopicPartition]) -> tuple[list[Record], list[Record]]:
+    """The queued records outside `partitions`, and those of them."""
+    kept: list[Record] = []
+    dropped: list[Record] = []
+    for record in queue:
+        (dropped if TopicPartition(record.topic, record.partition) in partitions else kept).append(record)
+    return kept, dropped

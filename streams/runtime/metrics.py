@@ -127,6 +127,22 @@ class ScrapeTimeGauges(Collector):
             " fenced (the partition had moved to another worker)",
             "result",
         )
+        yield self._counted(
+            "commands.",
+            "scrapestream_commands_sent",
+            "Commands this worker's intake, executor and outbox sent its lifecycle since it started, by"
+            " how: handed_over (to its own lifecycle, holding the job's partition: no record on the"
+            " commands topic), published, or handed_back (handed over, then published because the"
+            " job's partition moved first)",
+            "how",
+        )
+        yield self._counted(
+            "due.",
+            "scrapestream_due_work_sent",
+            "Due work this worker's lifecycle dispatched since it started, by how: handed_over (to its own"
+            " executor, holding the due partition: no record on the due topic), published, or handed_back",
+            "how",
+        )
         for kind, what in (
             ("records", "Records"),
             ("batches", "Record batches"),

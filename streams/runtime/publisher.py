@@ -12,7 +12,7 @@ import asyncio
 import functools
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 from uuid import UUID
@@ -39,6 +39,7 @@ class Outgoing:
     timestamp_ms: int | None = None
     headers: tuple[tuple[str, bytes], ...] = ()
     tombstone: bool = False  # no value at all: removes the key from a compacted topic
+    record: Record | None = field(default=None, compare=False)  # what `value` encodes, as made here
 
     @property
     def payload(self) -> bytes | None:
@@ -77,7 +78,7 @@ def outgoing(
         uuid_text(key).encode() if isinstance(key, UUID) else key.encode() if isinstance(key, str) else key
     )
     timestamp_ms = None if at is None else int(at.timestamp() * 1000)
-    return Outgoing(topic, raw_key, encode(record), partition, timestamp_ms)
+    return Outgoing(topic, raw_key, encode(record), partition, timestamp_ms, record=record)
 
 
 def _append(batch: Any, message: Outgoing, topic: str) -> None:

@@ -163,8 +163,10 @@ class PartitionTransactions:
         await self.release(set(self._producers))
 
     @contextlib.asynccontextmanager
-    async def transaction(self, tp: TopicPartition, next_offset: int) -> AsyncIterator[OpenTransaction]:
-        """Everything sent inside commits with the input offset `next_offset` of `tp`, then the
+    async def transaction(
+        self, tp: TopicPartition, next_offset: int | None
+    ) -> AsyncIterator[OpenTransaction]:
+        """Everything sent inside commits with the input offset `next_offset` of `tp` (if any), then the
         deferred actions run; an exception aborts (and re-raises; `FencedError` when another holds `tp`)."""
         producer = self._producers.get(tp)
         if producer is None:
@@ -199,10 +201,11 @@ class PartitionTransactions:
         finally:
             _end(current)
 
-    async def _commit(self, producer: AIOKafkaProducer, tp: TopicPartition, next_offset: int) -> None:
+    async def _commit(self, producer: AIOKafkaProducer, tp: TopicPartition, next_offset: int | None) -> None:
         try:
             async with asyncio.timeout(COMMIT_WITHIN_S):
-                await producer.send_offsets_to_transaction({tp: next_offset}, self._group_id)
+                if next_offset is not None:
+                    await producer.send_offsets_to_transaction({tp: next_offset}, self._group_id)
                 await producer.commit_transaction()
         except TimeoutError as exc:
             raise StuckCommitError(

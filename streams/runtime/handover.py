@@ -1,0 +1,67 @@
+"""Records a worker's stages send each other (the executor's reports and the outbox's callback outcomes
+for the lifecycle, the lifecycle's due work for the executor): handed to the stage in this process
+that reads the record's partition when this worker holds it, published otherwise. One handed over
+but left unhandled (its partition moved first) is published then, so the partition's new holder
+reads it."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from datetime import datetime
+from typing import Any, Protocol
+
+from schemas.types import Record
+from streams.runtime.flusher import Flusher
+from streams.runtime.publisher import outgoing
+
+Headers = tuple[tuple[str, bytes], ...]
+
+
+class LocalStages(Protocol):
+    """The worker's consumer: whether a stage of this worker reads a record's partition, and the
+    hand-over itself (a future of whether it was handled, None when it must be published)."""
+
+    def takes(self, topic: str, key: bytes) -> bool: ...
+
+    def hand_over(
+        self, topic: str, key: bytes, decoded: Any, timestamp_ms: int, headers: Headers = ()
+    ) -> asyncio.Future[bool] | None: ...
+
+
+class Handover:
+    def __init__(self, flusher: Flusher, kind: str, counters: Counter[str] | None = None) -> None:
+        self._flusher = flusher
+        self._kind = kind  # counted as `<kind>.handed_over`, `.published`, `.handed_back`
+        self._counters: Counter[str] = Counter() if counters is None else counters
+        self._left: set[asyncio.Task[bool]] = set()
+        self.local: LocalStages | None = None  # the worker's consumer, once it runs
+
+    def takes(self, topic: str, key: bytes) -> bool:
+        return self.local is not None and self.local.takes(topic, key)
+
+    async def deliver(self, topic: str, key: bytes, record: Record, at: datetime, what: str) -> None:
+        """Hand over or publish `record`, decided at `at`; waits out broker failures when publishing."""
+        local = self.local
+        taken = None if local is None else local.hand_over(topic, key, record, int(at.timestamp() * 1000))
+        if taken is None:
+            self._counters[f"{self._kind}.published"] += 1
+            await self._flusher.deliver(outgoing(topic, key, record, at=at), what)
+            return
+        self._counters[f"{self._kind}.handed_over"] += 1
+        taken.add_done_callback(lambda done: self._publish_if_left(done, topic, key, record, at, what))
+
+    def _publish_if_left(
+        self, taken: asyncio.Future[bool], topic: str, key: bytes, record: Record, at: datetime, what: str
+    ) -> None:
+        if taken.result():
+            return
+        self._counters[f"{self._kind}.handed_back"] += 1
+        task = asyncio.create_task(self._flusher.deliver(outgoing(topic, key, record, at=at), what))
+        self._left.add(task)
+        task.add_done_callback(self._left.discard)
+
+    async def close(self) -> None:
+        """Wait until every record left by a moved partition is published."""
+        while self._left:
+            await asyncio.gather(*self._left, return_exceptions=True)
