@@ -259,8 +259,11 @@ class Lifecycle(QuietStage):
             if isinstance(m.record, DueWork) and self.due.takes(m.topic, m.key)
         ]
         handed = {id(m) for m, _ in local}
-        await self._publisher.send_all([m for m in published if id(m) not in handed] if local else published)
-        # Step 3
+        consequences = [m for m in published if id(m) not in handed] if local else published
+        if open_transaction() is None:  # at least once: the consequences land before the events
+            await self._publisher.send_all(consequences)
+            consequences = []
+        # Step 3 (in a transaction, one round with step 2: both commit, or neither)
         appending = {p: events for p, events in decided.items() if events and self.partitions.may_write(p)}
         topic = self._settings.topic("events")
         appended = [
@@ -268,7 +271,8 @@ class Lifecycle(QuietStage):
             for partition, events in appending.items()
             for event in events
         ]
-        written = await self._publisher.send_all([message for _, message in appended])
+        sent = await self._publisher.send_all([*consequences, *(message for _, message in appended)])
+        written = sent[len(consequences) :]
         # Step 4
         offsets: dict[int, list[int]] = defaultdict(list)
         values: dict[int, list[bytes]] = defaultdict(list)
