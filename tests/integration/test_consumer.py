@@ -12,7 +12,7 @@ import pytest
 from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaConnectionError
 
-from streams.runtime.consumer import QuietStage, StageConsumer
+from streams.runtime.consumer import LocalRecord, QuietStage, StageConsumer
 from streams.runtime.deadinput import DeadLetters
 from streams.runtime.publisher import Publisher
 from streams.runtime.topics import ensure_topics
@@ -144,3 +144,69 @@ async def test_a_stage_whose_work_never_settles_still_gets_the_next_records(brok
     stage, _, committed = await run(broker, NeverSettles, first, later)
     assert stage.handled == first + later
     assert committed == len(first + later)
+
+
+class TakesOver(Recording):
+    """Takes records handed over inside the worker; waits at `gate` while it is closed."""
+
+    def __init__(self, topic: str) -> None:
+        super().__init__(topic)
+        self.gate = asyncio.Event()
+        self.gate.set()
+
+    def takes_over(self, partition: int) -> bool:
+        return True
+
+    async def handle(self, records: Sequence[Any]) -> None:
+        await self.gate.wait()
+        self.handled += [
+            record.decoded if isinstance(record, LocalRecord) else record.value for record in records
+        ]
+        if len(self.handled) >= self.expected:
+            self.all_handled.set()
+
+
+@pytest.mark.timeout(60)
+async def test_a_handed_over_record_is_handled_without_the_topic_and_one_a_revocation_leaves_is_given_back(
+    broker,
+):
+    prefix = f"t{uuid4().hex[:8]}"
+    settings = load_settings(
+        kafka_bootstrap=broker.bootstrap, broker_profile=broker.profile_name, create_topics=True,
+        topic_prefix=prefix, group_id=prefix, partitions=1,
+    )  # fmt: skip
+    await ensure_topics(settings)
+    topic = settings.topic("submit")
+    await produce(broker, topic, [b"fetched"])
+    publisher = Publisher(broker.bootstrap, broker.profile)
+    await publisher.start()
+    stage = TakesOver(topic)
+    stage.expected = 1
+    consumer = StageConsumer(
+        broker.bootstrap, prefix, broker.profile, [stage], DeadLetters(settings, publisher, Counter())
+    )
+    await consumer.start()
+    try:
+        await asyncio.wait_for(stage.all_handled.wait(), 30)
+        assert consumer.hand_over(settings.topic("events"), b"k", "nobody here reads it", 0) is None
+        taken = consumer.hand_over(topic, b"k", "handed", 0)
+        assert taken is not None
+        assert await asyncio.wait_for(taken, 30) is True
+        assert stage.handled == [b"fetched", "handed"]
+
+        stage.gate.clear()
+        blocked = consumer.hand_over(topic, b"k", "in a batch when the partition goes", 0)
+        await asyncio.sleep(0.5)  # its batch waits at the gate
+        queued = consumer.hand_over(topic, b"k", "queued when the partition goes", 0)
+        assert blocked is not None
+        assert queued is not None
+        revoking = asyncio.create_task(consumer.on_partitions_revoked({TopicPartition(topic, 0)}))
+        assert await asyncio.wait_for(queued, 30) is False  # its sender publishes it for the next holder
+        stage.gate.set()
+        await revoking
+        assert await blocked is True
+        assert "queued when the partition goes" not in stage.handled
+    finally:
+        await consumer.stop()
+        await publisher.stop()
+    assert await committed_offset(broker, prefix, topic) == 1  # handed-over records have no offset
