@@ -75,7 +75,7 @@ RECEIVED_TYPES = (*COMMAND_TYPES, ReportRemoteAttempt)  # a remote report become
 
 
 def _command_of(record: Record) -> Command | ReportRemoteAttempt:
-    if isinstance(record, LocalRecord):  # handed over by this worker's executor: decoded already
+    if isinstance(record, LocalRecord):  # handed over by another stage of this worker: decoded already
         return cast(Command, record.decoded)
     return cast(Command | ReportRemoteAttempt, decode_as(record.value or b"", *RECEIVED_TYPES))
 
