@@ -185,8 +185,7 @@ class Worker:
         )
         for handover in (outbox.reports, lifecycle.due, *([self.executor.reports] if self.executor else [])):
             handover.local = consumer
-        if not settings.exactly_once:  # the submit offset would commit apart from the decision
-            intake.local = consumer
+        intake.local = consumer
         await consumer.start()
         stack.push_async_callback(consumer.stop)
         self.metrics.watch(

@@ -12,7 +12,6 @@ command's id or another principal's.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -40,7 +39,7 @@ from streams.auth.signing import Binding, claimed_principal, verify
 from streams.runtime.answers import AnswerAddress, dead_answer
 from streams.runtime.consumer import QuietStage, Record
 from streams.runtime.deadinput import DeadLetters
-from streams.runtime.handover import LocalStages
+from streams.runtime.handover import Handed, LocalStages
 from streams.runtime.publisher import Outgoing, Sink, outgoing
 from streams.runtime.schema_registry import SchemaRegistry
 from streams.settings import Settings
@@ -75,8 +74,9 @@ class Intake(QuietStage):
         self.local: LocalStages | None = None  # the worker's consumer, when submissions may skip the topic
 
     async def handle(self, records: Sequence[Record]) -> None:
-        """Forward every usable record as one batch of commands (handed to this worker's lifecycle
-        when it holds the job's partition); dead-letter the rest. Returns once all are decided or sent."""
+        """Forward every usable record as one batch of commands; dead-letter the rest. A command whose
+        job's partition this worker holds is handed to its lifecycle instead, and its answer published
+        here once decided: with the batch's submit offsets (in one transaction with `exactly_once`)."""
         now = self._clock()
         if self._registry is not None:  # submissions in the Confluent framing name their writer by id
             await self._registry.learn(record.value for record in records)
@@ -89,18 +89,26 @@ class Intake(QuietStage):
             else:
                 published += translated
         handed = [(forward, self._hand_over(forward, now)) for forward in forwards]
-        published += [forward.message(now) for forward, taken in handed if taken is None]
+        published += [forward.message(now) for forward, local in handed if local is None]
         await self._publisher.send_all(published)
-        left = [forward.message(now) for forward, taken in handed if taken is not None and not await taken]
-        if left:  # their partition moved before they were decided: its new holder reads them
-            await self._publisher.send_all(left)
-        published_first = sum(1 for _, taken in handed if taken is None)
+        replies: list[Outgoing] = []
+        left: list[Outgoing] = []
+        for forward, local in handed:
+            if local is None:
+                continue
+            if await local.taken:
+                replies += local.replies
+            else:  # its partition moved before it was decided: its new holder reads it
+                left.append(forward.message(now))
+        if replies or left:
+            await self._publisher.send_all([*replies, *left])
+        published_first = sum(1 for _, local in handed if local is None)
         self._counters["commands.published"] += published_first
         self._counters["commands.handed_over"] += len(handed) - published_first
         self._counters["commands.handed_back"] += len(left)
         self._counters["intake.records"] += len(records)
 
-    def _hand_over(self, forward: Forward, now: datetime) -> asyncio.Future[bool] | None:
+    def _hand_over(self, forward: Forward, now: datetime) -> Handed | None:
         if self.local is None:
             return None
         key = uuid_text(forward.job_id).encode()

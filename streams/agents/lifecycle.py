@@ -80,6 +80,15 @@ def _command_of(record: Record) -> Command | ReportRemoteAttempt:
     return cast(Command | ReportRemoteAttempt, decode_as(record.value or b"", *RECEIVED_TYPES))
 
 
+def _replied(record: Record | None, messages: list[Outgoing]) -> list[Outgoing]:
+    """`messages` for this batch to publish, or, for a record handed over, for its sender to publish
+    with its own input (intake: the answer commits with the submit offset)."""
+    if isinstance(record, LocalRecord):
+        record.replies += messages
+        return []
+    return messages
+
+
 def target_job(command: Command) -> UUID:
     return submission_identity(command)[0] if isinstance(command, SubmitJob) else command.job_id
 
@@ -164,7 +173,11 @@ class Lifecycle(QuietStage):
         incoming: list[Incoming] = []
         dead: list[Outgoing] = []
         for record in records:
+            if isinstance(record, LocalRecord):
+                record.replies.clear()  # a retried batch replies anew
             if not self.partitions.keeps(record.partition):
+                if isinstance(record, LocalRecord):
+                    record.settle(False)  # its sender publishes it for the new owner
                 continue  # revoked while queued: the new owner handles it
             try:
                 command = _command_of(record)
@@ -187,7 +200,7 @@ class Lifecycle(QuietStage):
         dead = [self._dead.of(record, reason)]
         if address is not None:
             dead.append(dead_answer(self._settings.topic("answers"), address, reason, self._clock()))
-        return dead
+        return _replied(record, dead)
 
     async def _remote_report(self, report: ReportRemoteAttempt) -> Command | str:
         """A remote executor's start, renewal or outcome as the command it stands for (an outcome
@@ -321,7 +334,9 @@ class Lifecycle(QuietStage):
         if item.answer_to is None:
             return []
         decided = decision_of(job_id, item.command, before, after, events, refused)
-        return [answer(self._settings.topic("answers"), item.answer_to, decided, item.at)]
+        return _replied(
+            item.record, [answer(self._settings.topic("answers"), item.answer_to, decided, item.at)]
+        )
 
     async def _fold(
         self,

@@ -59,7 +59,7 @@ class LocalRecord:
     """A decoded record handed over inside this worker: no offset, encoded only if it must be
     dead-lettered."""
 
-    __slots__ = ("decoded", "headers", "key", "partition", "taken", "timestamp", "topic")
+    __slots__ = ("decoded", "headers", "key", "partition", "replies", "taken", "timestamp", "topic")
     offset = -1
 
     def __init__(
@@ -77,6 +77,7 @@ class LocalRecord:
         self.decoded = decoded
         self.timestamp = timestamp_ms
         self.headers = headers
+        self.replies: list[Any] = []  # what the stage asks its sender to publish with its input (answers)
         self.taken: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
 
     @property
@@ -326,9 +327,10 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
 
     def hand_over(
         self, topic: str, key: bytes, decoded: Any, timestamp_ms: int, headers: Headers = ()
-    ) -> asyncio.Future[bool] | None:
+    ) -> LocalRecord | None:
         """Queue `decoded` for the stage of this worker that reads the partition `key` goes to, if
-        this worker holds it and the stage takes it over now; None when it must be published."""
+        this worker holds it and the stage takes it over now; None when it must be published. Its
+        `taken` says whether the stage handled it, its `replies` what the sender publishes then."""
         lane = self._by_topic.get(topic)
         partition = self._local_partition(topic, key)
         if lane is None or partition is None:
@@ -337,7 +339,7 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
         lane.queue.append(record)
         lane.idle.clear()
         lane.wake.set()
-        return record.taken
+        return record
 
     async def _fetch(self) -> None:
         while not self._stopping:

@@ -13,9 +13,20 @@ from typing import Any, Protocol
 
 from schemas.types import Record
 from streams.runtime.flusher import Flusher
-from streams.runtime.publisher import outgoing
+from streams.runtime.publisher import Outgoing, outgoing
 
 Headers = tuple[tuple[str, bytes], ...]
+
+
+class Handed(Protocol):
+    """A record handed over (`streams.runtime.consumer.LocalRecord`): whether the receiving stage
+    handled it, and what it asks the sender to publish then."""
+
+    @property
+    def taken(self) -> asyncio.Future[bool]: ...
+
+    @property
+    def replies(self) -> list[Outgoing]: ...
 
 
 class LocalStages(Protocol):
@@ -26,7 +37,7 @@ class LocalStages(Protocol):
 
     def hand_over(
         self, topic: str, key: bytes, decoded: Any, timestamp_ms: int, headers: Headers = ()
-    ) -> asyncio.Future[bool] | None: ...
+    ) -> Handed | None: ...
 
 
 class Handover:
@@ -43,25 +54,27 @@ class Handover:
     async def deliver(self, topic: str, key: bytes, record: Record, at: datetime, what: str) -> None:
         """Hand over or publish `record`, decided at `at`; waits out broker failures when publishing."""
         local = self.local
-        taken = None if local is None else local.hand_over(topic, key, record, int(at.timestamp() * 1000))
-        if taken is None:
+        handed = None if local is None else local.hand_over(topic, key, record, int(at.timestamp() * 1000))
+        if handed is None:
             self._counters[f"{self._kind}.published"] += 1
             await self._flusher.deliver(outgoing(topic, key, record, at=at), what)
             return
         self._counters[f"{self._kind}.handed_over"] += 1
-        taken.add_done_callback(lambda done: self._publish_if_left(done, topic, key, record, at, what))
+        handed.taken.add_done_callback(lambda _: self._after(handed, topic, key, record, at, what))
 
-    def _publish_if_left(
-        self, taken: asyncio.Future[bool], topic: str, key: bytes, record: Record, at: datetime, what: str
-    ) -> None:
-        if taken.result():
-            return
-        self._counters[f"{self._kind}.handed_back"] += 1
-        task = asyncio.create_task(self._flusher.deliver(outgoing(topic, key, record, at=at), what))
-        self._left.add(task)
-        task.add_done_callback(self._left.discard)
+    def _after(self, handed: Handed, topic: str, key: bytes, record: Record, at: datetime, what: str) -> None:
+        """Publish what the stage replied, or the record itself when the stage left it."""
+        if handed.taken.result():
+            messages = handed.replies
+        else:
+            self._counters[f"{self._kind}.handed_back"] += 1
+            messages = [outgoing(topic, key, record, at=at)]
+        for message in messages:
+            task = asyncio.create_task(self._flusher.deliver(message, what))
+            self._left.add(task)
+            task.add_done_callback(self._left.discard)
 
     async def close(self) -> None:
-        """Wait until every record left by a moved partition is published."""
+        """Wait until every record left by a moved partition, and every reply, is published."""
         while self._left:
             await asyncio.gather(*self._left, return_exceptions=True)

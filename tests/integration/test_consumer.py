@@ -189,9 +189,9 @@ async def test_a_handed_over_record_is_handled_without_the_topic_and_one_a_revoc
     try:
         await asyncio.wait_for(stage.all_handled.wait(), 30)
         assert consumer.hand_over(settings.topic("events"), b"k", "nobody here reads it", 0) is None
-        taken = consumer.hand_over(topic, b"k", "handed", 0)
-        assert taken is not None
-        assert await asyncio.wait_for(taken, 30) is True
+        handed = consumer.hand_over(topic, b"k", "handed", 0)
+        assert handed is not None
+        assert await asyncio.wait_for(handed.taken, 30) is True
         assert stage.handled == [b"fetched", "handed"]
 
         stage.gate.clear()
@@ -201,10 +201,12 @@ async def test_a_handed_over_record_is_handled_without_the_topic_and_one_a_revoc
         assert blocked is not None
         assert queued is not None
         revoking = asyncio.create_task(consumer.on_partitions_revoked({TopicPartition(topic, 0)}))
-        assert await asyncio.wait_for(queued, 30) is False  # its sender publishes it for the next holder
+        assert (
+            await asyncio.wait_for(queued.taken, 30) is False
+        )  # its sender publishes it for the next holder
         stage.gate.set()
         await revoking
-        assert await blocked is True
+        assert await blocked.taken is True
         assert "queued when the partition goes" not in stage.handled
     finally:
         await consumer.stop()
