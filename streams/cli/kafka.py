@@ -146,7 +146,7 @@ async def _submit(arguments: argparse.Namespace) -> int:
     async with client_of(settings, signer) as client:
         with console.status("waiting for a worker to answer the submission"):
             job_id, answer = await client.submit_answered(command, ACCEPTANCE_TIMEOUT_S)
-        if answer is None or answer.answer not in (AnswerKind.CREATED, AnswerKind.REUSED):
+        if answer is None or answer.answer not in JOB_MADE:
             return _refused(arguments, job_id, answer)
         job_id = answer.job_id or job_id
         said = answer.answer.value.lower()
@@ -166,6 +166,10 @@ async def _submit(arguments: argparse.Namespace) -> int:
     else:
         _print(_outcome_line(completion), False)
     return 0 if completion.status is JobStatus.SUCCEEDED else EXIT_FAILED
+
+
+# A submission answered REPEATED was decided before (a resend, or read again after a crash): its job exists.
+JOB_MADE = (AnswerKind.CREATED, AnswerKind.REUSED, AnswerKind.REPEATED)
 
 
 def _refused(arguments: argparse.Namespace, job_id: UUID, answer: SubmissionAnswer | None) -> int:
