@@ -220,7 +220,8 @@ class Worker:
         )
         await server.serve(build_api(context))
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(consumer.joined.wait(), JOIN_TIMEOUT_S)
+            async with asyncio.timeout(JOIN_TIMEOUT_S):
+                await consumer.joined.wait()
         timers = Timers(settings, store, lambda: lifecycle.owned, publisher, self.policy, utc_now)
         self._background("timers", timers.run())
         maintenance = self.maintenance = Maintenance(

@@ -113,7 +113,8 @@ async def main() -> None:
             await photograph(f"http://127.0.0.1:{port}", f"http://127.0.0.1:{origin_port}")
         finally:
             dev.send_signal(signal.SIGINT)
-            await asyncio.wait_for(dev.wait(), 60)
+            async with asyncio.timeout(60):
+                await dev.wait()
             await runner.cleanup()
 
 

@@ -139,7 +139,8 @@ async def start_whole(start: Callable[[], Awaitable[None]], stop: Callable[[], A
         await asyncio.shield(starting)
     except asyncio.CancelledError:
         with contextlib.suppress(Exception, asyncio.CancelledError):
-            await asyncio.wait_for(starting, FINISH_CANCELLED_START_S)
+            async with asyncio.timeout(FINISH_CANCELLED_START_S):
+                await starting
         await stop()
         raise
 

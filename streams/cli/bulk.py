@@ -172,7 +172,8 @@ async def _drive(
             waited_for = "a decision" if run.pending else "the jobs to finish"
             limit = DECISION_TIMEOUT_S if run.pending else deadline - time.monotonic()
             try:
-                outcome = await asyncio.wait_for(queue.get(), max(limit, 0.001))
+                async with asyncio.timeout(max(limit, 0.001)):  # wait_for can swallow a Ctrl-C (Python 3.11)
+                    outcome = await queue.get()
             except TimeoutError:
                 raise TimeoutError(f"waited too long for {waited_for}: is a worker running?") from None
             if isinstance(outcome, JobCompleted):

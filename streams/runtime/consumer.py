@@ -367,7 +367,8 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
         self.hold(partitions, "settling")  # before the fetcher task runs: no fetch goes out meanwhile
         try:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._settled(), self._settle_s)
+                async with asyncio.timeout(self._settle_s):
+                    await self._settled()
         finally:
             self.release(partitions, "settling")
 

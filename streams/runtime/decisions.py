@@ -53,7 +53,8 @@ class Decisions:
 
         async def decided() -> Decided | None:
             try:
-                return await asyncio.wait_for(asyncio.shield(future), timeout_s)
+                async with asyncio.timeout(timeout_s):
+                    return await asyncio.shield(future)
             except TimeoutError:
                 return None
             finally:
@@ -98,7 +99,8 @@ class Decisions:
         give_up_at = loop.time() + WRITTEN_WAIT_S
         while self._pending(job_id) and loop.time() < give_up_at:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._batch_folded.wait(), give_up_at - loop.time())
+                async with asyncio.timeout_at(give_up_at):
+                    await self._batch_folded.wait()
             if job_id is None:
                 return  # batches run one at a time: the one in flight when asked has ended
 

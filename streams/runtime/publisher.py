@@ -133,7 +133,8 @@ class Publisher:
     async def reachable(self, timeout_s: float) -> bool:
         """Whether a broker answers a metadata request now (not from cached metadata)."""
         try:
-            await asyncio.wait_for(self._producer.client.fetch_all_metadata(), timeout_s)
+            async with asyncio.timeout(timeout_s):
+                await self._producer.client.fetch_all_metadata()
         except (KafkaError, TimeoutError, OSError):
             return False
         return True
@@ -148,7 +149,8 @@ class Publisher:
         waiting = asyncio.ensure_future(self._producer.partitions_for(topic))
         waiting.add_done_callback(lambda done: done.cancelled() or done.exception())
         try:
-            return len(await asyncio.wait_for(asyncio.shield(waiting), MISSING_TOPIC_WAIT_S))
+            async with asyncio.timeout(MISSING_TOPIC_WAIT_S):
+                return len(await asyncio.shield(waiting))
         except TimeoutError as exc:
             raise BrokerError(
                 f"topic {topic} does not exist at {self._bootstrap}: create the topics with "

@@ -77,7 +77,8 @@ class ApiServer:
         if self._server is not None and self._task is not None:
             self._server.should_exit = True
             try:
-                await asyncio.wait_for(asyncio.shield(self._task), STOP_WITHIN_S)
+                async with asyncio.timeout(STOP_WITHIN_S):
+                    await asyncio.shield(self._task)
             except TimeoutError:
                 self._server.force_exit = True
                 await self._task
