@@ -126,6 +126,17 @@ def decode(data: bytes) -> Record:
     return record
 
 
+def decode_or_none(data: bytes | None) -> Record | None:
+    """`decode`, or None for a tombstone or bytes no scrapestream writer makes: for readers of topics
+    anyone may write to, which skip such a record rather than stop."""
+    if data is None:
+        return None
+    try:
+        return decode(data)
+    except CodecError:
+        return None
+
+
 def _remember(data: bytes, record: Record) -> None:
     """Records handed from one stage to the next inside a worker are decoded once (frozen, so shared)."""
     if type(record).__name__ in _PASSED_ON:

@@ -18,10 +18,10 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from projections.lifecycle.completion import rejection_completion
 from projections.lifecycle.identity import public_command_id, refused_job_id_for
 from projections.lifecycle.submission import submission_identity
-from schemas.codec import decode
+from schemas.codec import decode_or_none
 from schemas.commands import CancelJob, DeleteJobHistory, RedriveJob, SubmitJob
 from schemas.enums import JobStatus
-from schemas.errors import CodecError, ScrapestreamError
+from schemas.errors import ScrapestreamError
 from schemas.events import Event, JobAccepted, JobCompleted, JobRejected, SubmissionReused
 from schemas.types import Record
 from schemas.work import SubmissionAnswer
@@ -138,10 +138,7 @@ class Client:
             try:
                 async with asyncio.timeout(timeout_s):
                     async for record in self._records(consumer):
-                        try:
-                            answer = decode(record.value or b"")
-                        except CodecError:
-                            continue  # a record no worker writes: not this submission's answer
+                        answer = decode_or_none(record.value)
                         if isinstance(answer, SubmissionAnswer) and _answers(answer, written):
                             return job_id, answer
             except TimeoutError:
@@ -234,10 +231,7 @@ class Client:
 
     async def _outcomes_of(self, consumer: AIOKafkaConsumer) -> AsyncIterator[Decided | JobCompleted]:
         async for record in self._records(consumer):
-            try:
-                found = decode(record.value or b"")
-            except CodecError:
-                continue  # a record no writer of these topics makes: not an outcome of anything
+            found = decode_or_none(record.value)
             if type(found) in OUTCOMES or isinstance(found, JobCompleted):
                 yield cast(Decided | JobCompleted, found)
 
@@ -260,7 +254,7 @@ class Client:
             else:
                 await consumer.seek_to_end(*partitions)
             async for record in self._records(consumer):
-                completion = decode(record.value)
+                completion = decode_or_none(record.value)
                 if isinstance(completion, JobCompleted):
                     yield completion
         finally:
@@ -338,7 +332,7 @@ class Client:
             consumer.seek(partition, 0)
             async for record in self._records(consumer):
                 if record.key == key:
-                    event = decode(record.value)
+                    event = decode_or_none(record.value)
                     if isinstance(event, EVENT_TYPES):
                         yield cast(Event, event)
         finally:
@@ -397,8 +391,8 @@ class Client:
             for partition in partitions:
                 consumer.seek(partition, 0)
             async for record in self._records(consumer):
-                if record.key in keys:
-                    value = found(decode(record.value))
+                if record.key in keys and (decoded := decode_or_none(record.value)) is not None:
+                    value = found(decoded)
                     if value is not None:
                         return value
         finally:

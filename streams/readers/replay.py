@@ -22,9 +22,8 @@ from projections.lifecycle.consequences import TERMINAL_EVENTS
 from projections.lifecycle.policy import Policy
 from projections.storage.base import KeyValueStore
 from projections.storage.rocks import RocksStore
-from schemas.codec import decode
+from schemas.codec import decode_or_none
 from schemas.enums import JobStatus
-from schemas.errors import CodecError
 from schemas.events import JobCompleted
 from streams.broker.compat import BrokerProfile, end_offsets, records_between
 from streams.readers.events_log import fold_log
@@ -143,12 +142,12 @@ async def check_log(settings: Settings, profile: BrokerProfile) -> LogCheck:
     submissions, each its own (told apart by their time)."""
     terminal: Counter[UUID] = Counter()  # every job, with its terminal events
     async for record in _committed(settings, profile, "events"):
-        event = _decoded(record)
+        event = decode_or_none(record.value)
         if isinstance(event, EVENT_TYPES):
             terminal[event.job_id] += isinstance(event, TERMINAL_EVENTS)
     outcomes: Counter[tuple[UUID, JobStatus, object]] = Counter()
     async for record in _committed(settings, profile, "completions"):
-        completion = _decoded(record)
+        completion = decode_or_none(record.value)
         if isinstance(completion, JobCompleted):
             rejected = completion.status is JobStatus.REJECTED
             outcomes[
@@ -177,10 +176,3 @@ async def _committed(
                 async for records in reading:
                     for record in records:
                         yield record
-
-
-def _decoded(record: ConsumerRecord[bytes, bytes]) -> object | None:
-    try:
-        return decode(record.value or b"")
-    except CodecError:
-        return None  # dead input's business, not a job's
