@@ -30,7 +30,7 @@ from streams.auth.principals import Principals, load_principals
 from streams.callbacks.sender import CallbackSender
 from streams.clock import utc_now
 from streams.errors import BrokerError
-from streams.fetch.browser import renderer_of
+from streams.fetch.browser import probe_browser, renderer_of
 from streams.fetch.http import FetchLimits, HttpFetcher
 from streams.fetch.routes import Routes, meterings
 from streams.jobtypes import (
@@ -110,6 +110,7 @@ class Worker:
         routing = Routing(settings.advertised_url or _own_url(settings.web_host, server.port))
         artifacts = await open_artifact_store(settings)
         stack.push_async_callback(artifacts.close)
+        await probe_browser(settings)  # remembered: what asks again below does not wait
         await ensure_topics(settings, {*self.policy.profiles, *runnable_here(settings, self.job_types)})
         table = self.table = GlobalTable(
             settings.kafka_bootstrap,

@@ -107,6 +107,11 @@ def browser_problem(settings: Settings) -> str | None:
     return None
 
 
+async def probe_browser(settings: Settings) -> str | None:
+    """`browser_problem`, asked off the event loop: the executable's `--version` may take seconds."""
+    return await asyncio.to_thread(browser_problem, settings)
+
+
 @functools.cache
 def _names_chromium(executable: str) -> bool:
     try:
