@@ -3,6 +3,7 @@
     .venv/bin/python -m bench.capacity --jobs 6000
     .venv/bin/python -m bench.capacity --jobs 6000 --partitions 16
     .venv/bin/python -m bench.capacity --jobs 6000 --workers 2
+    .venv/bin/python -m bench.capacity --jobs 6000 --workers 2 --hosts 16
 
 Runs `bench.e2e` and, around the client's part, reads every worker's `/metrics` (records, record
 batches and bytes its publisher wrote, per topic) and samples each worker with py-spy (needs
@@ -134,6 +135,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=6000)
     parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--hosts", type=int, default=1, help="origin hosts the jobs spread over")
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--broker", choices=["tansu", "kafka"], default="tansu")
     arguments = parser.parse_args()
@@ -153,6 +155,7 @@ def main() -> None:
                 workers=arguments.workers,
                 broker_kind=arguments.broker,
                 observe=observe,
+                hosts=arguments.hosts,
             )
         )
     sys.stdout.write(json.dumps(per_job(result, arguments.jobs)) + "\n")

@@ -24,6 +24,7 @@ import contextlib
 import json
 import os
 import platform
+import shutil
 import statistics
 import sys
 import tempfile
@@ -39,6 +40,7 @@ from bench.kafka import KafkaCluster, fetch_kafka
 from bench.processes import (
     Child,
     cpu_seconds,
+    origin_url,
     own_cpu_seconds,
     start_origin,
     start_worker,
@@ -99,10 +101,11 @@ async def main(
     broker_kind: str = "tansu",
     guarantee: str | None = None,
     observe: Observer | None = None,
+    hosts: int = 1,
 ) -> dict[str, object]:
     """One run; `observe` wraps the client's part, given the workers, and adds to the result."""
     port = free_loopback_port()
-    origin = await start_origin(port)
+    origin = await start_origin(port, hosts)
     data_dir = Path(tempfile.mkdtemp(prefix="scrapestream-bench-"))
     try:
         async with running_broker(broker_kind, data_dir) as broker:
@@ -114,7 +117,7 @@ async def main(
                     broker_profile=broker.profile_name,
                     partitions=partitions,
                     executor_concurrency=concurrency,
-                    host_concurrency=concurrency,  # the one origin stands for many hosts
+                    host_concurrency=concurrency,  # each origin host stands for many sites
                     **({} if guarantee is None else {"processing_guarantee": guarantee}),
                 )
                 (data_dir / str(number)).mkdir()
@@ -126,18 +129,20 @@ async def main(
                 run = drive_sequential if sequential else drive
                 observed: dict[str, object] = {}
                 async with observe(running, observed) if observe else contextlib.nullcontext():
-                    result = await run(broker, port, jobs, pids)
+                    result = await run(broker, port, jobs, pids, hosts)
                 result |= observed
             finally:
                 for worker in running:
                     await worker.stop()
     finally:
         await origin.stop()
+    shutil.rmtree(data_dir, ignore_errors=True)  # kept when the run failed: its workers' logs are there
     return result | {
         "executor_concurrency": concurrency,
         "partitions": partitions,
         "workers": workers,
         "broker": broker_kind,
+        "hosts": hosts,
     }
 
 
@@ -152,20 +157,20 @@ def cpu_per_job(before: dict[str, float], after: dict[str, float], jobs: int) ->
     return per_process | {"cpu_ms_per_job_total": round(sum(per_process.values()), 3)}
 
 
-def commands(port: int, jobs: int, tag: str) -> list[SubmitJob]:
+def commands(port: int, jobs: int, tag: str, hosts: int = 1) -> list[SubmitJob]:
     deadline = utc_now() + timedelta(hours=1)
     return [
         SubmitJob(
             command_id=uuid4(),  # as the Python client sends them
             caller_identity="bench",
-            request=Request(url=f"http://127.0.0.1:{port}/{tag}/{n}"),
+            request=Request(url=origin_url(port, hosts, n, f"{tag}/{n}")),
             deadline_at=deadline,
         )
         for n in range(jobs)
     ]
 
 
-async def drive(broker: Broker, port: int, jobs: int, pids: dict[str, int]) -> dict[str, object]:
+async def drive(broker: Broker, port: int, jobs: int, pids: dict[str, int], hosts: int) -> dict[str, object]:
     submitted: dict[UUID, float] = {}
     latencies_ms: list[float] = []
     done = asyncio.Event()
@@ -185,7 +190,7 @@ async def drive(broker: Broker, port: int, jobs: int, pids: dict[str, int]) -> d
         await asyncio.sleep(1)
         publisher = Publisher(broker.bootstrap, broker.profile)
         await publisher.start()
-        pending = commands(port, jobs, "p")
+        pending = commands(port, jobs, "p", hosts)
         before = cpu_snapshot(pids)
         started = time.monotonic()
         for offset in range(0, jobs, SUBMIT_BATCH):
@@ -214,7 +219,9 @@ async def drive(broker: Broker, port: int, jobs: int, pids: dict[str, int]) -> d
     )
 
 
-async def drive_sequential(broker: Broker, port: int, jobs: int, pids: dict[str, int]) -> dict[str, object]:
+async def drive_sequential(
+    broker: Broker, port: int, jobs: int, pids: dict[str, int], hosts: int
+) -> dict[str, object]:
     """One job at a time on an otherwise idle system: the latency a lone job sees."""
     latencies_ms: list[float] = []
     async with (
@@ -223,7 +230,7 @@ async def drive_sequential(broker: Broker, port: int, jobs: int, pids: dict[str,
     ):
         await asyncio.sleep(1)
         before = cpu_snapshot(pids)
-        for command in commands(port, jobs, "idle"):
+        for command in commands(port, jobs, "idle", hosts):
             started = time.monotonic()
             job_id = await client.submit(command)
             async for completion in completions:
@@ -253,6 +260,9 @@ if __name__ == "__main__":
     parser.add_argument("--runs", type=int, default=1, help="repeat; a last line gives the medians")
     parser.add_argument("--broker", choices=["tansu", "kafka"], default="tansu")
     parser.add_argument(
+        "--hosts", type=int, default=1, help="origin hosts (127.0.0.1 and on) the jobs spread over"
+    )
+    parser.add_argument(
         "--guarantee",
         choices=["exactly_once", "at_least_once"],
         help="SCRAPESTREAM_PROCESSING_GUARANTEE (unset: the broker profile's default)",
@@ -267,9 +277,10 @@ if __name__ == "__main__":
         arguments.broker,
         arguments.guarantee,
     )
+    more = {"hosts": arguments.hosts}
     results = []
     for _ in range(arguments.runs):
-        results.append(asyncio.run(main(*options)))
+        results.append(asyncio.run(main(*options, **more)))
         sys.stdout.write(json.dumps(results[-1]) + "\n")
         sys.stdout.flush()
     if arguments.runs > 1:

@@ -15,7 +15,8 @@ line gives each pair's ratio and the median ratio.
     .venv/bin/python -m bench.peer_celery --lone --broker kafka --guarantee exactly_once
 
 `--lone` submits one job at a time on both sides and compares submit→result latency (p50, p95);
-`--broker` and `--guarantee` are passed to the scrapestream side.
+`--broker`, `--guarantee` and `--workers` (worker processes sharing the partitions; Celery's side
+runs two) are passed to the scrapestream side.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ import celery
 import urllib3
 
 from bench import e2e
-from bench.processes import Child, cpu_seconds, own_cpu_seconds, start_origin
+from bench.processes import Child, cpu_seconds, origin_url, own_cpu_seconds, start_origin
 from streams.broker.embedded import free_loopback_port
 
 app = celery.Celery(
@@ -140,7 +141,9 @@ def one_at_a_time(urls: list[str]) -> tuple[list[float], list[dict[str, object]]
     return latencies_ms, outcomes
 
 
-def run_celery(jobs: int, port: int, redis_pid: int, redis_url: str, *, lone: bool) -> dict[str, object]:
+def run_celery(
+    jobs: int, port: int, redis_pid: int, redis_url: str, *, lone: bool, hosts: int
+) -> dict[str, object]:
     """N tasks at once (or one at a time) from this process; returns jobs/s (or latency) and CPU per
     job of each process."""
 
@@ -151,11 +154,11 @@ def run_celery(jobs: int, port: int, redis_pid: int, redis_url: str, *, lone: bo
             "PEER_REDIS_URL": redis_url,
             "PEER_ARTIFACTS": str(directory / "artifacts"),
         }
-        origin = await start_origin(port)
+        origin = await start_origin(port, hosts)
         worker = await start_celery_worker(environment, directory / "celery.log")
         try:
             pids = {"redis": redis_pid, "origin": origin.pid, "worker": worker.pid}
-            urls = [f"http://127.0.0.1:{port}/c/{n}" for n in range(jobs)]
+            urls = [origin_url(port, hosts, n, f"c/{n}") for n in range(jobs)]
             fetch.delay(f"http://127.0.0.1:{port}/warm").get(timeout=60)
             before = {name: tree_cpu_seconds(pid) for name, pid in pids.items()} | {
                 "client": own_cpu_seconds()
@@ -179,6 +182,7 @@ def run_celery(jobs: int, port: int, redis_pid: int, redis_url: str, *, lone: bo
         assert all(outcome["status"] == 200 for outcome in outcomes)
         stored = sum(1 for _ in (directory / "artifacts").rglob("*") if _.is_file())
         assert stored >= 1
+        shutil.rmtree(directory, ignore_errors=True)
         figures: dict[str, object] = {"system": "celery", "jobs": jobs}
         if lone:
             figures |= {"mode": "sequential", **e2e.latency(latencies_ms)}
@@ -191,7 +195,14 @@ def run_celery(jobs: int, port: int, redis_pid: int, redis_url: str, *, lone: bo
 
 def run_scrapestream(jobs: int, arguments: argparse.Namespace) -> dict[str, object]:
     run = e2e.main(
-        jobs, 64, 4, sequential=arguments.lone, broker_kind=arguments.broker, guarantee=arguments.guarantee
+        jobs,
+        64,
+        4,
+        sequential=arguments.lone,
+        workers=arguments.workers,
+        broker_kind=arguments.broker,
+        guarantee=arguments.guarantee,
+        hosts=arguments.hosts,
     )
     return {"system": "scrapestream"} | asyncio.run(run)
 
@@ -210,6 +221,8 @@ def main() -> None:
     parser.add_argument("--lone", action="store_true", help="one job at a time: p50 latency, not jobs/s")
     parser.add_argument("--broker", choices=["tansu", "kafka"], default="tansu")
     parser.add_argument("--guarantee", choices=["exactly_once", "at_least_once"], default=None)
+    parser.add_argument("--workers", type=int, default=1, help="scrapestream workers (Celery runs 2)")
+    parser.add_argument("--hosts", type=int, default=1, help="origin hosts the jobs spread over, both sides")
     arguments = parser.parse_args()
     ratios = []
     redis_port = free_loopback_port()
@@ -217,7 +230,10 @@ def main() -> None:
     app.conf.broker_url = app.conf.result_backend = redis_url
     with tempfile.TemporaryDirectory() as scratch, running_redis(redis_port, Path(scratch)) as redis_pid:
         for _ in range(arguments.pairs):
-            peer = run_celery(arguments.jobs, free_loopback_port(), redis_pid, redis_url, lone=arguments.lone)
+            port = free_loopback_port()
+            peer = run_celery(
+                arguments.jobs, port, redis_pid, redis_url, lone=arguments.lone, hosts=arguments.hosts
+            )
             sys.stdout.write(json.dumps(peer) + "\n")
             ours = run_scrapestream(arguments.jobs, arguments)
             sys.stdout.write(json.dumps(ours) + "\n")

@@ -19,7 +19,8 @@ async def page(request):
     return web.Response(body=body, content_type="text/html")
 app = web.Application()
 app.router.add_get("/{tail:.*}", page)
-web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), print=None, access_log=None)
+hosts = [f"127.0.0.{number}" for number in range(1, int(sys.argv[2]) + 1)]
+web.run_app(app, host=hosts, port=int(sys.argv[1]), print=None, access_log=None)
 """
 SCRAPESTREAM = str(Path(sys.executable).with_name("scrapestream"))
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -56,8 +57,15 @@ class Child:
                 await self.process.wait()
 
 
-async def start_origin(port: int) -> Child:
-    return await start_server("origin", port, ORIGIN, str(port))
+async def start_origin(port: int, hosts: int = 1) -> Child:
+    """The 2 KiB page on `port` of 127.0.0.1 and, with `hosts` above 1, of 127.0.0.2 and on."""
+    return await start_server("origin", port, ORIGIN, str(port), str(hosts))
+
+
+def origin_url(port: int, hosts: int, number: int, path: str) -> str:
+    """The `number`th page's URL, its host one of the origin's `hosts` in turn (each a politeness key,
+    so work spreads over the due partitions as many sites' would)."""
+    return f"http://127.0.0.{1 + number % hosts}:{port}/{path}"
 
 
 async def start_server(name: str, port: int, source: str, *arguments: str) -> Child:
