@@ -141,6 +141,17 @@ def _changed_key(partition: int, job_id: UUID) -> bytes:
     return f"s/{partition:05d}/{uuid_text(job_id)}".encode()
 
 
+@dataclass(slots=True)
+class _Folding:
+    """One job's part of a commit: its state before, the events kept, and its state after them."""
+
+    before: State
+    last: int  # the sequence of the last event kept (or of `before`)
+    prefix: bytes
+    kept: list[Event] = field(default_factory=list)
+    after: State = None
+
+
 @dataclass(frozen=True)
 class SnapshotCut:
     """Changed jobs of one partition as the store holds them at `events_offset`: each job's stored
@@ -226,31 +237,32 @@ class JobStore:
         """
         changes: dict[bytes, bytes | None] = {}
         folded = Folded()
-        before: dict[UUID, State] = {}
-        accepted: dict[UUID, list[Event]] = {}
+        jobs: dict[UUID, _Folding] = {}
         for index, event in enumerate(events):
-            job_id = event.job_id
-            if job_id not in before:
-                before[job_id] = self.load(job_id)
-                accepted[job_id] = []
-            last = accepted[job_id][-1].sequence if accepted[job_id] else _sequence(before[job_id])
-            if event.sequence != last + 1:
+            job = jobs.get(event.job_id)
+            if job is None:
+                before = self.load(event.job_id)
+                job = jobs[event.job_id] = _Folding(before, _sequence(before), _events_prefix(event.job_id))
+            if event.sequence != job.last + 1:
                 folded.ignored.append(event)  # a duplicate (or a gap): the first event of a sequence wins
                 continue
-            accepted[job_id].append(event)
+            job.kept.append(event)
+            job.last = event.sequence
             value = encode(event) if encoded is None else encoded[index]
-            changes[_events_prefix(job_id) + _sequence_key(event.sequence)] = value
-        for job_id, kept in accepted.items():
-            if not kept:
+            changes[job.prefix + _sequence_key(event.sequence)] = value
+        for job_id, job in jobs.items():
+            if not job.kept:
                 continue
             known = None if folded_by_caller is None else folded_by_caller.get(job_id)
-            ok = known is not None and known.sequence == kept[-1].sequence and not folded.ignored
-            folded.states[job_id] = known if ok else replay(kept, before[job_id])
+            ok = known is not None and known.sequence == job.last and not folded.ignored
+            folded.states[job_id] = job.after = known if ok else replay(job.kept, job.before)
         counts: Counter[bytes] = Counter()
         changed_at = str(next_offset).encode() if next_offset is not None else b""
-        for job_id, state in folded.states.items():
-            self._index(partition, job_id, state, changes)
-            self._index_reads(partition, before[job_id], state, accepted[job_id], changes, counts)
+        for job_id, job in jobs.items():
+            if not job.kept:
+                continue
+            self._index(partition, job_id, job.after, changes)
+            self._index_reads(partition, job.before, job.after, job.kept, changes, counts)
             changes[_changed_key(partition, job_id)] = changed_at
         self._count(counts, changes)
         if next_offset is not None:

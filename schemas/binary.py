@@ -12,7 +12,6 @@ from __future__ import annotations
 import datetime as _dt
 import decimal
 import functools
-import re
 from collections.abc import Callable
 from typing import Any
 from uuid import UUID, SafeUUID
@@ -60,16 +59,20 @@ def write_checked_long(out: bytearray, value: int) -> None:
     write_long(out, value)
 
 
-_UUID_FORM = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 _UNKNOWN_SAFETY = SafeUUID.unknown  # an enum member read through its class costs a descriptor call
 
 
 @functools.lru_cache(maxsize=1 << 16)  # a job's id is read from each of its records
 def uuid_of(text: str) -> UUID:
-    """`UUID(text)`, without its parsing for the canonical lower-case form every writer here uses."""
-    if _UUID_FORM.fullmatch(text) is None:
-        return UUID(text)
-    return uuid_from_int(int(text.replace("-", ""), 16))
+    """`UUID(text)`, and the same for any text: a form without braces or `urn:uuid:` (every writer
+    here) is parsed as `UUID` parses it, without its other steps."""
+    digits = text.replace("-", "")
+    if len(digits) == 32:
+        try:
+            return uuid_from_int(int(digits, 16))
+        except ValueError:
+            pass  # UUID says what is wrong with it
+    return UUID(text)
 
 
 def uuid_from_int(value: int) -> UUID:

@@ -2,12 +2,14 @@ import contextlib
 import io
 import json
 from pathlib import Path
+from uuid import UUID
 
 import fastavro
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from schemas.binary import uuid_of
 from schemas.codec import RECORD_CLASSES, as_confluent, decode, encode, learn_registry_schema
 from schemas.errors import CodecError, TruncatedRecordError, UnknownSchemaError
 from schemas.registry import bundle, bundle_path, current_schemas, known_schema
@@ -204,3 +206,23 @@ def test_the_committed_bundle_defines_every_type_once_after_the_types_it_refers_
         assert all(f'"{later}"' not in named for later in names[position + 1 :]), schema["name"]
     parsed = fastavro.parse_schema(written)
     assert {branch["name"] for branch in parsed} == set(names)
+
+
+UUID_TEXTS = st.one_of(
+    st.uuids().map(str),
+    st.uuids().map(lambda value: str(value).upper()),
+    st.uuids().map(lambda value: f"{{{value}}}"),
+    st.uuids().map(lambda value: f"urn:uuid:{value}"),
+    st.text(alphabet="0123456789abcdefABCDEF-_+ {}urn:xg", max_size=40),
+)
+
+
+@given(UUID_TEXTS)
+def test_a_uuid_field_is_read_as_uuid_reads_its_text(text):
+    def parsed(parse):  # the UUID, or the kind of error
+        try:
+            return parse(text).int
+        except ValueError:
+            return ValueError
+
+    assert parsed(uuid_of) == parsed(UUID)
