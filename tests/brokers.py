@@ -10,10 +10,14 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+from uuid import uuid4
 
 import pytest
 
 from streams.broker.compat import EMBEDDED_TANSU, KAFKA, BrokerProfile
+from streams.runtime.topics import ensure_topics
+from streams.settings import Settings, load_settings
 
 ROOT = Path(__file__).parent.parent
 POM = ROOT / "tests" / "kafka" / "pom.xml"
@@ -54,3 +58,20 @@ def kafka_or_skip() -> None:
         pytest.fail(f"CI needs {' and '.join(missing)} to run Apache Kafka")
     if missing:
         pytest.skip(f"Apache Kafka needs {' and '.join(missing)}")
+
+
+async def fresh_topics(broker: TestBroker, **more: Any) -> Settings:
+    """Settings for one-partition topics of a prefix of their own on `broker` (also the group id),
+    the topics made."""
+    prefix = f"t{uuid4().hex[:8]}"
+    settings = load_settings(
+        kafka_bootstrap=broker.bootstrap,
+        broker_profile=broker.profile_name,
+        create_topics=True,
+        topic_prefix=prefix,
+        group_id=prefix,
+        partitions=1,
+        **more,
+    )
+    await ensure_topics(settings)
+    return settings

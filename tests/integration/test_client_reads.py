@@ -11,8 +11,7 @@ from schemas.enums import JobStatus
 from schemas.events import JobCompleted, SubmissionReused
 from streams.client import Client
 from streams.runtime.publisher import Outgoing, Publisher, outgoing
-from streams.runtime.topics import ensure_topics
-from streams.settings import load_settings
+from tests.brokers import fresh_topics
 
 pytestmark = pytest.mark.broker
 
@@ -20,15 +19,7 @@ FOREIGN = [b"not avro", b"\xc3\x01" + b"\x00" * 8, b"\x00\x00\x00\x00\x07body", 
 
 
 async def test_wait_follow_and_completions_skip_foreign_records_and_tombstones(broker):
-    prefix = f"c{uuid4().hex[:8]}"
-    settings = load_settings(
-        kafka_bootstrap=broker.bootstrap,
-        broker_profile=broker.profile_name,
-        create_topics=True,
-        topic_prefix=prefix,
-        partitions=1,
-    )
-    await ensure_topics(settings)
+    settings = await fresh_topics(broker)
     job_id = uuid4()
     now = datetime.now(UTC)
     event = SubmissionReused(
@@ -62,7 +53,7 @@ async def test_wait_follow_and_completions_skip_foreign_records_and_tombstones(b
     finally:
         await publisher.stop()
 
-    async with Client(broker.bootstrap, broker.profile, topic_prefix=prefix) as client:
+    async with Client(broker.bootstrap, broker.profile, topic_prefix=settings.topic_prefix) as client:
         assert await client.wait_for(job_id) == completion
         async for followed in client.follow(job_id):
             assert followed == event

@@ -6,7 +6,6 @@ import asyncio
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
-from uuid import uuid4
 
 import pytest
 from aiokafka import AIOKafkaProducer, TopicPartition
@@ -15,8 +14,7 @@ from aiokafka.errors import KafkaConnectionError
 from streams.runtime.consumer import LocalRecord, QuietStage, StageConsumer
 from streams.runtime.deadinput import DeadLetters
 from streams.runtime.publisher import Publisher
-from streams.runtime.topics import ensure_topics
-from streams.settings import load_settings
+from tests.brokers import fresh_topics
 from tests.e2e.conftest import Observer
 
 
@@ -51,16 +49,8 @@ class Recording(QuietStage):
 
 
 async def run(broker, stage_for, values: list[bytes], later: Sequence[bytes] = ()):  # type: ignore[no-untyped-def]
-    prefix = f"t{uuid4().hex[:8]}"
-    settings = load_settings(
-        kafka_bootstrap=broker.bootstrap,
-        broker_profile=broker.profile_name,
-        create_topics=True,
-        topic_prefix=prefix,
-        group_id=prefix,
-        partitions=1,
-    )
-    await ensure_topics(settings)
+    settings = await fresh_topics(broker)
+    prefix = settings.topic_prefix
     topic = settings.topic("submit")
     await produce(broker, topic, values)
     publisher = Publisher(broker.bootstrap, broker.profile)
@@ -170,12 +160,8 @@ class TakesOver(Recording):
 async def test_a_handed_over_record_is_handled_without_the_topic_and_one_a_revocation_leaves_is_given_back(
     broker,
 ):
-    prefix = f"t{uuid4().hex[:8]}"
-    settings = load_settings(
-        kafka_bootstrap=broker.bootstrap, broker_profile=broker.profile_name, create_topics=True,
-        topic_prefix=prefix, group_id=prefix, partitions=1,
-    )  # fmt: skip
-    await ensure_topics(settings)
+    settings = await fresh_topics(broker)
+    prefix = settings.topic_prefix
     topic = settings.topic("submit")
     await produce(broker, topic, [b"fetched"])
     publisher = Publisher(broker.bootstrap, broker.profile)

@@ -7,7 +7,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
-from uuid import uuid4
 
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -23,9 +22,8 @@ from streams.broker.compat import end_offsets
 from streams.clock import utc_now
 from streams.runtime.deadinput import DeadLetters
 from streams.runtime.publisher import Outgoing, Publisher
-from streams.runtime.topics import ensure_topics
 from streams.settings import load_settings
-from tests.brokers import profile
+from tests.brokers import fresh_topics, profile
 from tests.lifecycle import report, submit
 
 PARTITION = 0
@@ -90,16 +88,7 @@ class Revoked:
 
 @pytest.fixture
 async def settings(broker, tmp_path):
-    values = load_settings(
-        kafka_bootstrap=broker.bootstrap,
-        broker_profile=broker.profile_name,
-        create_topics=True,
-        data_dir=tmp_path,
-        partitions=1,
-        topic_prefix=f"t{uuid4().hex[:8]}",
-    )
-    await ensure_topics(values)
-    return values
+    return await fresh_topics(broker, data_dir=tmp_path)
 
 
 async def read_all(settings, name: str) -> list[Any]:
