@@ -35,6 +35,8 @@ from streams.settings import Settings, load_settings
 
 T = TypeVar("T")
 ACCEPTANCE_TIMEOUT_S = 30.0
+# A submission answered REPEATED was decided before (a resend, or read again after a crash): its job exists.
+JOB_MADE = (AnswerKind.CREATED, AnswerKind.REUSED, AnswerKind.REPEATED)
 UNSIGNED = (
     "refused: the worker has auth on and takes signed commands only; set SCRAPESTREAM_PRINCIPAL and "
     "SCRAPESTREAM_SIGNING_KEY (or SCRAPESTREAM_SIGNING_KEY_FILE) to a principal's name and the key "
@@ -166,10 +168,6 @@ async def _submit(arguments: argparse.Namespace) -> int:
     else:
         _print(_outcome_line(completion), False)
     return 0 if completion.status is JobStatus.SUCCEEDED else EXIT_FAILED
-
-
-# A submission answered REPEATED was decided before (a resend, or read again after a crash): its job exists.
-JOB_MADE = (AnswerKind.CREATED, AnswerKind.REUSED, AnswerKind.REPEATED)
 
 
 def _refused(arguments: argparse.Namespace, job_id: UUID, answer: SubmissionAnswer | None) -> int:
