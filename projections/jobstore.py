@@ -28,6 +28,7 @@ from typing import cast
 from urllib.parse import urlsplit
 from uuid import UUID
 
+from projections.lifecycle.audit import audit_of
 from projections.lifecycle.consequences import lease_expiry, next_due_at
 from projections.lifecycle.evolve import replay
 from projections.lifecycle.policy import Policy
@@ -363,6 +364,8 @@ class JobStore:
         old, new = accepted_job(before), accepted_job(after)
         _index_rejection(partition, before, after, changes, counts)
         deletion = next((event for event in kept if isinstance(event, JobHistoryDeleted)), None)
+        # Before a deletion's: it keeps the creation audits indexed, those of this fold too.
+        _index_events(partition, kept, 0 if deletion is None else deletion.sequence, changes)
         if old is not None:
             counts[count_key(partition, old.status)] -= 1
             _list_dead_letter(partition, old, None, changes)
@@ -375,7 +378,6 @@ class JobStore:
             if old is None or deletion is not None:
                 _list_job(partition, new, b"", changes)
             _list_dead_letter(partition, new, b"", changes)
-        _index_events(partition, kept, 0 if deletion is None else deletion.sequence, changes)
         for purge in (event for event in kept if isinstance(event, AuditRecordsPurged)):
             self._purge_audit(partition, purge, kept, changes)
 
@@ -387,30 +389,51 @@ class JobStore:
         kept: list[Event],
         changes: dict[bytes, bytes | None],
     ) -> None:
-        """A deleted history keeps its audit records; its other events and list entries go."""
+        """A deleted history keeps its audit records (a creation's, kept in its `JobAccepted`, becomes an
+        `AuditRecorded` in its place, unless purged); its other events and list entries go."""
         _list_job(partition, job, None, changes)
         changes[tombstone_key(job.job_id)] = b""
         for attempt in job.attempts:
             for artifact in attempt.artifacts:
                 changes[artifact_ref_key(partition, artifact.artifact_id, job.job_id)] = None
-        prefix = _events_prefix(job.job_id)
-        stored = [(key, decode_event(value)) for key, value in self._store.scan(prefix, prefix + b"\xff")]
-        pending = [(prefix + _sequence_key(event.sequence), event) for event in kept]
-        for key, event in stored + pending:
-            if event.sequence < deletion.sequence and not isinstance(event, AuditRecorded):
+        for key, event in self._history(job.job_id, kept):
+            if event.sequence >= deletion.sequence or isinstance(event, AuditRecorded):
+                continue
+            audit = audit_of(event)
+            if (
+                audit is not None
+                and self._indexed(audit_key(partition, audit.occurred_at, audit.audit_id), changes) == key
+            ):
+                changes[key] = encode(audit)
+            else:
                 changes[key] = None
+
+    def _indexed(self, entry: bytes, changes: dict[bytes, bytes | None]) -> bytes | None:
+        """What an index entry points at once this fold is written."""
+        return changes[entry] if entry in changes else self._store.get(entry)
+
+    def _history(self, job_id: UUID, kept: list[Event]) -> list[tuple[bytes, Event]]:
+        """The job's stored events and those of this fold, with their keys."""
+        prefix = _events_prefix(job_id)
+        stored = [(key, decode_event(value)) for key, value in self._store.scan(prefix, prefix + b"\xff")]
+        return stored + [(prefix + _sequence_key(event.sequence), event) for event in kept]
 
     def _purge_audit(
         self, partition: int, purge: AuditRecordsPurged, kept: list[Event], changes: dict[bytes, bytes | None]
     ) -> None:
-        """The audit records written before the purge's `before` go, with their index entries."""
-        prefix = _events_prefix(purge.job_id)
-        stored = [(key, decode_event(value)) for key, value in self._store.scan(prefix, prefix + b"\xff")]
-        pending = [(prefix + _sequence_key(event.sequence), event) for event in kept]
-        for key, event in stored + pending:
-            if isinstance(event, AuditRecorded) and event.occurred_at < purge.before:
-                changes[key] = None
-                changes[audit_key(partition, event.occurred_at, event.audit_id)] = None
+        """The audit records written before the purge's `before` go, with their index entries (a
+        creation's kept in its `JobAccepted` loses only its entry)."""
+        for key, event in self._history(purge.job_id, kept):
+            if key in changes:  # what this fold wrote there (a deleted history's creation audit)
+                value = changes[key]
+                if value is None:
+                    continue
+                event = decode_event(value)
+            audit = audit_of(event)
+            if audit is not None and audit.occurred_at < purge.before:
+                changes[audit_key(partition, audit.occurred_at, audit.audit_id)] = None
+                if isinstance(event, AuditRecorded):
+                    changes[key] = None
         changes[_audit_purged_key(purge.job_id)] = b""
 
     def _count(self, counts: Counter[bytes], changes: dict[bytes, bytes | None]) -> None:
@@ -507,8 +530,8 @@ class JobStore:
 
         def load(_: str, event_key: bytes) -> AuditRecorded | None:
             value = self._store.get(event_key)
-            event = None if value is None else decode_event(value)
-            return event if isinstance(event, AuditRecorded) and matches(event) else None
+            audit = None if value is None else audit_of(decode_event(value))
+            return audit if audit is not None and matches(audit) else None
 
         prefixes = [index_prefix("a", partition) for partition in partitions]
         return scan_page(self._store, prefixes, load, after, limit, SCAN_BUDGET)
@@ -590,11 +613,13 @@ def _list_dead_letter(
 def _index_events(
     partition: int, kept: list[Event], deleted_before: int, changes: dict[bytes, bytes | None]
 ) -> None:
-    """Audit records always; the artifacts of attempts that are not in a deleted history."""
+    """Audit records always (a creation's own record, later in the log, replaces its acceptance's);
+    the artifacts of attempts that are not in a deleted history."""
     for event in kept:
-        if isinstance(event, AuditRecorded):
+        audit = audit_of(event)
+        if audit is not None:
             key = _events_prefix(event.job_id) + _sequence_key(event.sequence)
-            changes[audit_key(partition, event.occurred_at, event.audit_id)] = key
+            changes[audit_key(partition, audit.occurred_at, audit.audit_id)] = key
         elif isinstance(event, AttemptRecorded) and event.sequence > deleted_before:
             for artifact in event.attempt.artifacts:
                 changes[artifact_ref_key(partition, artifact.artifact_id, event.job_id)] = encode(artifact)

@@ -1,16 +1,21 @@
-"""The one way an `AuditRecorded` is written: who, in which role, did what to what, and how it ended."""
+"""The one way an `AuditRecorded` is written: who, in which role, did what to what, and how it ended.
+
+A service creating a job as itself is audited by its `JobAccepted` (`audit_of`): the record a
+separate event would hold follows from it, so the log does not carry it twice.
+"""
 
 from __future__ import annotations
 
 from uuid import UUID, uuid5
 
 from projections.lifecycle.emit import Emitter
+from projections.lifecycle.identity import job_target
 from projections.lifecycle.limits import MAX_ACTOR_BYTES, MAX_MESSAGE_BYTES, MAX_REASON_BYTES, clip
 from projections.lifecycle.state import State
 from schemas.commands import PurgeAuditRecords
 from schemas.enums import ActorRole, AuditAction, AuditOutcome
-from schemas.events import AuditRecorded, AuditRecordsPurged
-from schemas.types import to_utc_millis
+from schemas.events import AuditRecorded, AuditRecordsPurged, Event, JobAccepted
+from schemas.types import build, to_utc_millis
 
 # Why a refused request was refused; the HTTP API answers 403, 404, 409 and 400 for them.
 FORBIDDEN, NOT_FOUND, CONFLICT, INVALID = "forbidden", "not_found", "conflict", "invalid"
@@ -47,6 +52,42 @@ def audit(
         request_id=clip(request_id, MAX_ACTOR_BYTES),
         refusal=refusal,
         target=clip(target, MAX_ACTOR_BYTES),
+    )
+
+
+def audited_by_acceptance(actor_id: str, actor_role: ActorRole, caller_identity: str) -> bool:
+    """Whether an allowed creation's audit record is the one `audit_of` derives from its `JobAccepted`."""
+    return actor_role is ActorRole.SERVICE and actor_id == caller_identity
+
+
+def audit_of(event: Event) -> AuditRecorded | None:
+    """The audit record an event is or stands for: itself, a creation's (from its `JobAccepted`), or none.
+
+    A creation audited by an `AuditRecorded` of its own (another actor's, or one logged before
+    acceptances stood for it) shares the derived record's id and time, so it takes its place."""
+    if isinstance(event, AuditRecorded):
+        return event
+    if not isinstance(event, JobAccepted):
+        return None
+    return build(
+        AuditRecorded,
+        {
+            "event_id": uuid5(event.event_id, "audit"),
+            "job_id": event.job_id,
+            "sequence": event.sequence,
+            "occurred_at": event.occurred_at,
+            "command_id": event.command_id,
+            "audit_id": audit_id_of(event.command_id),
+            "actor_id": clip(event.caller_identity, MAX_ACTOR_BYTES),
+            "actor_role": ActorRole.SERVICE,
+            "action": AuditAction.JOB_CREATE,
+            "outcome": AuditOutcome.ALLOWED,
+            "reason": "",
+            "detail": "created",
+            "request_id": "",
+            "target": job_target(event.job_id),
+            "refusal": "",
+        },
     )
 
 

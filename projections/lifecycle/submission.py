@@ -16,7 +16,7 @@ import json
 from datetime import datetime
 from uuid import UUID
 
-from projections.lifecycle.audit import FORBIDDEN, audit
+from projections.lifecycle.audit import FORBIDDEN, audit, audited_by_acceptance
 from projections.lifecycle.dispatch import dispatch
 from projections.lifecycle.emit import Emitter
 from projections.lifecycle.evolve import start
@@ -182,10 +182,14 @@ def _not_permitted(command: SubmitJob) -> Rejection | None:
 
 
 def _audit_creation(command: SubmitJob, emit: Emitter, denial: str | None) -> None:
+    actor_id = command.submitted_by or command.caller_identity
+    actor_role = command.submitter_role or ActorRole.SERVICE
+    if denial is None and audited_by_acceptance(actor_id, actor_role, command.caller_identity):
+        return
     audit(
         emit,
-        actor_id=command.submitted_by or command.caller_identity,
-        actor_role=command.submitter_role or ActorRole.SERVICE,
+        actor_id=actor_id,
+        actor_role=actor_role,
         action=AuditAction.JOB_CREATE,
         outcome=AuditOutcome.ALLOWED if denial is None else AuditOutcome.DENIED,
         detail=denial or "created",

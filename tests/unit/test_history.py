@@ -47,6 +47,6 @@ def test_a_time_to_come_or_before_the_history_is_refused_naming_what_is_kept():
     events = lifecycle.events
     assert "in the future" in as_of_refusal(events, T0 + timedelta(seconds=5), T0)
     assert f"kept from {T0.isoformat()}" in as_of_refusal(events, T0 - timedelta(seconds=1), T0)
-    assert "from its event #3" in as_of_refusal(events[2:], T0, T0)
+    assert "from its event #2" in as_of_refusal(events[1:], T0, T0)
     assert "no history of this job is kept" in as_of_refusal([], T0, T0)
     assert as_of_refusal(events, T0, T0) is None

@@ -5,6 +5,7 @@ from uuid import uuid4
 
 import pytest
 
+from projections.lifecycle.audit import audit_id_of, audit_of
 from projections.lifecycle.consequences import consequences_of
 from projections.lifecycle.mutations import offered_mutations, refusal_of
 from projections.lifecycle.state import Unaccepted
@@ -149,15 +150,39 @@ def test_a_viewer_may_not_delete_history():
     assert events[0].detail == "role VIEWER may not delete history; ADMIN may"
 
 
-def test_job_creation_is_audited_with_the_verified_submitter():
+def test_a_service_creating_its_own_job_is_audited_by_the_acceptance():
     lifecycle = Lifecycle()
     events = lifecycle(submit(submitted_by="svc-a", submitter_role=ActorRole.SERVICE))
-    audit = next(event for event in events if isinstance(event, AuditRecorded))
-    assert (audit.action, audit.outcome, audit.actor_id) == (
+    assert not [event for event in events if isinstance(event, AuditRecorded)]
+    audit = audit_of(events[0])
+    assert audit is not None
+    assert (audit.action, audit.outcome, audit.actor_id, audit.actor_role, audit.target) == (
         AuditAction.JOB_CREATE,
         AuditOutcome.ALLOWED,
         "svc-a",
+        ActorRole.SERVICE,
+        f"job:{events[0].job_id}",
     )
+    assert audit.audit_id == audit_id_of(events[0].command_id)  # the id every audit record of a command has
+
+
+def test_a_creation_on_another_callers_behalf_writes_its_own_audit_record_naming_the_submitter():
+    lifecycle = Lifecycle()
+    events = lifecycle(submit(caller_identity="svc-a", submitted_by="ops", submitter_role=ActorRole.OPERATOR))
+    assert kinds(events) == ["JobAccepted", "AuditRecorded", "JobDispatched"]
+    audit = audit_of(events[1])
+    assert audit is not None
+    derived = audit_of(events[0])
+    assert (audit.action, audit.actor_id, audit.actor_role) == (
+        AuditAction.JOB_CREATE,
+        "ops",
+        ActorRole.OPERATOR,
+    )
+    assert derived is not None
+    assert (audit.audit_id, audit.occurred_at) == (
+        derived.audit_id,
+        derived.occurred_at,
+    )  # it takes its place
 
 
 def test_a_service_may_not_submit_as_another_caller_and_the_refusal_is_audited():
