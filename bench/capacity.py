@@ -5,11 +5,12 @@
     .venv/bin/python -m bench.capacity --jobs 6000 --workers 2
     .venv/bin/python -m bench.capacity --jobs 6000 --workers 2 --hosts 16
 
-Runs `bench.e2e` and, around the client's part, reads every worker's `/metrics` (records, record
-batches and bytes its publisher wrote, per topic) and samples each worker with py-spy (needs
-`pip install -e '.[bench]'`), charging each sample to the stage whose code it is in. Prints one
-JSON line: per job, the records, batches and bytes of each topic (the submit topic is the client's
-one record a job), each stage's CPU milliseconds, and jobs per CPU-second of the whole system.
+Runs `bench.e2e` and, around the client's part, samples each worker with py-spy (needs
+`pip install -e '.[bench]'`), charging each sample to the stage whose code it is in; then, once two
+snapshot rounds have passed, reads every worker's `/metrics` (records, record batches and bytes its
+publisher wrote, per topic). Prints one JSON line: per job, the records, batches and bytes of each
+topic (the submit topic's as the client wrote them) and of all together, each stage's CPU
+milliseconds, and jobs per CPU-second of the whole system.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ STAGES = (
     ("consuming (aiokafka)", ("aiokafka/consumer", "StageConsumer._fetch", "StageConsumer._mark")),
     ("Kafka connections (aiokafka)", ("aiokafka/",)),
 )
+SNAPSHOTS_WRITTEN_S = 11.0  # two snapshot rounds (every 5 s): each job's last change is in a snapshot
 _METRIC = re.compile(r'^scrapestream_produced_(records|batches|bytes)\{topic="([^"]+)"\} ([0-9.e+]+)$')
 
 
@@ -97,12 +99,13 @@ async def sampled(workers: list[Child], observed: dict[str, object], directory: 
     try:
         yield
     finally:
-        after = Counter[str]()
-        for worker in workers:
-            after += await produced(worker)
         for spy in spies:
             spy.send_signal(2)  # py-spy writes its samples on SIGINT
             await spy.wait()
+        await asyncio.sleep(SNAPSHOTS_WRITTEN_S)
+        after = Counter[str]()
+        for worker in workers:
+            after += await produced(worker)
     samples: Counter[str] = Counter()
     for worker in workers:
         for line in (directory / f"{worker.pid}.txt").read_text().splitlines():
@@ -112,9 +115,13 @@ async def sampled(workers: list[Child], observed: dict[str, object], directory: 
     observed["samples"] = dict(samples.most_common())
 
 
-def per_job(result: dict[str, object], jobs: int) -> dict[str, object]:
-    """The run's counts divided by its jobs, and the worker CPU split by the stages' sample shares."""
+def per_job(result: dict[str, object], jobs: int, client: Counter[str]) -> dict[str, object]:
+    """The run's counts (the workers' and the client's submit records) divided by its jobs, and the
+    worker CPU split by the stages' sample shares."""
     produced = dict(result.pop("produced"))  # type: ignore[call-overload]
+    for name, count in client.items():  # `produced.<kind>.<topic>`, as the publisher counts
+        _, kind, topic = name.split(".", 2)
+        produced[f"{topic} {kind}"] = count
     samples = dict(result.pop("samples"))  # type: ignore[call-overload]
     topics: dict[str, dict[str, float]] = {}
     for name, count in produced.items():
@@ -126,6 +133,10 @@ def per_job(result: dict[str, object], jobs: int) -> dict[str, object]:
     total_ms = float(str(result["cpu_ms_per_job_total"]))
     return result | {
         "per_job_by_topic": topics,
+        "per_job_all_topics": {
+            kind: round(sum(counts.get(kind, 0) for counts in topics.values()), 3)
+            for kind in ("records", "bytes")
+        },
         "worker_cpu_ms_per_job_by_stage": stages,
         "jobs_per_cpu_second": round(1000 / total_ms, 1),
     }
@@ -139,6 +150,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--broker", choices=["tansu", "kafka"], default="tansu")
     arguments = parser.parse_args()
+    client = Counter[str]()
     with tempfile.TemporaryDirectory() as scratch:
 
         def observe(
@@ -156,9 +168,10 @@ def main() -> None:
                 broker_kind=arguments.broker,
                 observe=observe,
                 hosts=arguments.hosts,
+                client_produced=client,
             )
         )
-    sys.stdout.write(json.dumps(per_job(result, arguments.jobs)) + "\n")
+    sys.stdout.write(json.dumps(per_job(result, arguments.jobs, client)) + "\n")
 
 
 if __name__ == "__main__":

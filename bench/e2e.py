@@ -29,6 +29,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -102,8 +103,10 @@ async def main(
     guarantee: str | None = None,
     observe: Observer | None = None,
     hosts: int = 1,
+    client_produced: Counter[str] | None = None,
 ) -> dict[str, object]:
-    """One run; `observe` wraps the client's part, given the workers, and adds to the result."""
+    """One run; `observe` wraps the client's part, given the workers, and adds to the result;
+    `client_produced` counts what the client writes (the submit topic's records, batches, bytes)."""
     port = free_loopback_port()
     origin = await start_origin(port, hosts)
     data_dir = Path(tempfile.mkdtemp(prefix="scrapestream-bench-"))
@@ -126,10 +129,12 @@ async def main(
                 pids = {"broker": broker.pid, "origin": origin.pid}
                 pids |= {"worker" if n == 0 else f"worker{n}": w.pid for n, w in enumerate(running)}
                 await asyncio.sleep(8 if workers > 1 else 0)  # the group settles before the clock starts
-                run = drive_sequential if sequential else drive
                 observed: dict[str, object] = {}
                 async with observe(running, observed) if observe else contextlib.nullcontext():
-                    result = await run(broker, port, jobs, pids, hosts)
+                    if sequential:
+                        result = await drive_sequential(broker, port, jobs, pids, hosts)
+                    else:
+                        result = await drive(broker, port, jobs, pids, hosts, client_produced)
                 result |= observed
             finally:
                 for worker in running:
@@ -170,7 +175,14 @@ def commands(port: int, jobs: int, tag: str, hosts: int = 1) -> list[SubmitJob]:
     ]
 
 
-async def drive(broker: Broker, port: int, jobs: int, pids: dict[str, int], hosts: int) -> dict[str, object]:
+async def drive(
+    broker: Broker,
+    port: int,
+    jobs: int,
+    pids: dict[str, int],
+    hosts: int,
+    produced: Counter[str] | None = None,
+) -> dict[str, object]:
     submitted: dict[UUID, float] = {}
     latencies_ms: list[float] = []
     done = asyncio.Event()
@@ -188,7 +200,7 @@ async def drive(broker: Broker, port: int, jobs: int, pids: dict[str, int], host
 
         follower = asyncio.create_task(follow())
         await asyncio.sleep(1)
-        publisher = Publisher(broker.bootstrap, broker.profile)
+        publisher = Publisher(broker.bootstrap, broker.profile, produced)
         await publisher.start()
         pending = commands(port, jobs, "p", hosts)
         before = cpu_snapshot(pids)
