@@ -424,6 +424,8 @@ class JobStore:
         """The audit records written before the purge's `before` go, with their index entries (a
         creation's kept in its `JobAccepted` loses only its entry)."""
         for key, event in self._history(purge.job_id, kept):
+            if event.sequence > purge.sequence:
+                continue  # written after the purge: a record time from a skewed clock does not reach it
             if key in changes:  # what this fold wrote there (a deleted history's creation audit)
                 value = changes[key]
                 if value is None:

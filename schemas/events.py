@@ -49,6 +49,7 @@ class JobAccepted(EventEnvelope):
     max_runtime_ms: int
     render: RenderOptions | None = None
     credential: str | None = None
+    first_lease_expires_at: Instant | None = None
 
 
 class JobRejected(EventEnvelope):

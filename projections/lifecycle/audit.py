@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from uuid import UUID, uuid5
 
-from projections.lifecycle.emit import Emitter
+from projections.lifecycle.emit import Emitter, held_event
 from projections.lifecycle.identity import job_target
 from projections.lifecycle.limits import MAX_ACTOR_BYTES, MAX_MESSAGE_BYTES, MAX_REASON_BYTES, clip
 from projections.lifecycle.state import State
 from schemas.commands import PurgeAuditRecords
 from schemas.enums import ActorRole, AuditAction, AuditOutcome
 from schemas.events import AuditRecorded, AuditRecordsPurged, Event, JobAccepted
-from schemas.types import build, to_utc_millis
+from schemas.types import to_utc_millis
 
 # Why a refused request was refused; the HTTP API answers 403, 404, 409 and 400 for them.
 FORBIDDEN, NOT_FOUND, CONFLICT, INVALID = "forbidden", "not_found", "conflict", "invalid"
@@ -69,25 +69,20 @@ def audit_of(event: Event) -> AuditRecorded | None:
         return event
     if not isinstance(event, JobAccepted):
         return None
-    return build(
+    return held_event(
+        event,
         AuditRecorded,
-        {
-            "event_id": uuid5(event.event_id, "audit"),
-            "job_id": event.job_id,
-            "sequence": event.sequence,
-            "occurred_at": event.occurred_at,
-            "command_id": event.command_id,
-            "audit_id": audit_id_of(event.command_id),
-            "actor_id": clip(event.caller_identity, MAX_ACTOR_BYTES),
-            "actor_role": ActorRole.SERVICE,
-            "action": AuditAction.JOB_CREATE,
-            "outcome": AuditOutcome.ALLOWED,
-            "reason": "",
-            "detail": "created",
-            "request_id": "",
-            "target": job_target(event.job_id),
-            "refusal": "",
-        },
+        "audit",
+        audit_id=audit_id_of(event.command_id),
+        actor_id=clip(event.caller_identity, MAX_ACTOR_BYTES),
+        actor_role=ActorRole.SERVICE,
+        action=AuditAction.JOB_CREATE,
+        outcome=AuditOutcome.ALLOWED,
+        reason="",
+        detail="created",
+        request_id="",
+        target=job_target(event.job_id),
+        refusal="",
     )
 
 

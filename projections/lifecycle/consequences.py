@@ -10,6 +10,7 @@ from projections.artifacts import reference_key
 from projections.lifecycle.cache import cache_entry
 from projections.lifecycle.callbacks import next_callback_timer
 from projections.lifecycle.completion import completion_of, rejection_completion, webhook_id_of
+from projections.lifecycle.dispatch import dispatch_of
 from projections.lifecycle.policy import Policy, renew_interval_ms
 from projections.lifecycle.state import Job, Lease, PendingCallback, State
 from schemas.enums import JobStatus, ReportKind
@@ -18,6 +19,7 @@ from schemas.events import (
     CallbackDispatched,
     CallbackReplayed,
     Event,
+    JobAccepted,
     JobCancelled,
     JobCompleted,
     JobDeadLettered,
@@ -61,7 +63,9 @@ def consequences_of(
             result.revoked.extend(_revoked(event))
         elif isinstance(event, JobCancelled) and isinstance(before, Job) and before.lease is not None:
             result.revoked.append(_cancelled(before, before.lease))
-        if isinstance(state, Job) and isinstance(event, (JobDispatched, AttemptRecorded, *TERMINAL_EVENTS)):
+        if isinstance(state, Job) and isinstance(
+            event, (JobDispatched, JobAccepted, AttemptRecorded, *TERMINAL_EVENTS)
+        ):
             _of_job(state, event, result, policy)
         elif isinstance(event, JobRejected) and not isinstance(state, Job):
             # A rejection on an accepted job (a reused idempotency key) ends no job: its submitter
@@ -86,8 +90,10 @@ def _try_of(
 
 
 def _of_job(state: Job, event: Event, result: Consequences, policy: Policy) -> None:
-    if isinstance(event, JobDispatched):
-        result.due.append(due_work(state, event, policy))
+    if isinstance(event, JobDispatched | JobAccepted):
+        dispatched = dispatch_of(event)
+        if dispatched is not None:
+            result.due.append(due_work(state, dispatched, policy))
     elif isinstance(event, AttemptRecorded):
         # An answer that blocked its route speaks of the exit, not of the page: it is not remembered.
         entry = None if policy.routes.blocks(event.attempt) else cache_entry(state, event.attempt)

@@ -1,21 +1,44 @@
-"""Granting a lease: the next attempt number, its fencing token and its expiry."""
+"""Granting a lease: the next attempt number, its fencing token and its expiry.
 
-from datetime import timedelta
+The first lease is granted with the acceptance and recorded in its `JobAccepted`
+(`first_lease_expires_at`); `dispatch_of` gives the `JobDispatched` it stands for.
+"""
 
-from projections.lifecycle.emit import Emitter
+from datetime import datetime, timedelta
+
+from projections.lifecycle.emit import Emitter, held_event
 from projections.lifecycle.identity import lease_id_for
 from projections.lifecycle.policy import Policy
 from projections.lifecycle.state import Job
-from schemas.events import JobDispatched
+from schemas.events import Event, JobAccepted, JobDispatched
+
+
+def lease_expiry(max_runtime_ms: int, now: datetime, policy: Policy) -> datetime:
+    """The lease covers the start window and a whole run; starting the work shortens it."""
+    return now + timedelta(milliseconds=policy.start_window_ms + policy.lease_ms(max_runtime_ms))
 
 
 def dispatch(state: Job, emit: Emitter, policy: Policy) -> None:
-    """The lease covers the start window and a whole run; starting the work shortens it."""
     attempt_number = state.dispatch_count + 1
-    lease = timedelta(milliseconds=policy.start_window_ms + policy.lease_ms(state.accepted.max_runtime_ms))
     emit(
         JobDispatched,
         attempt_number=attempt_number,
         lease_id=lease_id_for(state.job_id, attempt_number),
-        lease_expires_at=emit.now + lease,
+        lease_expires_at=lease_expiry(state.accepted.max_runtime_ms, emit.now, policy),
+    )
+
+
+def dispatch_of(event: Event) -> JobDispatched | None:
+    """The dispatch an event is or holds: itself, an acceptance's first one, or none."""
+    if isinstance(event, JobDispatched):
+        return event
+    if not isinstance(event, JobAccepted) or event.first_lease_expires_at is None:
+        return None
+    return held_event(
+        event,
+        JobDispatched,
+        "dispatch",
+        attempt_number=1,
+        lease_id=lease_id_for(event.job_id, 1),
+        lease_expires_at=event.first_lease_expires_at,
     )

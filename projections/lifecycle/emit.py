@@ -12,9 +12,22 @@ from uuid import UUID, uuid5
 from projections.lifecycle.identity import JOB_NAMESPACE, event_ids
 from schemas.commands import Command
 from schemas.events import Event
-from schemas.types import build_with_defaults
+from schemas.types import build, build_with_defaults
 
 E = TypeVar("E", bound=Event)
+
+
+def held_event(holder: Event, event_type: type[E], label: str, **fields: Any) -> E:
+    """An event another one holds (a creation's audit record, a first dispatch in its acceptance): the
+    holder's envelope, with an id of its own derived from the holder's."""
+    envelope = {
+        "event_id": uuid5(holder.event_id, label),
+        "job_id": holder.job_id,
+        "sequence": holder.sequence,
+        "occurred_at": holder.occurred_at,
+        "command_id": holder.command_id,
+    }
+    return build(event_type, envelope | fields)
 
 
 def command_id_of(command: Command) -> UUID:

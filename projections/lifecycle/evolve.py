@@ -8,6 +8,7 @@ from typing import TypeVar, assert_never
 
 from projections.lifecycle.callbacks import finish_callback, start_callback, update_callback
 from projections.lifecycle.completion import callback_for, completion_of, rejection_completion, webhook_id_of
+from projections.lifecycle.dispatch import dispatch_of
 from projections.lifecycle.state import Job, Lease, State, Unaccepted, remembered, updated
 from schemas.enums import ExpiryReason, JobStatus
 from schemas.events import (
@@ -59,6 +60,9 @@ def evolve(state: State, event: Event) -> State:
         folded: Job | Unaccepted = _apply(state, event)
     elif isinstance(event, JobAccepted) and not isinstance(state, Job):
         folded = start(event, state)
+        first = dispatch_of(event)
+        if first is not None:
+            folded = _apply(folded, first)
     elif isinstance(state, Job):
         folded = _forgotten(state)
     else:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import singledispatch
 
+from projections.lifecycle.dispatch import dispatch_of
 from projections.lifecycle.identity import shown_url
 from schemas.enums import AttemptOutcome, ExpiryReason, FailureDisposition
 from schemas.events import (
@@ -52,13 +53,22 @@ def explain(events: Sequence[Event]) -> list[Step]:
     """Each event that decided something, said with the rule that decided it, in order."""
     steps = []
     dispatched: dict[int, datetime] = {}
-    for event in events:
+    for event in _told_apart(events):
         if isinstance(event, JobDispatched):
             dispatched[event.attempt_number] = event.occurred_at
         told = _told(event, dispatched)
         if told is not None:
             steps.append(Step(event.sequence, event.occurred_at, *told))
     return steps
+
+
+def _told_apart(events: Sequence[Event]) -> Iterator[Event]:
+    """The events, with the first dispatch an acceptance holds told as a decision of its own."""
+    for event in events:
+        yield event
+        first = dispatch_of(event) if isinstance(event, JobAccepted) else None
+        if first is not None:
+            yield first
 
 
 def why(state: str, steps: Sequence[Step]) -> str:

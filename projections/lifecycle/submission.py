@@ -17,9 +17,8 @@ from datetime import datetime
 from uuid import UUID
 
 from projections.lifecycle.audit import FORBIDDEN, audit, audited_by_acceptance
-from projections.lifecycle.dispatch import dispatch
+from projections.lifecycle.dispatch import lease_expiry
 from projections.lifecycle.emit import Emitter
-from projections.lifecycle.evolve import start
 from projections.lifecycle.identity import (
     CanonicalRequest,
     Rejection,
@@ -43,7 +42,7 @@ from projections.lifecycle.limits import (
     utf8_len,
 )
 from projections.lifecycle.policy import Policy
-from projections.lifecycle.state import Job, State, Unaccepted
+from projections.lifecycle.state import Job, State
 from schemas.commands import SubmitJob
 from schemas.enums import ActorRole, AuditAction, AuditOutcome, CaptureMode, RejectionReason, TransportPolicy
 from schemas.events import Event, JobAccepted, JobRejected, SubmissionReused
@@ -111,9 +110,8 @@ def decide_submit(
         if refused is not None:
             _audit_creation(command, emit, refused.detail)
         return emit.events
-    accepted = _accept(command, checked, key, policy, emit)
+    _accept(command, checked, key, policy, emit)  # handed out at once: its first lease is in it
     _audit_creation(command, emit, None)
-    dispatch(start(accepted, state if isinstance(state, Unaccepted) else None), emit, policy)
     return emit.events
 
 
@@ -394,4 +392,5 @@ def _accept(
         max_runtime_ms=profile.max_runtime_ms,
         render=command.render,
         credential=command.credential,
+        first_lease_expires_at=lease_expiry(profile.max_runtime_ms, emit.now, policy),
     )

@@ -156,8 +156,10 @@ def _essentials(data: dict[str, Any]) -> str:
 def progress_of(event: Event) -> str | None:
     """Where a job is after `event`, in a few words; None for events that change nothing to see."""
     match event:
-        case JobAccepted():
+        case JobAccepted(first_lease_expires_at=None):
             return "accepted: queued"
+        case JobAccepted():
+            return "accepted; leased: attempt 1 waits for an executor"
         case JobDispatched():
             return f"leased: attempt {event.attempt_number} waits for an executor"
         case AttemptStarted():

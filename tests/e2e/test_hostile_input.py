@@ -104,7 +104,7 @@ async def test_waiting_returns_the_outcome_of_this_submission_not_an_earlier_rej
 
 async def test_a_type_with_a_profile_but_no_runner_is_accepted_and_waits_until_cancelled(system, origin):
     job_id = await system.submit(origin.url("/page/pdf"), job_type="pdf.render")
-    await system.events.wait_for(lambda _: "JobDispatched" in system.event_kinds(job_id))
+    await system.events.wait_for(lambda _: "JobAccepted" in system.event_kinds(job_id))
     await system.client.cancel(
         CancelJob(job_id=job_id, actor_id="ops", actor_role=ActorRole.OPERATOR, reason="no pdf renderer")
     )

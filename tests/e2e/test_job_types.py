@@ -283,7 +283,7 @@ async def test_a_type_switched_off_at_run_time_rejects_submissions_holds_its_que
             slow = await system.submit(held.url("/slow/holding"))
             await system.events.wait_for(lambda _: bool(of_kind(system, slow, AttemptStarted)))
             queued = await system.submit(held.url("/page/queued"))
-            await system.events.wait_for(lambda _: "JobDispatched" in system.event_kinds(queued))
+            await system.events.wait_for(lambda _: "JobAccepted" in system.event_kinds(queued))
             async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{system.worker.web_port}") as http:
                 off = await http.post(
                     "/job-types/http.fetch/disable", json={"reason": "the origin asked for a pause"}

@@ -14,11 +14,12 @@ import pytest_asyncio
 from standardwebhooks import Webhook
 
 from projections.lifecycle.audit import audit_of
+from projections.lifecycle.dispatch import dispatch_of
 from projections.lifecycle.identity import audit_stream_id
 from schemas.codec import encode
 from schemas.commands import CancelJob, SubmitJob
 from schemas.enums import ActorRole, AuditAction, AuditOutcome, JobStatus
-from schemas.events import AuditRecorded, JobCompleted, JobDispatched, RetryScheduled
+from schemas.events import AuditRecorded, JobCompleted, RetryScheduled
 from schemas.records import Request
 from streams.clock import utc_now
 from streams.runtime.publisher import Publisher
@@ -41,7 +42,7 @@ async def test_a_200_page_succeeds_in_one_attempt_and_stores_the_page(system, or
     assert completion.attempt_count == 1
     # A quick fetch reports once: no separate start, no renewal.
     await system.events.wait_for(lambda _: "JobSucceeded" in system.event_kinds(job_id))
-    kinds = ["JobAccepted", "JobDispatched", "AttemptRecorded", "JobSucceeded"]
+    kinds = ["JobAccepted", "AttemptRecorded", "JobSucceeded"]  # accepted with its first lease
     assert system.event_kinds(job_id) == kinds
     (artifact,) = completion.artifacts
     stored = (system.settings.data_dir / "artifacts" / artifact.key).read_bytes()
@@ -55,7 +56,7 @@ async def test_503_then_200_succeeds_on_the_second_attempt_after_the_backoff(sys
     assert completion.status is JobStatus.SUCCEEDED
     assert completion.attempt_count == 2
     retry = next(e for e in system.events.of_job(job_id) if isinstance(e, RetryScheduled))
-    second = [e for e in system.events.of_job(job_id) if isinstance(e, JobDispatched)][1]
+    second = [d for e in system.events.of_job(job_id) if (d := dispatch_of(e)) is not None][1]
     assert retry.next_attempt_at >= retry.occurred_at + timedelta(milliseconds=300)
     assert second.occurred_at >= retry.next_attempt_at
 
@@ -65,7 +66,7 @@ async def test_429_with_retry_after_is_not_redispatched_before_two_seconds(syste
     completion = await system.completion(job_id)
     assert completion.status is JobStatus.SUCCEEDED
     retry = next(e for e in system.events.of_job(job_id) if isinstance(e, RetryScheduled))
-    second = [e for e in system.events.of_job(job_id) if isinstance(e, JobDispatched)][1]
+    second = [d for e in system.events.of_job(job_id) if (d := dispatch_of(e)) is not None][1]
     assert retry.failure.code == "HTTP_429"
     assert second.occurred_at >= retry.next_attempt_at
     # As the origin saw it: the second request came two seconds or more after its 429.
@@ -119,7 +120,7 @@ async def test_the_same_submission_three_times_is_one_job_and_one_completion(sys
 
 async def test_owner_cancels_a_running_job_and_another_caller_is_refused_and_audited(system, origin):
     job_id = await system.submit(origin.url("/slow/cancel"))
-    await system.events.wait_for(lambda _: "JobDispatched" in system.event_kinds(job_id))
+    await system.events.wait_for(lambda _: "JobAccepted" in system.event_kinds(job_id))
     stranger = CancelJob(job_id=job_id, actor_id="svc-b", actor_role=ActorRole.SERVICE, reason="not mine")
     await system.client.cancel(stranger)
     owner = CancelJob(job_id=job_id, actor_id="svc-a", actor_role=ActorRole.SERVICE, reason="changed my mind")
@@ -166,7 +167,7 @@ async def test_owner_cancels_a_job_waiting_for_its_retry_before_it_is_dispatched
     completion = await system.completion(job_id)
     assert completion.status is JobStatus.CANCELLED
     assert completion.attempt_count == 1
-    assert system.event_kinds(job_id).count("JobDispatched") == 1
+    assert system.event_kinds(job_id).count("JobDispatched") == 0  # only attempt 1, leased on acceptance
     assert origin.hits["/unavailable/cancel"] == 1
 
 

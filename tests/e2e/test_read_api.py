@@ -123,7 +123,7 @@ async def test_a_service_reads_and_cancels_only_its_own_jobs_and_refusals_are_au
 
 async def test_a_viewer_cannot_cancel_and_tokens_are_checked(cluster: ReadCluster, origin: Origin):
     running = await cluster.submit("svc-a", origin.url("/slow/viewer"))
-    await cluster.system.events.wait_for(lambda _: "JobDispatched" in cluster.system.event_kinds(running))
+    await cluster.system.events.wait_for(lambda _: "JobAccepted" in cluster.system.event_kinds(running))
     async with cluster.api(1, "viewer") as viewer:
         refused = await answered(viewer, "POST", f"/jobs/{running}/cancel", json={"reason": "try"})
         assert refused.status_code == 403
@@ -259,7 +259,7 @@ async def test_history_delete_is_refused_while_the_job_can_run_and_done_after(
     cluster: Cluster, origin: Origin
 ):
     job_id = await cluster.submit("svc-a", origin.url("/slow/delete"))
-    await cluster.system.events.wait_for(lambda _: "JobDispatched" in cluster.system.event_kinds(job_id))
+    await cluster.system.events.wait_for(lambda _: "JobAccepted" in cluster.system.event_kinds(job_id))
     async with cluster.api(0, "admin") as admin:
         refused = await answered(admin, "POST", f"/jobs/{job_id}/delete-history", json={"reason": "gdpr"})
         assert refused.status_code == 409

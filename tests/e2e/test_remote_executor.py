@@ -178,7 +178,7 @@ async def test_stale_remote_reports_store_nothing_and_leave_a_bounded_trace(brok
     async with deployed(broker, tmp_path, monkeypatch) as run:
         settings, system = run.settings, run.system
         job_id = await run.client.submit(remote_job("https://remote.example/good/Flood"))
-        await system.events.wait_for(lambda _: "JobDispatched" in system.event_kinds(job_id))
+        await system.events.wait_for(lambda _: "JobAccepted" in system.event_kinds(job_id))
         result = single_object(run.result_schema, {"title": "Flood", "words": 5})
         key = private_key_from_text(ISSUED["remote"].signing_key)
         binding = Binding(settings.deployment_id, settings.topic("submit"))
@@ -251,7 +251,7 @@ async def test_a_remote_type_switched_off_holds_its_queued_work_until_it_is_on_a
     async with deployed(broker, tmp_path, monkeypatch) as run:
         system = run.system
         held = await run.client.submit(remote_job("https://remote.example/good/Held"))
-        await system.events.wait_for(lambda _: "JobDispatched" in system.event_kinds(held))
+        await system.events.wait_for(lambda _: "JobAccepted" in system.event_kinds(held))
         operator = {"Authorization": f"Bearer {ISSUED['ops'].token}"}
         async with httpx.AsyncClient(
             base_url=f"http://127.0.0.1:{run.worker.web_port}", headers=operator

@@ -157,7 +157,7 @@ async def test_refused_commands_with_the_ids_of_a_jobs_own_reports_cannot_make_i
     ]
     await deployment.publisher.send_all(attacks)
     await deployment.system.events.wait_for(
-        lambda _: "JobDispatched" in deployment.system.event_kinds(submitted)
+        lambda _: "JobAccepted" in deployment.system.event_kinds(submitted)
     )
     origin.release.set()
     completion = await deployment.system.completion(submitted)

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from projections.lifecycle.history import as_of_refusal, events_until, state_as_of
 from schemas.records import Request
-from tests.lifecycle import T0, Lifecycle, submit
+from tests.lifecycle import T0, Lifecycle, attempt_under, report, submit
 from tests.unit.test_lifecycle_properties import next_command
 
 
@@ -44,6 +44,7 @@ def test_the_state_as_of_a_time_is_the_state_the_job_had_then(data):
 def test_a_time_to_come_or_before_the_history_is_refused_naming_what_is_kept():
     lifecycle = Lifecycle()
     lifecycle(submit(), T0)
+    lifecycle(report(lifecycle.job, attempt_under(lifecycle.job)), T0)
     events = lifecycle.events
     assert "in the future" in as_of_refusal(events, T0 + timedelta(seconds=5), T0)
     assert f"kept from {T0.isoformat()}" in as_of_refusal(events, T0 - timedelta(seconds=1), T0)

@@ -7,10 +7,13 @@ from uuid import uuid4
 import pytest
 
 from projections.lifecycle.completion import completion_of
+from projections.lifecycle.consequences import consequences_of
 from projections.lifecycle.decide import decide
+from projections.lifecycle.dispatch import dispatch_of
+from projections.lifecycle.evolve import replay
 from projections.lifecycle.identity import lease_id_for
 from projections.lifecycle.policy import UNBOUNDED_RUN_LEASE_MS, Policy
-from projections.lifecycle.state import Lease, Unaccepted
+from projections.lifecycle.state import Lease, Unaccepted, updated
 from projections.lifecycle.submission import submission_identity
 from projections.views import job_view
 from schemas.commands import CancelJob, RedriveJob
@@ -22,7 +25,6 @@ from schemas.enums import (
     JobStatus,
     RejectionReason,
 )
-from schemas.events import JobDispatched
 from schemas.records import Request
 from tests.lifecycle import (
     ARTIFACT,
@@ -54,12 +56,16 @@ def fail_once(lifecycle, now, **attempt_fields):
 def test_valid_submission_is_accepted_and_dispatched_under_a_lease_that_covers_the_start_window():
     lifecycle = Lifecycle()
     events = lifecycle(submit())
-    assert kinds(events) == ["JobAccepted", "JobDispatched"]  # the acceptance is the creation's audit
+    # The acceptance is the creation's audit record and holds the first lease: one event.
+    assert kinds(events) == ["JobAccepted"]
+    assert events[0].first_lease_expires_at == lifecycle.job.lease.lease_expires_at
     assert lifecycle.job.status is JobStatus.LEASED
     assert lifecycle.job.lease.attempt_number == 1
     assert lifecycle.job.lease.started_at is None
     assert lifecycle.job.lease.lease_expires_at == T0 + timedelta(milliseconds=60_000 + 30_000 + 10_000)
-    assert [e.sequence for e in events] == [1, 2]
+    assert [e.sequence for e in events] == [1]
+    (due,) = consequences_of(lifecycle.state, events, lifecycle.policy, None).due
+    assert (due.attempt_number, due.lease_id) == (1, lifecycle.job.lease.lease_id)
 
 
 def test_job_id_is_deterministic_from_caller_and_idempotency_key():
@@ -444,7 +450,7 @@ def test_terminal_job_ignores_timers_and_reports():
 
 
 def first_dispatch(lifecycle):
-    return next(event for event in lifecycle.events if isinstance(event, JobDispatched))
+    return next(dispatched for event in lifecycle.events if (dispatched := dispatch_of(event)) is not None)
 
 
 def _with_first_lease(lifecycle):
@@ -474,3 +480,21 @@ def test_each_attempt_is_shown_with_its_stable_identity_the_job_and_its_number()
     assert [(a.attempt_number, a.lease_id) for a in shown] == [
         (n, lease_id_for(job.job_id, n)) for n in (1, 2)
     ]
+
+
+def test_a_job_logged_with_its_first_dispatch_apart_folds_and_hands_out_as_one_holding_it():
+    """As every job was logged before its acceptance held its first lease."""
+    lifecycle = Lifecycle()
+    (accepted,) = lifecycle(submit())
+    first = dispatch_of(accepted)
+    assert first is not None
+    plain = accepted.model_copy(update={"first_lease_expires_at": None})
+    older = [plain, first.model_copy(update={"sequence": 2})]
+    folded = replay(older)
+    bookkeeping = {"recent_command_ids": (), "recent_command_at": ()}
+    assert updated(folded, accepted=accepted, sequence=1, **bookkeeping) == updated(
+        lifecycle.state, **bookkeeping
+    )
+    (then,) = consequences_of(folded, older, lifecycle.policy, None).due
+    (now,) = consequences_of(lifecycle.state, [accepted], lifecycle.policy, None).due
+    assert then == now

@@ -10,7 +10,6 @@ from projections.jobstore import JobStore
 from projections.storage.memory import MemoryStore
 from schemas.codec import decode
 from schemas.enums import AttemptOutcome
-from schemas.events import JobDispatched
 from schemas.records import Request
 from streams.agents.timers import Timers
 from streams.runtime.publisher import Outgoing
@@ -64,15 +63,11 @@ async def test_partitions_this_worker_does_not_own_are_left_alone():
 async def test_a_lease_beyond_the_horizon_is_sent_to_the_lifecycle():
     lifecycle = Lifecycle()
     lifecycle(submit())
-    dispatched = lifecycle.events[1]
-    corrupt = replace_event(dispatched, T0 + timedelta(days=30))
-    timers, publisher = await timers_for([lifecycle.events[0], corrupt], T0)
+    (accepted,) = lifecycle.events
+    corrupt = accepted.model_copy(update={"first_lease_expires_at": T0 + timedelta(days=30)})
+    timers, publisher = await timers_for([corrupt], T0)
     assert await timers.tick() == 1
     assert decode(publisher.sent[0].value).job_id == lifecycle.job.job_id
-
-
-def replace_event(event: JobDispatched, lease_expires_at) -> JobDispatched:
-    return event.model_copy(update={"lease_expires_at": lease_expires_at})
 
 
 async def test_the_horizon_sweep_leaves_a_long_retry_wait_alone():
