@@ -28,7 +28,7 @@ from typing import cast
 from urllib.parse import urlsplit
 from uuid import UUID
 
-from projections.lifecycle.audit import audit_of
+from projections.lifecycle.audit import audit_of, listed_as_audit
 from projections.lifecycle.consequences import lease_expiry, next_due_at
 from projections.lifecycle.evolve import replay
 from projections.lifecycle.policy import Policy
@@ -618,10 +618,10 @@ def _index_events(
     """Audit records always (a creation's own record, later in the log, replaces its acceptance's);
     the artifacts of attempts that are not in a deleted history."""
     for event in kept:
-        audit = audit_of(event)
-        if audit is not None:
+        listed = listed_as_audit(event)
+        if listed is not None:
             key = _events_prefix(event.job_id) + _sequence_key(event.sequence)
-            changes[audit_key(partition, audit.occurred_at, audit.audit_id)] = key
+            changes[audit_key(partition, *listed)] = key
         elif isinstance(event, AttemptRecorded) and event.sequence > deleted_before:
             for artifact in event.attempt.artifacts:
                 changes[artifact_ref_key(partition, artifact.artifact_id, event.job_id)] = encode(artifact)

@@ -6,6 +6,7 @@ separate event would hold follows from it, so the log does not carry it twice.
 
 from __future__ import annotations
 
+from datetime import datetime
 from uuid import UUID, uuid5
 
 from projections.lifecycle.emit import Emitter, held_event
@@ -84,6 +85,15 @@ def audit_of(event: Event) -> AuditRecorded | None:
         target=job_target(event.job_id),
         refusal="",
     )
+
+
+def listed_as_audit(event: Event) -> tuple[datetime, UUID] | None:
+    """The time and audit id `audit_of(event)` is listed under, without making the record."""
+    if isinstance(event, AuditRecorded):
+        return event.occurred_at, event.audit_id
+    if isinstance(event, JobAccepted):
+        return event.occurred_at, audit_id_of(event.command_id)
+    return None
 
 
 def purge_audit(state: State, command: PurgeAuditRecords, emit: Emitter) -> None:

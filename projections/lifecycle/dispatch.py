@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 from projections.lifecycle.emit import Emitter, held_event
 from projections.lifecycle.identity import lease_id_for
 from projections.lifecycle.policy import Policy
-from projections.lifecycle.state import Job
+from projections.lifecycle.state import Job, Lease
 from schemas.events import Event, JobAccepted, JobDispatched
 
 
@@ -28,17 +28,25 @@ def dispatch(state: Job, emit: Emitter, policy: Policy) -> None:
     )
 
 
+def first_lease_of(accepted: JobAccepted) -> Lease | None:
+    """The lease an acceptance hands its job out under: attempt 1's, unless logged before it held one."""
+    if accepted.first_lease_expires_at is None:
+        return None
+    return Lease(1, lease_id_for(accepted.job_id, 1), accepted.first_lease_expires_at)
+
+
 def dispatch_of(event: Event) -> JobDispatched | None:
     """The dispatch an event is or holds: itself, an acceptance's first one, or none."""
     if isinstance(event, JobDispatched):
         return event
-    if not isinstance(event, JobAccepted) or event.first_lease_expires_at is None:
+    lease = first_lease_of(event) if isinstance(event, JobAccepted) else None
+    if lease is None:
         return None
     return held_event(
         event,
         JobDispatched,
         "dispatch",
-        attempt_number=1,
-        lease_id=lease_id_for(event.job_id, 1),
-        lease_expires_at=event.first_lease_expires_at,
+        attempt_number=lease.attempt_number,
+        lease_id=lease.lease_id,
+        lease_expires_at=lease.lease_expires_at,
     )

@@ -8,7 +8,7 @@ from typing import TypeVar, assert_never
 
 from projections.lifecycle.callbacks import finish_callback, start_callback, update_callback
 from projections.lifecycle.completion import callback_for, completion_of, rejection_completion, webhook_id_of
-from projections.lifecycle.dispatch import dispatch_of
+from projections.lifecycle.dispatch import first_lease_of
 from projections.lifecycle.state import Job, Lease, State, Unaccepted, remembered, updated
 from schemas.enums import ExpiryReason, JobStatus
 from schemas.events import (
@@ -60,9 +60,9 @@ def evolve(state: State, event: Event) -> State:
         folded: Job | Unaccepted = _apply(state, event)
     elif isinstance(event, JobAccepted) and not isinstance(state, Job):
         folded = start(event, state)
-        first = dispatch_of(event)
-        if first is not None:
-            folded = _apply(folded, first)
+        first = first_lease_of(event)
+        if first is not None:  # handed out at once
+            folded = _leased(folded, first)
     elif isinstance(state, Job):
         folded = _forgotten(state)
     else:
@@ -110,6 +110,12 @@ def _unaccepted(state: Unaccepted, event: Event) -> Unaccepted:
             return state
 
 
+def _leased(state: Job, lease: Lease) -> Job:
+    return updated(
+        state, status=JobStatus.LEASED, lease=lease, dispatch_count=lease.attempt_number, next_attempt_at=None
+    )
+
+
 def _apply(state: Job, event: Event) -> Job:  # noqa: C901 - one flat case per event type
     match event:
         case StaleReportIgnored():
@@ -134,14 +140,7 @@ def _apply(state: Job, event: Event) -> Job:  # noqa: C901 - one flat case per e
         case SubmissionReused():
             return updated(state, reuse_count=state.reuse_count + 1)
         case JobDispatched():
-            lease = Lease(event.attempt_number, event.lease_id, event.lease_expires_at)
-            return updated(
-                state,
-                status=JobStatus.LEASED,
-                lease=lease,
-                dispatch_count=event.attempt_number,
-                next_attempt_at=None,
-            )
+            return _leased(state, Lease(event.attempt_number, event.lease_id, event.lease_expires_at))
         case AttemptStarted():
             lease = Lease(event.attempt_number, event.lease_id, event.lease_expires_at, event.occurred_at)
             return updated(state, lease=lease)

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from projections.jobstore import JobStore
-from projections.lifecycle.audit import audit_id_of, audit_of
+from projections.lifecycle.audit import audit_id_of, audit_of, listed_as_audit
 from projections.lifecycle.identity import audit_stream_id
 from projections.lifecycle.state import accepted_job
 from projections.storage.memory import MemoryStore
@@ -189,6 +189,9 @@ def test_a_creation_audit_is_the_same_however_the_log_is_folded_or_restored(step
                 purged_before = max(purged_before or before, before)
         elif step == "resubmit":
             lifecycle(submit(idempotency_key="k"), at)
+    for event in lifecycle.events:  # the index's key is the listed record's
+        audit = audit_of(event)
+        assert listed_as_audit(event) == (None if audit is None else (audit.occurred_at, audit.audit_id))
     at_once = JobStore(MemoryStore(), POLICY)
     at_once.commit(0, lifecycle.events, next_offset=len(lifecycle.events))
     chunked = JobStore(MemoryStore(), POLICY)
