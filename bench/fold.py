@@ -6,7 +6,7 @@
 batch's events folded into a RocksDB `JobStore` in one commit (what the lifecycle agent does,
 without Kafka). `replay`: the events are appended to a fresh events topic on the embedded broker,
 then folded from it into an empty store (what a worker does when it takes a partition over).
-Prints one JSON line of events per second.
+Prints one JSON line: events and jobs per second.
 """
 
 from __future__ import annotations
@@ -150,11 +150,14 @@ def main(jobs: int) -> dict[str, object]:
     with tempfile.TemporaryDirectory() as folding, tempfile.TemporaryDirectory() as replaying:
         fold_rate, log = run_fold(jobs, Path(folding))
         replay_rate = asyncio.run(run_replay(log, Path(replaying)))
+    per_job = len(log) / jobs  # jobs' histories compare across releases that write fewer, fuller events
     return {
         "jobs": jobs,
         "events": len(log),
         "fold_events_per_s": round(fold_rate),
         "replay_events_per_s": round(replay_rate),
+        "fold_jobs_per_s": round(fold_rate / per_job),
+        "replay_jobs_per_s": round(replay_rate / per_job),
     }
 
 
