@@ -13,7 +13,7 @@ from projections.lifecycle.state import Job, Lease
 from schemas.events import Event, JobAccepted, JobDispatched
 
 
-def lease_expiry(max_runtime_ms: int, now: datetime, policy: Policy) -> datetime:
+def lease_until(max_runtime_ms: int, now: datetime, policy: Policy) -> datetime:
     """The lease covers the start window and a whole run; starting the work shortens it."""
     return now + timedelta(milliseconds=policy.start_window_ms + policy.lease_ms(max_runtime_ms))
 
@@ -24,7 +24,7 @@ def dispatch(state: Job, emit: Emitter, policy: Policy) -> None:
         JobDispatched,
         attempt_number=attempt_number,
         lease_id=lease_id_for(state.job_id, attempt_number),
-        lease_expires_at=lease_expiry(state.accepted.max_runtime_ms, emit.now, policy),
+        lease_expires_at=lease_until(state.accepted.max_runtime_ms, emit.now, policy),
     )
 
 

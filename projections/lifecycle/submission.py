@@ -17,7 +17,7 @@ from datetime import datetime
 from uuid import UUID
 
 from projections.lifecycle.audit import FORBIDDEN, audit, audited_by_acceptance
-from projections.lifecycle.dispatch import lease_expiry
+from projections.lifecycle.dispatch import lease_until
 from projections.lifecycle.emit import Emitter
 from projections.lifecycle.identity import (
     CanonicalRequest,
@@ -392,5 +392,5 @@ def _accept(
         max_runtime_ms=profile.max_runtime_ms,
         render=command.render,
         credential=command.credential,
-        first_lease_expires_at=lease_expiry(profile.max_runtime_ms, emit.now, policy),
+        first_lease_expires_at=lease_until(profile.max_runtime_ms, emit.now, policy),
     )
