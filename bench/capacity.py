@@ -8,8 +8,9 @@
 Runs `bench.e2e` and, around the client's part, samples each worker with py-spy (needs
 `pip install -e '.[bench]'`), charging each sample to the stage whose code it is in; then, once two
 snapshot rounds have passed, reads every worker's `/metrics` (records, record batches and bytes its
-publisher wrote, per topic). Prints one JSON line: per job, the records, batches and bytes of each
-topic (the submit topic's as the client wrote them) and of all together, each stage's CPU
+publisher wrote, per topic; transactions ended). Prints one JSON line: per job, the records, batches
+and bytes of each topic (the submit topic's as the client wrote them) and of all together, the
+transactions (`exactly_once`), each stage's CPU
 milliseconds, and jobs per CPU-second of the whole system.
 """
 
@@ -50,6 +51,7 @@ STAGES = (
 )
 SNAPSHOTS_WRITTEN_S = 11.0  # two snapshot rounds (every 5 s): each job's last change is in a snapshot
 _METRIC = re.compile(r'^scrapestream_produced_(records|batches|bytes)\{topic="([^"]+)"\} ([0-9.e+]+)$')
+_TRANSACTIONS = re.compile(r'^scrapestream_transactions\{result="([^"]+)"\} ([0-9.e+]+)$')
 
 
 def stage_of(stack: str) -> str:
@@ -70,6 +72,10 @@ async def produced(worker: Child) -> Counter[str]:
         if matched:
             kind, topic, value = matched.groups()
             counts[f"{topic} {kind}"] += int(float(value))
+        ended = _TRANSACTIONS.match(line)
+        if ended:
+            result, value = ended.groups()
+            counts[f"transactions {result}"] += int(float(value))
     return counts
 
 
@@ -123,6 +129,10 @@ def per_job(result: dict[str, object], jobs: int, client: Counter[str]) -> dict[
         _, kind, topic = name.split(".", 2)
         produced[f"{topic} {kind}"] = count
     samples = dict(result.pop("samples"))  # type: ignore[call-overload]
+    transactions = {
+        name.removeprefix("transactions "): round(produced.pop(name) / jobs, 3)
+        for name in [name for name in produced if name.startswith("transactions ")]
+    }
     topics: dict[str, dict[str, float]] = {}
     for name, count in produced.items():
         topic, kind = name.rsplit(" ", 1)
@@ -137,6 +147,7 @@ def per_job(result: dict[str, object], jobs: int, client: Counter[str]) -> dict[
             kind: round(sum(counts.get(kind, 0) for counts in topics.values()), 3)
             for kind in ("records", "bytes")
         },
+        "transactions_per_job": transactions,
         "worker_cpu_ms_per_job_by_stage": stages,
         "jobs_per_cpu_second": round(1000 / total_ms, 1),
     }

@@ -54,7 +54,7 @@ SETTING_DOCS: dict[str, str] = {
     "SCRAPESTREAM_POLICY_CLASSES": "per policy class, JSON: `max_body_bytes` (on the wire), `max_decoded_bytes`, `max_redirects`, `timeout_s` (within the job type's runtime) and `obey_robots`; a class or field left out keeps its default",
     "SCRAPESTREAM_PRINCIPALS": "the same JSON inline (a secret)",
     "SCRAPESTREAM_PRINCIPALS_FILE": "principals as a JSON file (`scrapestream principal new … --file`)",
-    "SCRAPESTREAM_PROCESSING_GUARANTEE": "`exactly_once` (Kafka transactions: a batch's output and its input offsets commit together; the default with the `kafka` profile) or `at_least_once` (the default, and the only choice, on the embedded broker)",
+    "SCRAPESTREAM_PROCESSING_GUARANTEE": "`exactly_once` (Kafka transactions: the output of a partition's batches and their input offsets commit together, within about 100 ms; the default with the `kafka` profile) or `at_least_once` (the default, and the only choice, on the embedded broker)",
     "SCRAPESTREAM_PROFILES": "execution profiles: `max_runtime_ms`, `max_attempts` per job type",
     "SCRAPESTREAM_REMOTE_RESULT_MAX_BYTES": "the largest result an outside executor may upload to the signed `upload_url` its due work carries (`PUT /uploads/…`, answered 413 past it)",
     "SCRAPESTREAM_REPLAYS_PER_RECEIVER_PER_S": "the most callback replays a worker sends one receiving host a second, over every replay call and however the host is spelled (a call may ask for fewer)",

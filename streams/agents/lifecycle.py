@@ -19,6 +19,7 @@ wait for (a decision, a batch folded) it tells `runtime.decisions.Decisions`, wh
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -134,6 +135,8 @@ class Lifecycle(QuietStage):
         self.due = Handover(Flusher(publisher), "due", counters)  # due work for this worker's executor
         self.partitions = PartitionCatchUp(settings, profile, store, restore)
         self._store = store
+        self._unfolded: dict[int, dict[UUID, State]] = {}  # decided in a transaction still open, by partition
+        self._appended_through: dict[int, int] = {}  # the last event's offset, by partition
         self._publisher = publisher
         self._policy = policy
         self._disabled = disabled  # the job types switched off right now (the controls topic)
@@ -252,6 +255,10 @@ class Lifecycle(QuietStage):
             return []
         jobs = Counter({event.job_id for events in decided.values() for event in events})
         ended = self.decisions.publishing(jobs)
+        if open_transaction() is not None:  # its next batches decide on these until it commits and folds
+            for partition in {item.partition for item in commands}:
+                self._unfolded.setdefault(partition, {}).update(states)
+                when_ended(functools.partial(self._folded_or_dropped, partition))
         try:
             return await self._publish_append_fold(decided, published, states)
         finally:
@@ -293,10 +300,15 @@ class Lifecycle(QuietStage):
             offsets[partition].append(meta.offset)
             values[partition].append(message.value)
         folded = [event for events in appending.values() for event in events]
-        marker = 0 if open_transaction() is None else 1  # the commit's marker follows the events
+        transactional = open_transaction() is not None
+        for partition, appended_at in offsets.items():
+            self._appended_through[partition] = appended_at[-1]
 
         async def fold() -> None:  # after the commit: the store never holds an aborted batch
             for partition, events in appending.items():
+                through = offsets[partition][-1]
+                # The commit's marker follows the last events its transaction appended to the partition.
+                marker = 1 if transactional and through == self._appended_through.get(partition) else 0
                 await self._fold(partition, events, offsets[partition], values[partition], states, marker)
             self._decided(folded)
             for message, work in local:  # this worker's executor reads its partition: no due record
@@ -310,7 +322,13 @@ class Lifecycle(QuietStage):
         self, item: Incoming, states: dict[UUID, State], policy: Policy
     ) -> tuple[list[Event], list[Outgoing]]:
         job_id = target_job(item.command)
-        state = states[job_id] if job_id in states else self._store.load(job_id)
+        unfolded = self._unfolded.get(item.partition, {})
+        if job_id in states:
+            state = states[job_id]
+        elif job_id in unfolded:
+            state = unfolded[job_id]
+        else:
+            state = self._store.load(job_id)
         refused = refusal_of(state, item.command, item.at)
         if refused is not None:  # the job stays as it is; the actor's audit stream records why
             self.decisions.answer(command_id_of(item.command), refused)
@@ -321,6 +339,10 @@ class Lifecycle(QuietStage):
         consequences = self._consequences(after, events, state) if events else []
         states[job_id] = after
         return events, [*consequences, *self._answered(item, job_id, state, after, events, None)]
+
+    def _folded_or_dropped(self, partition: int) -> None:
+        """The open transaction ended: its states are in the store, or it aborted and they are not."""
+        self._unfolded.pop(partition, None)
 
     def _answered(
         self,

@@ -10,10 +10,14 @@ The consumer asks the worker's `CommitOrder`; it never branches on the guarantee
 
 `exactly_once`, for each input partition's part of the batch, in turn:
 1. its transaction opens on the partition's own producer (started, fencing the last holder, when
-   the partition was assigned, and the committed offsets then read again);
+   the partition was assigned, and the committed offsets then read again), or goes on with the
+   one left open by the partition's last batch;
 2. the stage handles the part: everything it sends goes into the transaction;
-3. the transaction commits the sends with the part's input offsets, or neither lands;
+3. the transaction is left open while more of the partition's records are queued, for up to
+   `SPAN_S`; then it commits the sends of its parts with their input offsets, or none lands (a
+   failure aborts every part it held, and they are handled again);
 4. then the lifecycle folds its events (`after_commit`): its store never holds an aborted batch;
+   the records handed over inside the worker are settled only then;
 5. the offsets are not committed again: the transaction did it.
 """
 
@@ -50,7 +54,15 @@ class CommitOrder(Protocol):
 
     def parts(self, batch: list[R]) -> list[list[R]]: ...
 
-    def transaction_of(self, part: Sequence[Batched]) -> contextlib.AbstractAsyncContextManager[object]: ...
+    def transaction_of(
+        self, part: Sequence[Batched], keep_open: bool = False
+    ) -> contextlib.AbstractAsyncContextManager[object]: ...
+
+    def is_open(self, tp: TopicPartition) -> bool: ...
+
+    def spanned(self, tp: TopicPartition) -> bool: ...
+
+    async def end(self, tp: TopicPartition) -> None: ...
 
     async def assigned(
         self, partitions: set[TopicPartition], reread: Callable[[set[TopicPartition]], Awaitable[None]]
@@ -67,8 +79,19 @@ class AtLeastOnce:
     def parts(self, batch: list[R]) -> list[list[R]]:
         return [batch]
 
-    def transaction_of(self, part: Sequence[Batched]) -> contextlib.AbstractAsyncContextManager[object]:
+    def transaction_of(
+        self, part: Sequence[Batched], keep_open: bool = False
+    ) -> contextlib.AbstractAsyncContextManager[object]:
         return contextlib.nullcontext()
+
+    def is_open(self, tp: TopicPartition) -> bool:
+        return False
+
+    def spanned(self, tp: TopicPartition) -> bool:
+        return False
+
+    async def end(self, tp: TopicPartition) -> None:
+        return None
 
     async def assigned(
         self, partitions: set[TopicPartition], reread: Callable[[set[TopicPartition]], Awaitable[None]]
@@ -95,13 +118,25 @@ class ExactlyOnce:
             parts[(record.topic, record.partition)].append(record)
         return list(parts.values())
 
-    def transaction_of(self, part: Sequence[Batched]) -> contextlib.AbstractAsyncContextManager[object]:
+    def transaction_of(
+        self, part: Sequence[Batched], keep_open: bool = False
+    ) -> contextlib.AbstractAsyncContextManager[object]:
         """The transaction of one input partition's part: it commits the input through the part's last
         offset (none for a part handed over inside the worker: `LocalRecord`s have no offset)."""
         last = part[-1]
         offsets = [record.offset for record in part if record.offset >= 0]
         next_offset = max(offsets) + 1 if offsets else None
-        return self._transactions.transaction(TopicPartition(last.topic, last.partition), next_offset)
+        tp = TopicPartition(last.topic, last.partition)
+        return self._transactions.transaction(tp, next_offset, keep_open)
+
+    def is_open(self, tp: TopicPartition) -> bool:
+        return self._transactions.is_open(tp)
+
+    def spanned(self, tp: TopicPartition) -> bool:
+        return self._transactions.spanned(tp)
+
+    async def end(self, tp: TopicPartition) -> None:
+        await self._transactions.end(tp)
 
     async def assigned(
         self, partitions: set[TopicPartition], reread: Callable[[set[TopicPartition]], Awaitable[None]]

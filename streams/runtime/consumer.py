@@ -9,8 +9,9 @@ runs as its own task over a queue of its records, one batch at a time:
    once for a stage whose records start work elsewhere (`commit_each_batch`).
 What a batch sends, commits and folds, in which order, under each guarantee, is the worker's
 `CommitOrder` (`streams/runtime/commit_order.py`): with `exactly_once` each input partition's part of
-a batch commits in its own transaction, its producer started (fencing its last holder) before any
-of its records is handled.
+a batch goes into its partition's transaction, its producer started (fencing its last holder) before
+any of its records is handled; a transaction is left open while more of its partition's records are
+queued (up to `SPAN_S`), and committed before the lane waits or the partition is revoked.
 On revocation, queued records of the revoked partitions are dropped (the new owner reads them),
 in-flight batches finish, stages are told, and the processed offsets are committed.
 A stage may hand a record to another stage of this worker that holds its partition (`hand_over`)
@@ -180,6 +181,7 @@ class _Lane:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     idle: asyncio.Event = field(default_factory=asyncio.Event)
+    uncommitted: dict[TopicPartition, list[Record]] = field(default_factory=dict)  # in an open transaction
 
 
 class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -385,6 +387,9 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
     async def _serve(self, lane: _Lane) -> None:
         stage = lane.stage
         while not self._stopping:
+            if lane.uncommitted and (not lane.queue or stage.capacity() <= 0):
+                async with lane.lock:  # nothing more to add to the open transactions now
+                    await self._end_open(lane)
             if not lane.queue:
                 lane.idle.set()
                 await lane.wake.wait()
@@ -396,33 +401,81 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
                 batch = [lane.queue.popleft() for _ in range(size)]
                 done = []
                 for part in self._order.parts(batch):
-                    handled = await self._run(stage, part)
-                    _settle_local(handled, taken=True)
-                    _settle_local(part, taken=False)  # not handled: the sender publishes it
-                    done += handled
+                    done += await self._serve_part(lane, part)
                 self._mark_processed(done)
                 if stage.commit_each_batch and done:
                     await self._commit_quietly({TopicPartition(r.topic, r.partition) for r in done})
+                await self._end_open(lane, spanned_only=True)
             if len(lane.queue) < stage.max_batch:
                 self.release(self._lane_partitions(lane), "backpressure")
+        async with lane.lock:
+            await self._end_open(lane)
 
-    async def _handle(self, stage: Stage, batch: list[Record]) -> None:
-        async with self._order.transaction_of(batch):
+    async def _serve_part(self, lane: _Lane, part: list[Record]) -> list[Record]:
+        """Handle one input partition's part, in the transaction its earlier parts left open if any."""
+        tp = TopicPartition(part[0].topic, part[0].partition)
+        earlier = lane.uncommitted.pop(tp, [])
+        handled = await self._run(lane.stage, part, earlier, keep_open=True)
+        pending: list[Record] = []
+        if self._order.is_open(tp):
+            pending = lane.uncommitted[tp] = [*earlier, *handled]
+        else:
+            _settle_local(handled, taken=True)
+        waiting = {id(record) for record in pending}  # settled when their transaction ends
+        _settle_local((r for r in [*earlier, *part] if id(r) not in waiting), taken=False)
+        return handled
+
+    async def _end_open(
+        self, lane: _Lane, spanned_only: bool = False, only: set[TopicPartition] | None = None
+    ) -> None:
+        """Commit the transactions left open: all (of `only`), or those open for `SPAN_S` or with none of
+        their partition's records queued. A transaction that fails has its records handled again."""
+        queued = {(r.topic, r.partition) for r in lane.queue} if spanned_only and lane.uncommitted else set()
+        for tp in list(lane.uncommitted):
+            if only is not None and tp not in only:
+                continue
+            if spanned_only and (tp.topic, tp.partition) in queued and not self._order.spanned(tp):
+                continue
+            records = lane.uncommitted.pop(tp)
+            try:
+                await self._order.end(tp)
+            except (FencedError, NotHeldError) as exc:
+                self._let_go(lane.stage, records, exc)
+                _settle_local(records, taken=False)
+                continue
+            except Exception as exc:
+                log.warning(
+                    "%s: committing %d records of %s failed (%s); handling them again",
+                    lane.stage.name, len(records), tp, exc,
+                )  # fmt: skip
+                await self._recover(lane.stage, records)
+                _settle_local(await self._run(lane.stage, records), taken=True)
+                _settle_local(records, taken=False)
+            else:
+                _settle_local(records, taken=True)
+
+    async def _handle(self, stage: Stage, batch: list[Record], keep_open: bool = False) -> None:
+        async with self._order.transaction_of(batch, keep_open):
             await stage.handle(batch)
 
-    async def _run(self, stage: Stage, batch: list[Record]) -> list[Record]:
-        """Handle `batch`; returns the records done (handled or sent to dead input)."""
+    async def _run(
+        self, stage: Stage, batch: list[Record], earlier: Sequence[Record] = (), keep_open: bool = False
+    ) -> list[Record]:
+        """Handle `batch` (with `keep_open`, in the transaction `earlier` records left open, if any);
+        returns the records done (handled or sent to dead input). A failure aborts the transaction, so
+        `earlier` records are handled again with the batch."""
         for attempt in range(1_000_000):
             if self._revoking:
                 batch = [r for r in batch if TopicPartition(r.topic, r.partition) not in self._revoking]
             if not batch:
                 return []  # the partitions moved to another worker meanwhile: it reads them again
             try:
-                await self._handle(stage, batch)
+                await self._handle(stage, batch, keep_open)
                 return batch
             except (FencedError, NotHeldError) as exc:
                 return self._let_go(stage, batch, exc)
             except Exception as exc:
+                batch, earlier, keep_open = [*earlier, *batch], (), False
                 what = waiting_for(exc)
                 if what is None:
                     return await self._isolate(stage, batch, exc)
@@ -517,6 +570,7 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
             lane.queue = deque(kept)
         for lane in self._lanes:
             async with lane.lock:
+                await self._end_open(lane, only=revoked)
                 await lane.stage.revoked({tp for tp in revoked if tp.topic in lane.stage.topics})
         try:
             await self._commit(only=revoked)

@@ -7,6 +7,10 @@ same id, which fences the previous holder's (a stalled worker's later commit fai
 `ProducerFenced`) and ends its open transaction. aiokafka commits transactional offsets without
 the group's generation (no KIP-447), so this per-partition id is the fencing, not the group.
 
+A transaction may be left open after a batch (`keep_open`) and go on with the partition's next
+batches, up to `SPAN_S` (Kafka Streams' commit interval under exactly-once): one commit for
+several batches under load; `end` commits it.
+
 Stages need not know: `Publisher.send_all` sends through the transaction open in the calling task
 (`open_transaction`), and `after_commit` defers what must follow the commit (the lifecycle's fold
 into its store), so local state never holds what an aborted transaction wrote. Work a batch starts
@@ -41,6 +45,7 @@ from streams.errors import BrokerError
 log = logging.getLogger(__name__)
 TRANSACTION_TIMEOUT_MS = 60_000  # an open transaction of a worker that died is aborted after this
 COMMIT_WITHIN_S = 60.0  # past aiokafka's 40 s request timeout: a commit still pending then is stuck
+SPAN_S = 0.1  # the longest a transaction stays open for more batches of its partition
 
 
 # The producer's sequence or transaction state no longer agrees with the broker's (after a broker
@@ -71,8 +76,10 @@ class StuckCommitError(BrokerError):
 class OpenTransaction:
     producer: AIOKafkaProducer
     owner: asyncio.Task[object] | None  # the task that opened it: tasks it starts send outside it
+    began: float  # on the event loop's clock
     after: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     ended: list[Callable[[], None]] = field(default_factory=list)
+    next_offset: int | None = None  # the input offset it commits
 
 
 _OPEN: contextvars.ContextVar[OpenTransaction | None] = contextvars.ContextVar("transaction", default=None)
@@ -119,6 +126,7 @@ class PartitionTransactions:
         self._group_id = group_id
         self._profile = profile
         self._producers: dict[TopicPartition, AIOKafkaProducer] = {}
+        self._open: dict[TopicPartition, OpenTransaction] = {}  # left open for the next batches
 
     async def hold(self, partitions: set[TopicPartition]) -> None:
         """Start the producers of newly held partitions, together: each fences its previous holder's."""
@@ -154,6 +162,9 @@ class PartitionTransactions:
 
     async def release(self, partitions: set[TopicPartition]) -> None:
         for tp in partitions:
+            left_open = self._open.pop(tp, None)
+            if left_open is not None:  # its producer's successor, or the broker's timeout, aborts it
+                _run_ended(left_open)
             producer = self._producers.pop(tp, None)
             if producer is not None:
                 with contextlib.suppress(KafkaError):
@@ -162,12 +173,47 @@ class PartitionTransactions:
     async def close(self) -> None:
         await self.release(set(self._producers))
 
+    def is_open(self, tp: TopicPartition) -> bool:
+        """Whether a transaction of `tp` was left open for its next batches."""
+        return tp in self._open
+
+    def spanned(self, tp: TopicPartition) -> bool:
+        """Whether the transaction left open for `tp` has been open for `SPAN_S` or longer."""
+        left_open = self._open.get(tp)
+        return left_open is not None and asyncio.get_running_loop().time() - left_open.began >= SPAN_S
+
     @contextlib.asynccontextmanager
     async def transaction(
-        self, tp: TopicPartition, next_offset: int | None
+        self, tp: TopicPartition, next_offset: int | None, keep_open: bool = False
     ) -> AsyncIterator[OpenTransaction]:
         """Everything sent inside commits with the input offset `next_offset` of `tp` (if any), then the
-        deferred actions run; an exception aborts (and re-raises; `FencedError` when another holds `tp`)."""
+        deferred actions run; or, with `keep_open`, later with what the next batches send (`end`). It
+        goes on with a transaction left open for `tp`. An exception aborts it, with every batch it
+        held (and re-raises; `FencedError` when another holds `tp`)."""
+        current = self._open.pop(tp, None) or await self._begin(tp)
+        if next_offset is not None:
+            current.next_offset = max(next_offset, current.next_offset or 0)
+        token = _OPEN.set(current)
+        try:
+            yield current
+        except BaseException as exc:
+            _OPEN.reset(token)
+            await self._abort(tp, current, exc)
+            raise
+        _OPEN.reset(token)
+        if keep_open:
+            self._open[tp] = current
+        else:
+            await self._end(tp, current)
+
+    async def end(self, tp: TopicPartition) -> None:
+        """Commit the transaction left open for `tp`, if any, then run its deferred actions; an
+        exception aborts it (`FencedError` when another holds `tp`): its batches must be handled again."""
+        current = self._open.pop(tp, None)
+        if current is not None:
+            await self._end(tp, current)
+
+    async def _begin(self, tp: TopicPartition) -> OpenTransaction:
         producer = self._producers.get(tp)
         if producer is None:
             raise NotHeldError(f"{tp} is not held by this worker")
@@ -177,29 +223,32 @@ class PartitionTransactions:
             self._counters["transactions.fenced"] += 1
             await self.release({tp})
             raise FencedError(f"{tp} moved to another worker") from exc
-        current = OpenTransaction(producer, asyncio.current_task())
-        token = _OPEN.set(current)
+        return OpenTransaction(producer, asyncio.current_task(), asyncio.get_running_loop().time())
+
+    async def _end(self, tp: TopicPartition, current: OpenTransaction) -> None:
         try:
             try:
-                yield current
-                await self._commit(producer, tp, next_offset)
-                self._counters["transactions.committed"] += 1
+                await self._commit(current.producer, tp, current.next_offset)
             except BaseException as exc:
-                if isinstance(exc, ProducerFenced):  # its successor aborted the transaction already
-                    self._counters["transactions.fenced"] += 1
-                    await self.release({tp})
-                    raise FencedError(f"{tp} moved to another worker") from exc
-                self._counters["transactions.aborted"] += 1
-                # A stuck producer, or one in a fatal state, is replaced: the next holder's ends it.
-                if isinstance(exc, (StuckCommitError, *PRODUCER_LOST)) or not await _aborted(producer):
-                    await self.release({tp})
+                await self._abort(tp, current, exc)
                 raise
-            finally:
-                _OPEN.reset(token)
+            self._counters["transactions.committed"] += 1
             for action in current.after:
                 await action()
         finally:
-            _end(current)
+            _run_ended(current)
+
+    async def _abort(self, tp: TopicPartition, current: OpenTransaction, exc: BaseException) -> None:
+        """End `current` after `exc`; raises `FencedError` when its successor ended it already."""
+        _run_ended(current)
+        if isinstance(exc, ProducerFenced):
+            self._counters["transactions.fenced"] += 1
+            await self.release({tp})
+            raise FencedError(f"{tp} moved to another worker") from exc
+        self._counters["transactions.aborted"] += 1
+        # A stuck producer, or one in a fatal state, is replaced: the next holder's ends it.
+        if isinstance(exc, (StuckCommitError, *PRODUCER_LOST)) or not await _aborted(current.producer):
+            await self.release({tp})
 
     async def _commit(self, producer: AIOKafkaProducer, tp: TopicPartition, next_offset: int | None) -> None:
         try:
@@ -224,7 +273,7 @@ async def _aborted(producer: AIOKafkaProducer) -> bool:
     return True
 
 
-def _end(transaction: OpenTransaction) -> None:
+def _run_ended(transaction: OpenTransaction) -> None:
     for action in transaction.ended:
         action()
     transaction.ended.clear()

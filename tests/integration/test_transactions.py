@@ -228,3 +228,75 @@ async def test_work_a_batch_starts_in_a_task_of_its_own_sends_outside_the_batchs
         finally:
             await transactions.close()
     assert await committed_values(broker.bootstrap, sink) == [b"a report"]
+
+
+async def test_a_transaction_left_open_takes_the_next_batches_and_commits_them_with_the_last_offset(broker):
+    tp, sink, group = await stage_topics(broker)
+    transactions = transactions_of(broker, group)
+    folded: list[int] = []
+    ended: list[int] = []
+    async with publishing(broker.bootstrap) as publisher:
+        await transactions.hold({tp})
+        try:
+            for offset in (3, 7):
+                async with transactions.transaction(tp, offset, keep_open=True):
+                    await publisher.send_all(one(sink, f"batch {offset}".encode()))
+                    await after_commit(lambda offset=offset: _note(folded, offset))  # type: ignore[misc]
+                    when_ended(lambda offset=offset: ended.append(offset))  # type: ignore[misc]
+            assert transactions.is_open(tp)
+            assert (folded, ended) == ([], [])
+            async with transactions.transaction(tp, None, keep_open=True):  # a part handed over: no offset
+                await publisher.send_all(one(sink, b"handed over"))
+            await transactions.end(tp)
+            assert not transactions.is_open(tp)
+            await transactions.end(tp)  # nothing left open: nothing to do
+        finally:
+            await transactions.close()
+    assert (folded, ended) == ([3, 7], [3, 7])
+    assert await committed_values(broker.bootstrap, sink) == [b"batch 3", b"batch 7", b"handed over"]
+    assert await committed_offset(broker.bootstrap, group, tp) == 7
+
+
+async def test_a_failing_batch_aborts_the_batches_its_open_transaction_held(broker):
+    tp, sink, group = await stage_topics(broker)
+    transactions = transactions_of(broker, group)
+    folded: list[int] = []
+    async with publishing(broker.bootstrap) as publisher:
+        await transactions.hold({tp})
+        try:
+            async with transactions.transaction(tp, 4, keep_open=True):
+                await publisher.send_all(one(sink, b"held"))
+                await after_commit(lambda: _note(folded, 4))
+            with pytest.raises(RuntimeError):
+                async with transactions.transaction(tp, 9, keep_open=True):
+                    raise RuntimeError("the next batch fails")
+            assert not transactions.is_open(tp)
+            await one_record_batch(transactions, publisher, tp, 4, sink, b"handled again")
+        finally:
+            await transactions.close()
+    assert folded == []
+    assert await committed_values(broker.bootstrap, sink) == [b"handled again"]
+    assert await committed_offset(broker.bootstrap, group, tp) == 4
+
+
+async def test_a_transaction_left_open_when_the_partition_moves_is_fenced_and_nothing_of_it_counts(broker):
+    tp, sink, group = await stage_topics(broker)
+    stalled = transactions_of(broker, group)
+    successor = transactions_of(broker, group)
+    ended: list[str] = []
+    async with publishing(broker.bootstrap) as publisher:
+        await stalled.hold({tp})
+        try:
+            async with stalled.transaction(tp, 2, keep_open=True):
+                await publisher.send_all(one(sink, b"zombie"))
+                when_ended(lambda: ended.append("zombie"))
+            await successor.hold({tp})
+            with pytest.raises(FencedError):
+                await stalled.end(tp)
+            await one_record_batch(successor, publisher, tp, 2, sink, b"successor")
+        finally:
+            for holder in (stalled, successor):
+                await holder.close()
+    assert ended == ["zombie"]
+    assert await committed_values(broker.bootstrap, sink) == [b"successor"]
+    assert await committed_offset(broker.bootstrap, group, tp) == 2
