@@ -189,6 +189,7 @@ class Settings(BaseSettings):
     min_insync_replicas: int | None = Field(default=None, ge=1, le=16)
     processing_guarantee: Literal["exactly_once", "at_least_once"] | None = None
     session_timeout_ms: int | None = Field(default=None, ge=1_000, le=3_600_000)
+    compression: Literal["zstd", "lz4", "gzip", "snappy", "none"] = "zstd"
     create_topics: bool = False
     compacted_segment_ms: int = Field(default=3_600_000, ge=1_000)
     compacted_dirty_ratio: float = Field(default=0.5, gt=0, le=1)
@@ -360,10 +361,11 @@ class Settings(BaseSettings):
         """How clients talk to the broker: the broker profile's tuning, with the session timeout
         as set (a shorter one moves a dead worker's partitions sooner, and evicts a paused one)."""
         base = EMBEDDED_TANSU if self.broker_profile == "embedded" else KAFKA
+        profile = replace(base, compression_type=None if self.compression == "none" else self.compression)
         if self.session_timeout_ms is None:
-            return base
+            return profile
         heartbeat = min(base.heartbeat_interval_ms, self.session_timeout_ms // 3)
-        return replace(base, session_timeout_ms=self.session_timeout_ms, heartbeat_interval_ms=heartbeat)
+        return replace(profile, session_timeout_ms=self.session_timeout_ms, heartbeat_interval_ms=heartbeat)
 
     @property
     def exactly_once(self) -> bool:

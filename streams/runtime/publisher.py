@@ -20,6 +20,7 @@ from uuid import UUID
 
 from aiokafka.errors import KafkaError, MessageSizeTooLargeError
 from aiokafka.partitioner import DefaultPartitioner
+from aiokafka.producer.message_accumulator import BatchBuilder
 
 from schemas.codec import encode
 from schemas.types import Record, uuid_text
@@ -196,7 +197,7 @@ class Publisher:
             if partition is None:
                 partition = partition_of(message.key, counts[message.topic])
             groups[(message.topic, partition)].append(index)
-        pending: list[tuple[asyncio.Future[Any], str, int, list[int]]] = []
+        pending: list[tuple[asyncio.Future[Any], BatchBuilder, str, int, list[int]]] = []
         transaction = open_transaction()
         producer = self._producer if transaction is None else transaction.producer
         for (topic, partition), indexes in groups.items():
@@ -205,13 +206,13 @@ class Publisher:
                 for index in members:
                     _append(batch, messages[index], topic)
                 future = await producer.send_batch(batch, topic, partition=partition)
-                pending.append((future, topic, partition, members))
+                pending.append((future, batch, topic, partition, members))
                 self._counters[f"produced.batches.{topic}"] += 1
                 self._counters[f"produced.records.{topic}"] += len(members)
-                self._counters[f"produced.bytes.{topic}"] += batch.size()
         written: list[Written | None] = [None] * len(messages)
-        for future, topic, partition, members in pending:
+        for future, batch, topic, partition, members in pending:
             base = (await future).offset
+            self._counters[f"produced.bytes.{topic}"] += batch.size()  # built by now: compressed
             for position, index in enumerate(members):
                 written[index] = Written(topic, partition, base + position)
         return [w for w in written if w is not None]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+from collections import Counter
 from datetime import UTC, datetime, timedelta
 from uuid import uuid4
 
@@ -22,6 +23,7 @@ from streams.broker.compat import KAFKA, end_offsets
 from streams.broker.embedded import EmbeddedBroker
 from streams.errors import BrokerError
 from streams.runtime.publisher import Outgoing, Publisher
+from streams.settings import load_settings
 from tests.brokers import profile
 
 pytestmark = pytest.mark.broker
@@ -71,6 +73,43 @@ async def test_an_encoded_submit_job_round_trips_through_the_broker(broker):
     finally:
         await consumer.stop()
     assert decode(record.value) == submitted
+
+
+@pytest.mark.parametrize("compression", ["zstd", "lz4", "gzip", "snappy", "none"])
+async def test_a_publishers_compressed_batch_reads_back_whole_and_counts_its_bytes_on_the_wire(
+    broker, compression
+):
+    topic = await create_topic(broker.bootstrap)
+    chosen = load_settings(broker_profile=broker.profile_name, compression=compression).client_profile
+    counters: Counter[str] = Counter()
+    publisher = Publisher(broker.bootstrap, chosen, counters)
+    values = [encode(SubmitJob(caller_identity="svc-a", request=Request(url=f"https://example.com/{n}"),
+                               deadline_at=datetime(2030, 1, 1, tzinfo=UTC))) for n in range(50)]  # fmt: skip
+    await publisher.start()
+    try:
+        await publisher.send_all([Outgoing(topic, b"k", value, partition=0) for value in values])
+    finally:
+        await publisher.stop()
+    consumer = AIOKafkaConsumer(
+        topic,
+        bootstrap_servers=broker.bootstrap,
+        auto_offset_reset="earliest",
+        **broker.profile.consumer_options(),
+    )
+    await consumer.start()
+    try:
+        read: list[bytes] = []
+        while len(read) < len(values):
+            polled = await asyncio.wait_for(consumer.getmany(timeout_ms=1000), 30)
+            read += [record.value for records in polled.values() for record in records]
+    finally:
+        await consumer.stop()
+    assert read == values
+    raw = sum(map(len, values))
+    if compression == "none":
+        assert counters[f"produced.bytes.{topic}"] > raw
+    else:
+        assert counters[f"produced.bytes.{topic}"] < raw / 2
 
 
 async def test_end_offsets_count_every_record_of_one_batch(broker):
