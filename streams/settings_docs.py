@@ -78,7 +78,7 @@ SETTING_DOCS: dict[str, str] = {
     "SCRAPESTREAM_START_WINDOW_MS": "how long dispatched work may wait for an executor; later it is re-dispatched without charge",
     "SCRAPESTREAM_TIMER_INTERVAL_MS": "how often due retries, lapsed leases and callback tries are looked for",
     "SCRAPESTREAM_TIMERS_PER_PASS": "due timers (retries, lapsed leases, callback tries) one timer pass sends at most, the oldest of each partition first; a mass expiry is worked off over several passes",
-    "SCRAPESTREAM_COMPRESSION": "how every producer of scrapestream compresses its record batches (`none` to send them as they are); every Kafka client since 2.1 reads `zstd`",
+    "SCRAPESTREAM_COMPRESSION": "how every producer of scrapestream compresses its record batches of 2 KiB and more (`none`: none; smaller ones, a lone job's, gain little and go as they are); every Kafka client since 2.1 reads `zstd`",
     "SCRAPESTREAM_SESSION_TIMEOUT_MS": "the consumer group's session timeout (unset: the broker profile's, 45 s with `kafka`): how long a dead worker's partitions wait before they move",
     "SCRAPESTREAM_TOPIC_PREFIX": "topic names are `PREFIX.submit`, `PREFIX.events`, …",
     "SCRAPESTREAM_WEB_HOST": "the address the HTTP API listens on",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -52,6 +53,9 @@ STARTED: list[str] = []  # the brokers this process started, for the summary
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
+    # Before the summary imports more modules: a fenced aiokafka producer leaves futures whose
+    # finalizer logs a traceback, and CPython 3.11 fails an `ast.parse` that one interrupts.
+    gc.collect()
     if hasattr(session.config, "workeroutput"):  # an xdist worker: its controller prints them
         session.config.workeroutput["brokers"] = list(STARTED)
 
