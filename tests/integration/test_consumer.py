@@ -11,9 +11,11 @@ import pytest
 from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaConnectionError
 
+from streams.runtime import transactions
 from streams.runtime.consumer import LocalRecord, QuietStage, StageConsumer
 from streams.runtime.deadinput import DeadLetters
 from streams.runtime.publisher import Publisher
+from streams.runtime.transactions import PartitionTransactions
 from tests.brokers import fresh_topics
 from tests.e2e.conftest import Observer
 
@@ -198,3 +200,71 @@ async def test_a_handed_over_record_is_handled_without_the_topic_and_one_a_revoc
         await consumer.stop()
         await publisher.stop()
     assert await committed_offset(broker, prefix, topic) == 1  # handed-over records have no offset
+
+
+class ClosesBehindTheFirst(TakesOver):
+    """`TakesOver`, whose gate closes again behind the first record handed over."""
+
+    def __init__(self, topic: str) -> None:
+        super().__init__(topic)
+        self.first_handled = asyncio.Event()
+
+    async def handle(self, records: Sequence[Any]) -> None:
+        await super().handle(records)
+        if "first" in self.handled and not self.first_handled.is_set():
+            self.gate.clear()
+            self.first_handled.set()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("span_s", [60.0, 0.0])
+async def test_with_exactly_once_the_next_batch_joins_the_open_transaction_within_its_span(
+    broker, monkeypatch, span_s
+):
+    """The first batch waits at a gate longer than the default span: the span is set per case."""
+    if broker.kind != "kafka":
+        pytest.skip("transactions need Apache Kafka")
+    monkeypatch.setattr(transactions, "SPAN_S", span_s)
+    settings = await fresh_topics(broker)
+    prefix = settings.topic_prefix
+    topic = settings.topic("submit")
+    publisher = Publisher(broker.bootstrap, broker.profile)
+    await publisher.start()
+    ended: Counter[str] = Counter()
+    stage = ClosesBehindTheFirst(topic)
+    consumer = StageConsumer(
+        broker.bootstrap,
+        prefix,
+        broker.profile,
+        [stage],
+        DeadLetters(settings, publisher, Counter()),
+        transactions=PartitionTransactions(broker.bootstrap, broker.profile, prefix, ended),
+    )
+    await consumer.start()
+    try:
+        await asyncio.wait_for(consumer.joined.wait(), 30)
+        committed = ended["transactions.committed"]
+        stage.gate.clear()
+        first = consumer.hand_over(topic, b"k", "first", 0)
+        await asyncio.sleep(0.2)  # its batch waits at the gate
+        second = consumer.hand_over(topic, b"k", "second", 0)
+        assert first is not None
+        assert second is not None
+        stage.gate.set()  # the first is handled; the second's batch waits at the gate, in its transaction
+        await asyncio.wait_for(stage.first_handled.wait(), 30)
+        await asyncio.sleep(0.2)
+        if span_s:
+            assert not first.taken.done()  # not committed yet: its sender must not count on it
+            assert ended["transactions.committed"] == committed
+        else:  # open past its span: committed before the next batch
+            assert await asyncio.wait_for(first.taken, 30) is True
+            assert ended["transactions.committed"] == committed + 1
+        stage.gate.set()
+        assert await asyncio.wait_for(first.taken, 30) is True
+        assert await asyncio.wait_for(second.taken, 30) is True
+        assert ended["transactions.committed"] == committed + (1 if span_s else 2)
+    finally:
+        stage.gate.set()
+        await consumer.stop()
+        await publisher.stop()
+    assert stage.handled == ["first", "second"]
