@@ -61,6 +61,12 @@ async def test_an_encoded_submit_job_round_trips_through_the_broker(broker):
         labels={"team": "crawl"},
     )
     await produce_one_batch(broker.bootstrap, topic, [encode(submitted)])
+    (value,) = await read_values(broker, topic, 1)
+    assert decode(value) == submitted
+
+
+async def read_values(broker, topic: str, count: int) -> list[bytes]:  # type: ignore[no-untyped-def]
+    """The first `count` values of partition 0 of `topic`, as the broker's profile reads them."""
     consumer = AIOKafkaConsumer(
         topic,
         bootstrap_servers=broker.bootstrap,
@@ -69,10 +75,13 @@ async def test_an_encoded_submit_job_round_trips_through_the_broker(broker):
     )
     await consumer.start()
     try:
-        record = await asyncio.wait_for(consumer.getone(), 30)
+        read: list[bytes] = []
+        while len(read) < count:
+            polled = await asyncio.wait_for(consumer.getmany(timeout_ms=1000), 30)
+            read += [record.value for records in polled.values() for record in records]
+        return read
     finally:
         await consumer.stop()
-    assert decode(record.value) == submitted
 
 
 @pytest.mark.parametrize("compression", ["zstd", "lz4", "gzip", "snappy", "none"])
@@ -92,21 +101,7 @@ async def test_a_publishers_compressed_batch_reads_back_whole_and_counts_its_byt
         await publisher.send_all([Outgoing(topic, b"k", value, partition=0) for value in values[1:]])
     finally:
         await publisher.stop()
-    consumer = AIOKafkaConsumer(
-        topic,
-        bootstrap_servers=broker.bootstrap,
-        auto_offset_reset="earliest",
-        **broker.profile.consumer_options(),
-    )
-    await consumer.start()
-    try:
-        read: list[bytes] = []
-        while len(read) < len(values):
-            polled = await asyncio.wait_for(consumer.getmany(timeout_ms=1000), 30)
-            read += [record.value for records in polled.values() for record in records]
-    finally:
-        await consumer.stop()
-    assert read == values
+    assert await read_values(broker, topic, len(values)) == values
     raw = sum(map(len, values[1:]))
     assert alone > len(values[0])
     if compression == "none":
