@@ -13,7 +13,7 @@ from uuid import UUID, uuid5
 
 from schemas.enums import RetentionClass
 from schemas.records import Artifact
-from schemas.types import build, to_utc_millis
+from schemas.types import to_utc_millis
 
 ARTIFACT_NAMESPACE = UUID("0d3b7e55-8a51-5c59-bf0a-5a3f0e6c2d21")
 RETENTION: dict[RetentionClass, timedelta | None] = {
@@ -109,13 +109,12 @@ def describe(body: bytes, content_type: str, retention: RetentionClass, now: dat
     digest = hashlib.sha256(body).hexdigest()
     key = content_key(digest, retention)
     expires_at = retention_expiry(retention, now)
-    fields = {
-        "artifact_id": artifact_id_for(key),
-        "key": key,
-        "content_type": content_type,
-        "size_bytes": len(body),
-        "sha256": digest,
-        "expires_at": None if expires_at is None else to_utc_millis(expires_at),
-        "location": None,  # the store says where, when it has a place of its own (s3://…)
-    }
-    return build(Artifact, fields)
+    return Artifact(
+        artifact_id=artifact_id_for(key),
+        key=key,
+        content_type=content_type,
+        size_bytes=len(body),
+        sha256=digest,
+        expires_at=None if expires_at is None else to_utc_millis(expires_at),
+        location=None,  # the store says where, when it has a place of its own (s3://…)
+    )

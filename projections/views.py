@@ -9,6 +9,7 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 from uuid import UUID
 
+import msgspec
 from pydantic import BaseModel, ConfigDict, Field
 
 from projections.lifecycle.completion import webhook_id_of
@@ -314,7 +315,7 @@ def own_view(view: JobView) -> JobView:
 def own_events(events: Iterable[Event]) -> list[Event]:
     """`events` as a principal that reads only its own jobs sees them (as `own_view`)."""
     return [
-        event.model_copy(update={"attempt": event.attempt.model_copy(update=HIDDEN_CACHE_FIELDS)})
+        msgspec.structs.replace(event, attempt=msgspec.structs.replace(event.attempt, **HIDDEN_CACHE_FIELDS))
         if isinstance(event, AttemptRecorded) and event.attempt.from_cache
         else event
         for event in events
@@ -489,7 +490,7 @@ _CALLBACK_TRY: dict[str, Any] = {
 
 
 def event_view(event: Event) -> EventView:
-    data = event.model_dump(mode="json", exclude=set(ENVELOPE_FIELDS))
+    data = {name: value for name, value in msgspec.to_builtins(event).items() if name not in ENVELOPE_FIELDS}
     if data.get("callback_url"):
         data["callback_url"] = shown_url(data["callback_url"])
     return EventView.model_construct(

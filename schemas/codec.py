@@ -14,7 +14,7 @@ from collections import OrderedDict
 from typing import Any, TypeVar, cast
 
 import fastavro
-from pydantic import ValidationError
+import msgspec
 
 from schemas import binary, commands, events, records, work
 from schemas.errors import CodecError, TruncatedRecordError, UnknownSchemaError
@@ -86,9 +86,9 @@ def _read_body(writer: KnownSchema, body: bytes) -> Record:
     if buffer.tell() != len(body):
         raise CodecError(f"{len(body) - buffer.tell()} trailing bytes after a {writer.name} body")
     try:
-        return cls.model_validate(data)
-    except ValidationError as exc:
-        raise CodecError(f"invalid {writer.name}: {exc.error_count()} field error(s): {exc}") from exc
+        return msgspec.convert(data, cls)
+    except msgspec.ValidationError as exc:
+        raise CodecError(f"invalid {writer.name}: {exc}") from exc
 
 
 def _read_current(name: str, body: bytes) -> Record:

@@ -3,7 +3,7 @@ DeleteJobHistory and ReplayCallback are public input; RecordAudit comes from the
 
 from uuid import UUID
 
-from pydantic import Field
+from msgspec import field
 
 from schemas.enums import (
     ActorRole,
@@ -20,7 +20,7 @@ from schemas.records import Attempt, RenderOptions, Request
 from schemas.types import Instant, Record
 
 
-class SubmitJob(Record):
+class SubmitJob(Record, frozen=True, kw_only=True):
     command_id: UUID | None = None
     caller_identity: str
     idempotency_key: str | None = None
@@ -34,7 +34,7 @@ class SubmitJob(Record):
     deadline_at: Instant
     attempt_limit: int | None = None
     callback_url: str | None = None
-    labels: dict[str, str] = Field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)
     submitted_by: str | None = None
     submitter_role: ActorRole | None = None
     render: RenderOptions | None = None
@@ -42,7 +42,7 @@ class SubmitJob(Record):
     credential: str | None = None
 
 
-class CancelJob(Record):
+class CancelJob(Record, frozen=True, kw_only=True):
     command_id: UUID | None = None
     job_id: UUID
     actor_id: str
@@ -52,32 +52,32 @@ class CancelJob(Record):
     expires_at: Instant | None = None
 
 
-class ReportAttempt(Record):
+class ReportAttempt(Record, frozen=True, kw_only=True):
     command_id: UUID
     job_id: UUID
     attempt: Attempt
 
 
-class RenewLease(Record):
+class RenewLease(Record, frozen=True, kw_only=True):
     command_id: UUID
     job_id: UUID
     attempt_number: int
     lease_id: UUID
 
 
-class StartAttempt(Record):
+class StartAttempt(Record, frozen=True, kw_only=True):
     command_id: UUID
     job_id: UUID
     attempt_number: int
     lease_id: UUID
 
 
-class CheckTimers(Record):
+class CheckTimers(Record, frozen=True, kw_only=True):
     command_id: UUID
     job_id: UUID
 
 
-class ReportCallback(Record):
+class ReportCallback(Record, frozen=True, kw_only=True):
     command_id: UUID
     job_id: UUID
     delivered: bool
@@ -89,7 +89,7 @@ class ReportCallback(Record):
     retryable: bool = False
 
 
-class RedriveJob(Record):
+class RedriveJob(Record, frozen=True, kw_only=True):
     command_id: UUID | None = None
     job_id: UUID
     actor_id: str
@@ -101,7 +101,7 @@ class RedriveJob(Record):
     cache_mode: CacheMode | None = None
 
 
-class DeleteJobHistory(Record):
+class DeleteJobHistory(Record, frozen=True, kw_only=True):
     command_id: UUID | None = None
     job_id: UUID
     actor_id: str
@@ -111,7 +111,7 @@ class DeleteJobHistory(Record):
     expires_at: Instant | None = None
 
 
-class ReplayCallback(Record):
+class ReplayCallback(Record, frozen=True, kw_only=True):
     command_id: UUID | None = None
     job_id: UUID
     actor_id: str
@@ -122,7 +122,7 @@ class ReplayCallback(Record):
     callback_url: str | None = None
 
 
-class ReportRemoteAttempt(Record):
+class ReportRemoteAttempt(Record, frozen=True, kw_only=True):
     command_id: UUID | None = None
     job_id: UUID
     job_type: str
@@ -138,7 +138,7 @@ class ReportRemoteAttempt(Record):
     result_key: str | None = None
 
 
-class PurgeAuditRecords(Record):
+class PurgeAuditRecords(Record, frozen=True, kw_only=True):
     command_id: UUID
     job_id: UUID
     before: Instant
@@ -147,7 +147,7 @@ class PurgeAuditRecords(Record):
     reason: str
 
 
-class RecordAudit(Record):
+class RecordAudit(Record, frozen=True, kw_only=True):
     command_id: UUID
     job_id: UUID
     actor_id: str

@@ -2,7 +2,7 @@
 
 from uuid import UUID
 
-from pydantic import Field
+from msgspec import field
 
 from schemas.enums import (
     ActorRole,
@@ -23,7 +23,7 @@ from schemas.records import Artifact, Attempt, Failure, RenderOptions, Request
 from schemas.types import Instant, Record
 
 
-class EventEnvelope(Record):
+class EventEnvelope(Record, frozen=True, kw_only=True):
     event_id: UUID
     job_id: UUID
     sequence: int
@@ -31,7 +31,7 @@ class EventEnvelope(Record):
     command_id: UUID
 
 
-class JobAccepted(EventEnvelope):
+class JobAccepted(EventEnvelope, frozen=True, kw_only=True):
     caller_identity: str
     request: Request
     job_type: str
@@ -42,7 +42,7 @@ class JobAccepted(EventEnvelope):
     transport_policy: TransportPolicy
     deadline_at: Instant
     callback_url: str | None
-    labels: dict[str, str] = Field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)
     idempotency_key: str
     attempt_limit: int
     request_hash: str
@@ -52,7 +52,7 @@ class JobAccepted(EventEnvelope):
     first_lease_expires_at: Instant | None = None
 
 
-class JobRejected(EventEnvelope):
+class JobRejected(EventEnvelope, frozen=True, kw_only=True):
     caller_identity: str
     idempotency_key: str
     reason: RejectionReason
@@ -60,50 +60,50 @@ class JobRejected(EventEnvelope):
     job_type: str = ""
     url: str = ""
     callback_url: str | None = None
-    labels: dict[str, str] = Field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)
     submitted_by: str | None = None
 
 
-class SubmissionReused(EventEnvelope):
+class SubmissionReused(EventEnvelope, frozen=True, kw_only=True):
     caller_identity: str
 
 
-class JobDispatched(EventEnvelope):
+class JobDispatched(EventEnvelope, frozen=True, kw_only=True):
     attempt_number: int
     lease_id: UUID
     lease_expires_at: Instant
 
 
-class LeaseRenewed(EventEnvelope):
+class LeaseRenewed(EventEnvelope, frozen=True, kw_only=True):
     attempt_number: int
     lease_id: UUID
     lease_expires_at: Instant
 
 
-class AttemptStarted(EventEnvelope):
+class AttemptStarted(EventEnvelope, frozen=True, kw_only=True):
     attempt_number: int
     lease_id: UUID
     lease_expires_at: Instant
 
 
-class AttemptRecorded(EventEnvelope):
+class AttemptRecorded(EventEnvelope, frozen=True, kw_only=True):
     attempt: Attempt
 
 
-class StaleReportIgnored(EventEnvelope):
+class StaleReportIgnored(EventEnvelope, frozen=True, kw_only=True):
     kind: ReportKind
     attempt_number: int
     lease_id: UUID
     reason: str
 
 
-class RetryScheduled(EventEnvelope):
+class RetryScheduled(EventEnvelope, frozen=True, kw_only=True):
     attempt_number: int
     next_attempt_at: Instant
     failure: Failure
 
 
-class LeaseExpired(EventEnvelope):
+class LeaseExpired(EventEnvelope, frozen=True, kw_only=True):
     attempt_number: int
     lease_id: UUID
     lease_expires_at: Instant
@@ -111,48 +111,48 @@ class LeaseExpired(EventEnvelope):
     failure: Failure
 
 
-class JobSucceeded(EventEnvelope):
+class JobSucceeded(EventEnvelope, frozen=True, kw_only=True):
     attempt_number: int
     artifacts: tuple[Artifact, ...] = ()
 
 
-class JobDeadLettered(EventEnvelope):
+class JobDeadLettered(EventEnvelope, frozen=True, kw_only=True):
     failure: Failure
 
 
-class JobCancelled(EventEnvelope):
+class JobCancelled(EventEnvelope, frozen=True, kw_only=True):
     actor_id: str
     actor_role: ActorRole
     reason: str
 
 
-class CallbackDispatched(EventEnvelope):
+class CallbackDispatched(EventEnvelope, frozen=True, kw_only=True):
     webhook_id: str
     attempt_number: int
 
 
-class CallbackRetryScheduled(EventEnvelope):
+class CallbackRetryScheduled(EventEnvelope, frozen=True, kw_only=True):
     webhook_id: str
     attempt_number: int
     next_attempt_at: Instant
     last_error: str
 
 
-class CallbackDelivered(EventEnvelope):
+class CallbackDelivered(EventEnvelope, frozen=True, kw_only=True):
     callback_url: str
     delivery_attempts: int
     http_status: int
     webhook_id: str = ""
 
 
-class CallbackAbandoned(EventEnvelope):
+class CallbackAbandoned(EventEnvelope, frozen=True, kw_only=True):
     callback_url: str
     delivery_attempts: int
     last_error: str
     webhook_id: str = ""
 
 
-class AuditRecorded(EventEnvelope):
+class AuditRecorded(EventEnvelope, frozen=True, kw_only=True):
     audit_id: UUID
     actor_id: str
     actor_role: ActorRole
@@ -165,7 +165,7 @@ class AuditRecorded(EventEnvelope):
     refusal: str = ""
 
 
-class JobRedriven(EventEnvelope):
+class JobRedriven(EventEnvelope, frozen=True, kw_only=True):
     actor_id: str
     actor_role: ActorRole
     reason: str
@@ -174,13 +174,13 @@ class JobRedriven(EventEnvelope):
     cache_mode: CacheMode | None = None
 
 
-class JobHistoryDeleted(EventEnvelope):
+class JobHistoryDeleted(EventEnvelope, frozen=True, kw_only=True):
     actor_id: str
     actor_role: ActorRole
     reason: str
 
 
-class CallbackReplayed(EventEnvelope):
+class CallbackReplayed(EventEnvelope, frozen=True, kw_only=True):
     actor_id: str
     actor_role: ActorRole
     reason: str
@@ -188,7 +188,7 @@ class CallbackReplayed(EventEnvelope):
     callback_url: str
 
 
-class AuditRecordsPurged(EventEnvelope):
+class AuditRecordsPurged(EventEnvelope, frozen=True, kw_only=True):
     before: Instant
     actor_id: str
     actor_role: ActorRole
@@ -221,7 +221,7 @@ Event = (
 )
 
 
-class JobCompleted(Record):
+class JobCompleted(Record, frozen=True, kw_only=True):
     job_id: UUID
     caller_identity: str
     idempotency_key: str
@@ -232,7 +232,7 @@ class JobCompleted(Record):
     artifacts: tuple[Artifact, ...] = ()
     failure: Failure | None = None
     completed_at: Instant
-    labels: dict[str, str] = Field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)
     artifacts_trust: ArtifactTrust = ArtifactTrust.VERIFIED
     from_cache: bool = False
     cached_at: Instant | None = None

@@ -3,7 +3,7 @@
 from decimal import Decimal
 from uuid import UUID
 
-from pydantic import Field
+from msgspec import field
 
 from schemas.enums import (
     ArtifactTrust,
@@ -15,20 +15,20 @@ from schemas.enums import (
 from schemas.types import Instant, Money, Record
 
 
-class Request(Record):
+class Request(Record, frozen=True, kw_only=True):
     url: str
     method: HttpMethod = HttpMethod.GET
-    headers: dict[str, str] = Field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict)
 
 
-class Failure(Record):
+class Failure(Record, frozen=True, kw_only=True):
     code: str
     disposition: FailureDisposition
     retry_at: Instant | None = None
     safe_message: str
 
 
-class Cost(Record):
+class Cost(Record, frozen=True, kw_only=True):
     # Defaults are not validated: written at the schema's scale, so a decoded cost reads the same.
     estimated: Money = Decimal("0.000000")
     actual: Money = Decimal("0.000000")
@@ -36,7 +36,7 @@ class Cost(Record):
     browser_seconds: Money = Decimal("0.000000")
 
 
-class RenderOptions(Record):
+class RenderOptions(Record, frozen=True, kw_only=True):
     wait_until: str = "load"
     wait_selector: str | None = None
     viewport_width: int = 1280
@@ -44,7 +44,7 @@ class RenderOptions(Record):
     full_page: bool = False
 
 
-class Artifact(Record):
+class Artifact(Record, frozen=True, kw_only=True):
     artifact_id: UUID
     key: str
     content_type: str
@@ -54,7 +54,7 @@ class Artifact(Record):
     location: str | None = None
 
 
-class Attempt(Record):
+class Attempt(Record, frozen=True, kw_only=True):
     attempt_number: int
     lease_id: UUID
     route: TransportRoute

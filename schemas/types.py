@@ -1,13 +1,13 @@
 """Field types shared by every record, normalised to what survives the Avro wire."""
 
 import functools
-from collections.abc import Callable
 from datetime import UTC, datetime
 from decimal import ROUND_HALF_EVEN, Decimal
-from typing import Annotated, Any, NewType, TypeVar
+from types import UnionType
+from typing import Annotated, Any, ClassVar, NewType, Union, get_args, get_origin, get_type_hints
 from uuid import UUID
 
-from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict
+import msgspec
 
 JobId = NewType("JobId", UUID)
 LeaseId = NewType("LeaseId", UUID)
@@ -27,6 +27,8 @@ def to_utc_millis(value: datetime) -> datetime:
     """Truncate to whole milliseconds in UTC, as `timestamp-millis` does on the wire."""
     if value.tzinfo is UTC and value.microsecond % 1000 == 0:
         return value
+    if value.tzinfo is None:
+        raise TypeError(f"{value.isoformat()} has no time zone; instants are aware")
     utc = value.astimezone(UTC)
     return utc.replace(microsecond=utc.microsecond - utc.microsecond % 1000)
 
@@ -36,48 +38,55 @@ def to_cost_scale(value: Decimal) -> Decimal:
     return value.quantize(COST_QUANTUM, rounding=ROUND_HALF_EVEN)
 
 
-Instant = Annotated[AwareDatetime, AfterValidator(to_utc_millis)]
-Money = Annotated[Decimal, AfterValidator(to_cost_scale)]
+_INSTANT = msgspec.Meta(tz=True, description="an instant in UTC at whole milliseconds")
+_MONEY = msgspec.Meta(description="an amount at six decimal places")
+Instant = Annotated[datetime, _INSTANT]
+Money = Annotated[Decimal, _MONEY]
 
 
-class Record(BaseModel):
-    """Base of every contract record: immutable, no unknown fields."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", ser_json_bytes="base64", val_json_bytes="base64")
-
-
-R = TypeVar("R", bound=Record)
-_set_attribute = object.__setattr__
+def _marked(kind: Any, marker: msgspec.Meta) -> bool:
+    """Whether a field's type is `marker`'s, alone or with None."""
+    if marker in getattr(kind, "__metadata__", ()):
+        return True
+    return get_origin(kind) in (Union, UnionType) and any(_marked(arg, marker) for arg in get_args(kind))
 
 
-def build(cls: type[R], values: dict[str, Any]) -> R:
-    """A record from a complete set of values already of its field types, without validating again.
+def _marked_items(kind: Any, marker: msgspec.Meta) -> bool:
+    """Whether a field's type is a tuple of `marker`'s type."""
+    return get_origin(kind) is tuple and _marked(get_args(kind)[0], marker)
 
-    For values that cannot be otherwise: decoded from bytes of the record's own schema, or made
-    by the lifecycle core from validated records. `BaseModel.model_construct` does the same, slower.
+
+class Record(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, gc=False):
+    """Base of every contract record: an immutable plain value, built without validation.
+
+    Values from outside are checked where they enter (the codec's decoders, the HTTP bodies);
+    instants and costs are brought to what the wire keeps when a record is made, so a record in
+    memory equals itself read back.
     """
-    record = object.__new__(cls)
-    _set_attribute(record, "__dict__", values)
-    _set_attribute(record, "__pydantic_fields_set__", set(values))
-    _set_attribute(record, "__pydantic_extra__", None)
-    _set_attribute(record, "__pydantic_private__", None)
-    return record
 
+    _instants: ClassVar[tuple[str, ...]] = ()
+    _instant_tuples: ClassVar[tuple[str, ...]] = ()
+    _amounts: ClassVar[tuple[str, ...]] = ()
 
-@functools.cache
-def _defaults(cls: type[Record]) -> tuple[dict[str, Any], dict[str, Callable[[], Any]]]:
-    static: dict[str, Any] = {}
-    factories: dict[str, Callable[[], Any]] = {}
-    for name, field in cls.model_fields.items():
-        if field.default_factory is not None:
-            factories[name] = field.default_factory  # type: ignore[assignment]
-        elif not field.is_required():
-            static[name] = field.default
-    return static, factories
+    def __init_subclass__(cls, **options: Any) -> None:
+        super().__init_subclass__(**options)
+        hints = get_type_hints(cls, include_extras=True)
+        cls._instants = tuple(name for name, kind in hints.items() if _marked(kind, _INSTANT))
+        cls._instant_tuples = tuple(name for name, kind in hints.items() if _marked_items(kind, _INSTANT))
+        cls._amounts = tuple(name for name, kind in hints.items() if _marked(kind, _MONEY))
+        if any(_marked_items(kind, _MONEY) for kind in hints.values()):
+            raise TypeError(f"{cls.__name__}: a tuple of amounts is not brought to scale")
 
-
-def build_with_defaults(cls: type[R], values: dict[str, Any]) -> R:
-    """`build`, with the fields left out taking their declared defaults."""
-    static, factories = _defaults(cls)
-    missing = {name: make() for name, make in factories.items() if name not in values}
-    return build(cls, {**static, **missing, **values})
+    def __post_init__(self) -> None:
+        for name in self._instants:
+            value = getattr(self, name)
+            if value is not None and not (value.tzinfo is UTC and value.microsecond % 1000 == 0):
+                msgspec.structs.force_setattr(self, name, to_utc_millis(value))
+        for name in self._instant_tuples:
+            values = getattr(self, name)
+            if any(not (value.tzinfo is UTC and value.microsecond % 1000 == 0) for value in values):
+                msgspec.structs.force_setattr(self, name, tuple(to_utc_millis(value) for value in values))
+        for name in self._amounts:
+            value = getattr(self, name)
+            if value.as_tuple().exponent != -6:
+                msgspec.structs.force_setattr(self, name, to_cost_scale(value))

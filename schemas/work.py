@@ -18,7 +18,7 @@ from schemas.records import Artifact, RenderOptions, Request
 from schemas.types import Instant, Money, Record
 
 
-class DueWork(Record):
+class DueWork(Record, frozen=True, kw_only=True):
     job_id: UUID
     attempt_number: int
     lease_id: UUID
@@ -42,7 +42,7 @@ class DueWork(Record):
     upload_key: str | None = None
 
 
-class CacheEntry(Record):
+class CacheEntry(Record, frozen=True, kw_only=True):
     request_hash: str
     http_status: int
     artifacts: tuple[Artifact, ...] = ()
@@ -55,7 +55,7 @@ class CacheEntry(Record):
     wire_bytes: int = 0
 
 
-class CallbackDue(Record):
+class CallbackDue(Record, frozen=True, kw_only=True):
     job_id: UUID
     callback_url: str
     webhook_id: str
@@ -64,7 +64,7 @@ class CallbackDue(Record):
     replay: int = 0
 
 
-class DeadInput(Record):
+class DeadInput(Record, frozen=True, kw_only=True):
     source_topic: str
     partition: int
     offset: int
@@ -74,7 +74,7 @@ class DeadInput(Record):
     received_at: Instant
 
 
-class SubmissionAnswer(Record):
+class SubmissionAnswer(Record, frozen=True, kw_only=True):
     answer: AnswerKind
     source_partition: int
     source_offset: int
@@ -88,27 +88,27 @@ class SubmissionAnswer(Record):
     answered_at: Instant
 
 
-class LeaseRevoked(Record):
+class LeaseRevoked(Record, frozen=True, kw_only=True):
     job_id: UUID
     attempt_number: int
     lease_id: UUID
     reason: str
 
 
-class ArtifactReference(Record):
+class ArtifactReference(Record, frozen=True, kw_only=True):
     artifact_key: str
     job_id: UUID
     expires_at: Instant | None = None
 
 
-class ArtifactPurged(Record):
+class ArtifactPurged(Record, frozen=True, kw_only=True):
     artifact_key: str
     written_before: Instant
     reason: str
     purged_at: Instant
 
 
-class JobSnapshot(Record):
+class JobSnapshot(Record, frozen=True, kw_only=True):
     job_id: UUID
     events_offset: int
     events: tuple[bytes, ...]
@@ -116,12 +116,12 @@ class JobSnapshot(Record):
     parts: int = 1
 
 
-class SnapshotMark(Record):
+class SnapshotMark(Record, frozen=True, kw_only=True):
     partition: int
     events_offset: int
 
 
-class RouteReserved(Record):
+class RouteReserved(Record, frozen=True, kw_only=True):
     reservation_id: UUID
     route: str
     job_id: UUID
@@ -130,7 +130,7 @@ class RouteReserved(Record):
     requested_at: Instant
 
 
-class RouteReconciled(Record):
+class RouteReconciled(Record, frozen=True, kw_only=True):
     reservation_id: UUID
     route: str
     actual: Money
@@ -139,25 +139,25 @@ class RouteReconciled(Record):
     reconciled_at: Instant
 
 
-class RoutePeriodSpend(Record):
+class RoutePeriodSpend(Record, frozen=True, kw_only=True):
     period: int
     spent: Money
 
 
-class RouteHold(Record):
+class RouteHold(Record, frozen=True, kw_only=True):
     reservation_id: UUID
     period: int
     amount: Money
 
 
-class RouteDecision(Record):
+class RouteDecision(Record, frozen=True, kw_only=True):
     reservation_id: UUID
     granted: bool
     code: str | None = None
     retry_at: Instant | None = None
 
 
-class RouteCheckpoint(Record):
+class RouteCheckpoint(Record, frozen=True, kw_only=True):
     route: str
     through_offset: int
     period_s: int
@@ -171,7 +171,7 @@ class RouteCheckpoint(Record):
     written_at: Instant
 
 
-class JobTypeControl(Record):
+class JobTypeControl(Record, frozen=True, kw_only=True):
     job_type: str
     enabled: bool
     reason: str
@@ -180,7 +180,7 @@ class JobTypeControl(Record):
     changed_at: Instant
 
 
-class ExecutorAnnouncement(Record):
+class ExecutorAnnouncement(Record, frozen=True, kw_only=True):
     worker: str
     runs: tuple[str, ...]
     cannot_run: dict[str, str]

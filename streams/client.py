@@ -12,6 +12,7 @@ from types import TracebackType
 from typing import Any, TypeVar, cast, get_args
 from uuid import UUID, uuid4
 
+import msgspec
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
@@ -190,7 +191,7 @@ class Client:
             update["command_id"] = uuid4()
         if self._signer is not None and command.expires_at is None:
             update["expires_at"] = utc_now() + self._signer.valid_for
-        return command.model_copy(update=update) if update else command
+        return msgspec.structs.replace(command, **update) if update else command
 
     async def _send(self, job_id: UUID, command: Record) -> None:
         await self._publish([self._message(job_id, command)])

@@ -64,5 +64,5 @@ def _for_hint(hint: Any, name: str) -> st.SearchStrategy[Any]:
 
 def records(cls: type[Record]) -> st.SearchStrategy[Record]:
     hints = typing.get_type_hints(cls, include_extras=True)
-    fields = {name: _for_hint(hints[name], name) for name in cls.model_fields}
+    fields = {name: _for_hint(hints[name], name) for name in cls.__struct_fields__}
     return st.fixed_dictionaries(fields).map(lambda values: cls(**values))

@@ -19,7 +19,6 @@ from projections.lifecycle.outcomes import status_failure
 from projections.lifecycle.state import Job
 from schemas.enums import AttemptOutcome, CacheMode, CaptureMode, RetentionClass
 from schemas.records import Attempt, Failure
-from schemas.types import build
 from schemas.work import CacheEntry
 
 KEPT_AT_MOST = timedelta(days=7)
@@ -93,19 +92,18 @@ def cache_entry(job: Job, attempt: Attempt) -> CacheEntry | None:
     expires_at = min(limits)
     if expires_at <= stored_at:
         return None
-    fields = {
-        "request_hash": key,
-        "http_status": STORED_STATUS if status == 304 else status,
-        "artifacts": artifacts,
-        "etag": attempt.etag,
-        "last_modified": attempt.last_modified,
-        "stored_at": stored_at,
-        "expires_at": expires_at,
-        "job_id": job.job_id,
-        "must_revalidate": attempt.must_revalidate,
-        "wire_bytes": attempt.bytes,
-    }
-    return build(CacheEntry, fields)
+    return CacheEntry(
+        request_hash=key,
+        http_status=STORED_STATUS if status == 304 else status,
+        artifacts=artifacts,
+        etag=attempt.etag,
+        last_modified=attempt.last_modified,
+        stored_at=stored_at,
+        expires_at=expires_at,
+        job_id=job.job_id,
+        must_revalidate=attempt.must_revalidate,
+        wire_bytes=attempt.bytes,
+    )
 
 
 def answers(

@@ -4,7 +4,6 @@ from projections.lifecycle.state import Job
 from schemas.enums import ArtifactTrust, FailureDisposition, JobStatus
 from schemas.events import Event, JobCompleted, JobRejected
 from schemas.records import Failure
-from schemas.types import build
 from schemas.work import CallbackDue
 
 
@@ -16,24 +15,21 @@ def completion_of(state: Job) -> JobCompleted | None:
     # The attempt that ended the job: a stored page, or a remembered negative answer, may be the cache's.
     ended = state.status in (JobStatus.SUCCEEDED, JobStatus.DEAD_LETTER)
     answered = state.attempts[-1] if ended and state.attempts else None
-    return build(
-        JobCompleted,
-        {
-            "job_id": accepted.job_id,
-            "caller_identity": accepted.caller_identity,
-            "idempotency_key": accepted.idempotency_key,
-            "job_type": accepted.job_type,
-            "url": accepted.request.url,
-            "status": state.status,
-            "attempt_count": len(state.attempts),
-            "artifacts": state.artifacts,
-            "failure": state.failure,
-            "completed_at": state.completed_at,
-            "labels": accepted.labels,
-            "artifacts_trust": _trust_of(state),
-            "from_cache": answered is not None and answered.from_cache,
-            "cached_at": None if answered is None else answered.cached_at,
-        },
+    return JobCompleted(
+        job_id=accepted.job_id,
+        caller_identity=accepted.caller_identity,
+        idempotency_key=accepted.idempotency_key,
+        job_type=accepted.job_type,
+        url=accepted.request.url,
+        status=state.status,
+        attempt_count=len(state.attempts),
+        artifacts=state.artifacts,
+        failure=state.failure,
+        completed_at=state.completed_at,
+        labels=accepted.labels,
+        artifacts_trust=_trust_of(state),
+        from_cache=answered is not None and answered.from_cache,
+        cached_at=None if answered is None else answered.cached_at,
     )
 
 

@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+import msgspec
+
 from projections.artifacts import reference_key
 from projections.lifecycle.cache import cache_entry
 from projections.lifecycle.callbacks import next_callback_timer
@@ -29,7 +31,6 @@ from schemas.events import (
     JobSucceeded,
     StaleReportIgnored,
 )
-from schemas.types import build
 from schemas.work import ArtifactReference, CacheEntry, CallbackDue, DueWork, LeaseRevoked
 
 TERMINAL_EVENTS = (JobSucceeded, JobDeadLettered, JobCancelled)
@@ -86,7 +87,7 @@ def _try_of(
     pending = next((p for p in callbacks if p.webhook_id == event.webhook_id), None)
     if pending is None:
         return []
-    return [pending.due.model_copy(update={"attempt_number": event.attempt_number})]
+    return [msgspec.structs.replace(pending.due, attempt_number=event.attempt_number)]
 
 
 def _of_job(state: Job, event: Event, result: Consequences, policy: Policy) -> None:
@@ -145,31 +146,28 @@ def _first_try(callbacks: tuple[PendingCallback, ...], webhook_id: str) -> list[
 
 def due_work(state: Job, dispatched: JobDispatched, policy: Policy) -> DueWork:
     accepted = state.accepted
-    return build(
-        DueWork,
-        {
-            "job_id": state.job_id,
-            "attempt_number": dispatched.attempt_number,
-            "lease_id": dispatched.lease_id,
-            "lease_expires_at": dispatched.lease_expires_at,
-            "renew_interval_ms": renew_interval_ms(policy.lease_ms(accepted.max_runtime_ms)),
-            "max_runtime_ms": accepted.max_runtime_ms,
-            "job_type": accepted.job_type,
-            "request": accepted.request,
-            "policy_class": accepted.policy_class,
-            "cache_mode": state.effective_cache_mode,
-            "capture_mode": accepted.capture_mode,
-            "retention_class": accepted.retention_class,
-            "transport_policy": accepted.transport_policy,
-            "deadline_at": accepted.deadline_at,
-            "start_by": dispatched.occurred_at + timedelta(milliseconds=policy.start_window_ms),
-            "request_hash": accepted.request_hash,
-            "render": accepted.render,
-            "avoid_routes": policy.routes.avoided(state.attempts),
-            "credential": accepted.credential,
-            "upload_url": None,  # the worker hands one out for a remotely run type
-            "upload_key": None,
-        },
+    return DueWork(
+        job_id=state.job_id,
+        attempt_number=dispatched.attempt_number,
+        lease_id=dispatched.lease_id,
+        lease_expires_at=dispatched.lease_expires_at,
+        renew_interval_ms=renew_interval_ms(policy.lease_ms(accepted.max_runtime_ms)),
+        max_runtime_ms=accepted.max_runtime_ms,
+        job_type=accepted.job_type,
+        request=accepted.request,
+        policy_class=accepted.policy_class,
+        cache_mode=state.effective_cache_mode,
+        capture_mode=accepted.capture_mode,
+        retention_class=accepted.retention_class,
+        transport_policy=accepted.transport_policy,
+        deadline_at=accepted.deadline_at,
+        start_by=dispatched.occurred_at + timedelta(milliseconds=policy.start_window_ms),
+        request_hash=accepted.request_hash,
+        render=accepted.render,
+        avoid_routes=policy.routes.avoided(state.attempts),
+        credential=accepted.credential,
+        upload_url=None,  # the worker hands one out for a remotely run type
+        upload_key=None,
     )
 
 

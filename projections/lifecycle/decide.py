@@ -10,6 +10,8 @@ from datetime import datetime, timedelta
 from typing import assert_never
 from uuid import UUID
 
+import msgspec
+
 from projections.lifecycle.audit import purge_audit
 from projections.lifecycle.callbacks import check_callbacks, report_callback
 from projections.lifecycle.dispatch import dispatch
@@ -185,12 +187,11 @@ def _deadline_failure(cause: Failure) -> Failure:
 
 def _bounded(cause: Failure, why: str) -> Failure:
     """The last failure, made terminal by a bound the job reached."""
-    return cause.model_copy(
-        update={
-            "disposition": FailureDisposition.TERMINAL,
-            "retry_at": None,
-            "safe_message": f"{cause.safe_message} ({why})",
-        }
+    return msgspec.structs.replace(
+        cause,
+        disposition=FailureDisposition.TERMINAL,
+        retry_at=None,
+        safe_message=f"{cause.safe_message} ({why})",
     )
 
 

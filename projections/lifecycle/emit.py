@@ -9,10 +9,11 @@ from datetime import datetime
 from typing import Any, TypeVar
 from uuid import UUID, uuid5
 
+import msgspec
+
 from projections.lifecycle.identity import JOB_NAMESPACE, event_ids
 from schemas.commands import Command
 from schemas.events import Event
-from schemas.types import build, build_with_defaults
 
 E = TypeVar("E", bound=Event)
 
@@ -20,21 +21,21 @@ E = TypeVar("E", bound=Event)
 def held_event(holder: Event, event_type: type[E], label: str, **fields: Any) -> E:
     """An event another one holds (a creation's audit record, a first dispatch in its acceptance): the
     holder's envelope, with an id of its own derived from the holder's."""
-    envelope = {
-        "event_id": uuid5(holder.event_id, label),
-        "job_id": holder.job_id,
-        "sequence": holder.sequence,
-        "occurred_at": holder.occurred_at,
-        "command_id": holder.command_id,
-    }
-    return build(event_type, envelope | fields)
+    return event_type(
+        event_id=uuid5(holder.event_id, label),
+        job_id=holder.job_id,
+        sequence=holder.sequence,
+        occurred_at=holder.occurred_at,
+        command_id=holder.command_id,
+        **fields,
+    )
 
 
 def command_id_of(command: Command) -> UUID:
     """The command's own id, or one derived from its content when a producer sent none."""
     if command.command_id is not None:
         return command.command_id
-    digest = hashlib.sha256(command.model_dump_json().encode()).hexdigest()
+    digest = hashlib.sha256(msgspec.json.encode(command)).hexdigest()
     return uuid5(JOB_NAMESPACE, f"{type(command).__name__}:{digest}")
 
 
@@ -54,18 +55,13 @@ class Emitter:
 
     def __call__(self, event_type: type[E], **fields: Any) -> E:
         index = len(self.events)
-        # Every value here comes from validated records or the core's own arithmetic (ms-precise
-        # UTC instants), so the event is built without validating it again.
-        event = build_with_defaults(
-            event_type,
-            {
-                "event_id": self._event_id(index),
-                "job_id": self.job_id,
-                "sequence": self.sequence + index + 1,
-                "occurred_at": self.now,
-                "command_id": self.command_id,
-                **fields,
-            },
+        event = event_type(
+            event_id=self._event_id(index),
+            job_id=self.job_id,
+            sequence=self.sequence + index + 1,
+            occurred_at=self.now,
+            command_id=self.command_id,
+            **fields,
         )
         self.events.append(event)
         return event

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+import msgspec
+
 from schemas.enums import FailureDisposition, TransportPolicy
 from schemas.records import Attempt, Failure
 
@@ -57,11 +59,10 @@ class RouteLadder:
         left = [name for name in self.candidates.get(policy, ()) if name not in avoided]
         if not left:
             return failure
-        return failure.model_copy(
-            update={
-                "disposition": FailureDisposition.RETRYABLE,
-                "safe_message": f"{failure.safe_message} (retried on another route)",
-            }
+        return msgspec.structs.replace(
+            failure,
+            disposition=FailureDisposition.RETRYABLE,
+            safe_message=f"{failure.safe_message} (retried on another route)",
         )
 
 

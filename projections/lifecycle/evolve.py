@@ -6,6 +6,8 @@ import copy
 from collections.abc import Iterable
 from typing import TypeVar, assert_never
 
+import msgspec
+
 from projections.lifecycle.callbacks import finish_callback, start_callback, update_callback
 from projections.lifecycle.completion import callback_for, completion_of, rejection_completion, webhook_id_of
 from projections.lifecycle.dispatch import first_lease_of
@@ -124,7 +126,7 @@ def _apply(state: Job, event: Event) -> Job:  # noqa: C901 - one flat case per e
         case JobAccepted() | JobRejected() | AuditRecorded() | JobHistoryDeleted() | AuditRecordsPurged():
             return state
         case JobRedriven():
-            accepted = state.accepted.model_copy(update={"deadline_at": event.deadline_at})
+            accepted = msgspec.structs.replace(state.accepted, deadline_at=event.deadline_at)
             return updated(
                 state,
                 accepted=accepted,

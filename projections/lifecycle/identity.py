@@ -21,7 +21,7 @@ from projections.lifecycle.limits import MAX_HEADER_VALUE_BYTES, clip, utf8_len
 from schemas.binary import uuid_from_int
 from schemas.enums import HttpMethod, RejectionReason
 from schemas.records import Request
-from schemas.types import build, uuid_text
+from schemas.types import uuid_text
 
 JOB_NAMESPACE = UUID("6f1c7c2e-3f0a-5d1e-9a47-0c2b8d6e4f11")
 # Ids that outside input names are hashed into namespaces of their own, so no public command can
@@ -115,9 +115,10 @@ def _canonicalize(
     problem = _header_problem(headers)
     if problem is not None:
         return Rejection(RejectionReason.DISALLOWED_HEADER, problem)
-    fields = {"url": urlunsplit(parts), "method": method, "headers": dict(sorted(headers.items()))}
-    payload = json.dumps({**fields, "method": method.value}, sort_keys=True, separators=(",", ":"))
-    return CanonicalRequest(build(Request, fields), hashlib.sha256(payload.encode()).hexdigest())
+    request = Request(url=urlunsplit(parts), method=method, headers=dict(sorted(headers.items())))
+    fields = {"url": request.url, "method": method.value, "headers": request.headers}
+    payload = json.dumps(fields, sort_keys=True, separators=(",", ":"))
+    return CanonicalRequest(request, hashlib.sha256(payload.encode()).hexdigest())
 
 
 def origin_of(url: str) -> str | None:

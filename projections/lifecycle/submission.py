@@ -16,6 +16,8 @@ import json
 from datetime import datetime
 from uuid import UUID
 
+import msgspec
+
 from projections.lifecycle.audit import FORBIDDEN, audit, audited_by_acceptance
 from projections.lifecycle.dispatch import lease_until
 from projections.lifecycle.emit import Emitter
@@ -83,7 +85,7 @@ def _identity(command: SubmitJob) -> tuple[UUID, str]:
         if isinstance(canonical, CanonicalRequest):
             key = produces(command, canonical.request_hash)
         else:
-            key = hashlib.sha256(command.request.model_dump_json().encode()).hexdigest()
+            key = hashlib.sha256(msgspec.json.encode(command.request)).hexdigest()
     if command.submitted_by is not None and _not_permitted(command) is not None:
         return refused_job_id_for(command.submitted_by, command.caller_identity, key), key
     return job_id_for(command.caller_identity, key), key
@@ -134,7 +136,7 @@ def produces(command: SubmitJob, request_hash: str) -> str:
 
 def _produces(request_hash: str, *options: object) -> str:
     values = [
-        option.model_dump(mode="json") if isinstance(option, RenderOptions) else option for option in options
+        msgspec.to_builtins(option) if isinstance(option, RenderOptions) else option for option in options
     ]
     payload = json.dumps([request_hash, *values], sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(payload.encode()).hexdigest()

@@ -12,7 +12,7 @@ from projections.lifecycle.limits import clip
 from projections.lifecycle.outcomes import local_failure
 from schemas.enums import ArtifactTrust, AttemptOutcome, FailureDisposition
 from schemas.records import Artifact, Attempt, Cost, Failure
-from schemas.types import build, build_with_defaults, to_utc_millis
+from schemas.types import to_utc_millis
 from schemas.work import CacheEntry
 from streams.fetch.http import FetchResult
 from streams.fetch.routes import Passage
@@ -31,44 +31,37 @@ def attempt_of(
     passage: Passage | None = None,
 ) -> Attempt:
     via = passage or Passage()
-    # Built without validating again: every value is of its field's type (outside values were
-    # checked into the `FetchResult` first).
-    return build(
-        Attempt,
-        {
-            "attempt_number": attempt_number,
-            "lease_id": lease_id,
-            "route": via.route,
-            "outcome": result.outcome,
-            "trust": via.trust,
-            "http_status": result.http_status,
-            "final_url": result.final_url,
-            "bytes": result.wire_bytes,
-            "elapsed_ms": result.elapsed_ms,
-            "failure": result.failure,
-            "cost": build_with_defaults(
-                Cost,
-                {
-                    "bytes": result.wire_bytes,
-                    "estimated": via.estimated,
-                    "actual": via.actual,
-                    "browser_seconds": via.browser_seconds,
-                },
-            ),
-            "artifacts": artifacts,
-            "etag": result.etag,
-            "last_modified": result.last_modified,
-            "finished_at": to_utc_millis(finished_at),
-            "from_cache": cached is not None,
-            "fresh_for_ms": result.fresh_for_ms,
-            "storable": result.storable and via.trust is ArtifactTrust.VERIFIED,
-            "route_name": via.route_name,
-            "blocked_requests": via.blocked,
-            "requests": result.requests,
-            "must_revalidate": result.must_revalidate,
-            "cached_at": None if cached is None else cached.stored_at,
-            "cache_entry_job_id": None if cached is None else cached.job_id,
-        },
+    # Every value is of its field's type: outside values were checked into the `FetchResult` first.
+    return Attempt(
+        attempt_number=attempt_number,
+        lease_id=lease_id,
+        route=via.route,
+        outcome=result.outcome,
+        trust=via.trust,
+        http_status=result.http_status,
+        final_url=result.final_url,
+        bytes=result.wire_bytes,
+        elapsed_ms=result.elapsed_ms,
+        failure=result.failure,
+        cost=Cost(
+            bytes=result.wire_bytes,
+            estimated=via.estimated,
+            actual=via.actual,
+            browser_seconds=via.browser_seconds,
+        ),
+        artifacts=artifacts,
+        etag=result.etag,
+        last_modified=result.last_modified,
+        finished_at=to_utc_millis(finished_at),
+        from_cache=cached is not None,
+        fresh_for_ms=result.fresh_for_ms,
+        storable=result.storable and via.trust is ArtifactTrust.VERIFIED,
+        route_name=via.route_name,
+        blocked_requests=via.blocked,
+        requests=result.requests,
+        must_revalidate=result.must_revalidate,
+        cached_at=None if cached is None else cached.stored_at,
+        cache_entry_job_id=None if cached is None else cached.job_id,
     )
 
 

@@ -40,7 +40,7 @@ from schemas.codec import decode_as
 from schemas.commands import ReportAttempt
 from schemas.errors import CodecError
 from schemas.records import Attempt
-from schemas.types import build, uuid_text
+from schemas.types import uuid_text
 from schemas.work import DueWork, LeaseRevoked
 from streams.agents.attempts import attempt_of
 from streams.agents.pipeline import AttemptPipeline, start_by
@@ -200,12 +200,9 @@ class HttpExecutor(QuietStage):
             self._started.popitem(last=False)
 
     def _report_of(self, work: DueWork, attempt: Attempt) -> ReportAttempt:
-        values = {
-            "command_id": name_based(work.lease_id, "report"),
-            "job_id": work.job_id,
-            "attempt": attempt,
-        }
-        return build(ReportAttempt, values)
+        return ReportAttempt(
+            command_id=name_based(work.lease_id, "report"), job_id=work.job_id, attempt=attempt
+        )
 
     async def _attempt(self, work: DueWork) -> None:
         try:

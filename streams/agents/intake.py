@@ -20,6 +20,8 @@ from datetime import datetime
 from typing import cast, get_args
 from uuid import UUID, uuid5
 
+import msgspec
+
 from projections.lifecycle.identity import public_command_id
 from projections.lifecycle.state import MAX_COMMAND_VALIDITY
 from projections.lifecycle.submission import submission_identity
@@ -161,7 +163,7 @@ class Intake(QuietStage):
         given = command.command_id or uuid5(
             INTAKE_NAMESPACE, f"{record.topic}:{record.partition}:{record.offset}"
         )
-        command = command.model_copy(update={"command_id": public_command_id(sender, given)})
+        command = msgspec.structs.replace(command, command_id=public_command_id(sender, given))
         # Keyed by the job of the command as forwarded: the one the lifecycle decides.
         job_id = submission_identity(command)[0] if isinstance(command, SubmitJob) else command.job_id
         return Forward(self._commands, job_id, command, (address.header(),))
@@ -203,5 +205,5 @@ def _as_signer(command: PublicCommand, signer: Principal) -> PublicCommand:
             raise RefusedError(f"principal {signer.name} may not run job type {command.job_type[:64]!r}")
         return command
     if isinstance(command, SubmitJob):
-        return command.model_copy(update={"submitted_by": signer.name, "submitter_role": signer.role})
-    return command.model_copy(update={"actor_id": signer.name, "actor_role": signer.role})
+        return msgspec.structs.replace(command, submitted_by=signer.name, submitter_role=signer.role)
+    return msgspec.structs.replace(command, actor_id=signer.name, actor_role=signer.role)

@@ -214,20 +214,20 @@ class Lifecycle(QuietStage):
         if job is None or job.accepted.job_type != report.job_type:
             return f"no job {report.job_id} of type {report.job_type[:64]!r}"
         command_id = report.command_id or uuid4()
-        lease = {
-            "job_id": report.job_id,
-            "attempt_number": report.attempt_number,
-            "lease_id": report.lease_id,
-        }
+        job_id, attempt_number, lease_id = report.job_id, report.attempt_number, report.lease_id
         if report.kind is ReportKind.START:
-            return StartAttempt(command_id=command_id, **lease)
+            return StartAttempt(
+                command_id=command_id, job_id=job_id, attempt_number=attempt_number, lease_id=lease_id
+            )
         if report.kind is ReportKind.RENEWAL:
-            return RenewLease(command_id=command_id, **lease)
+            return RenewLease(
+                command_id=command_id, job_id=job_id, attempt_number=attempt_number, lease_id=lease_id
+            )
         if lease_refusal(job, report.attempt_number, report.lease_id) is not None:
             attempt = self._remote.unstored(report)  # fenced before anything is stored
         else:
             attempt = await self._remote.attempt(report, job)
-        return ReportAttempt(command_id=report.command_id, job_id=report.job_id, attempt=attempt)
+        return ReportAttempt(command_id=command_id, job_id=report.job_id, attempt=attempt)
 
     def _record_time(self, record: Record) -> datetime:
         if record.timestamp is None or record.timestamp < 0:

@@ -11,6 +11,8 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from decimal import Decimal
 
+import msgspec
+
 from projections.ledger import ZERO
 from projections.lifecycle.identity import host_of
 from projections.lifecycle.submission import renders
@@ -186,7 +188,9 @@ class AttemptPipeline:
     def _route_denied(self, work: DueWork, denial: Denial) -> Attempt:
         denied = local_result(denial.code, denial.detail)
         if denial.retry_at is not None and denied.failure is not None:
-            denied = replace(denied, failure=denied.failure.model_copy(update={"retry_at": denial.retry_at}))
+            denied = replace(
+                denied, failure=msgspec.structs.replace(denied.failure, retry_at=denial.retry_at)
+            )
         return self._attempt(work, denied, passage=denial.passage)
 
     async def _render(

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import boto3
+import msgspec
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -95,7 +96,7 @@ class S3ArtifactStore:
             ContentType=content_type,
             Metadata=metadata,
         )
-        return artifact.model_copy(update={"location": f"s3://{self._bucket}/{self._key(artifact.key)}"})
+        return msgspec.structs.replace(artifact, location=f"s3://{self._bucket}/{self._key(artifact.key)}")
 
     async def existing(self, keys: Sequence[str]) -> set[str]:
         found = await asyncio.gather(*(self._exists(key) for key in keys))

@@ -20,6 +20,8 @@ from pathlib import Path
 from urllib.parse import quote, urlencode
 from uuid import UUID
 
+import msgspec
+
 from schemas.work import DueWork
 
 UPLOADS_PATH = "/uploads"
@@ -70,7 +72,7 @@ class Uploads:
         }
         path = f"{UPLOADS_PATH}/{work.job_id}/{work.lease_id}"
         url = f"{self._base_url()}{path}?{urlencode(query, quote_via=quote)}"
-        return work.model_copy(update={"upload_url": url, "upload_key": key})
+        return msgspec.structs.replace(work, upload_url=url, upload_key=key)
 
     def refusal(
         self, job_id: UUID, lease_id: UUID, key: str, expires: str, signature: str, now: datetime

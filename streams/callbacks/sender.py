@@ -11,6 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
+import msgspec
+
 from projections.lifecycle.limits import clip
 from schemas.work import CallbackDue
 from streams.callbacks.keys import CallbackKeys
@@ -48,7 +50,7 @@ class CallbackSender:
         await self._session.close()
 
     async def attempt(self, due: CallbackDue) -> TryResult:
-        body = due.completion.model_dump_json().encode()
+        body = msgspec.json.encode(due.completion)
         signing = [] if self._keys is None else self._keys.signing(due.completion.caller_identity)
         timestamp_s = int(self._clock().timestamp())
         headers = {"content-type": "application/json"}

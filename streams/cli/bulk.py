@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
+import msgspec
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, Task, TextColumn
 from rich.progress import TimeRemainingColumn as Remaining
@@ -256,5 +257,5 @@ def _defaults(arguments: argparse.Namespace) -> dict[str, Any]:
         "caller_identity": arguments.caller,
         "deadline_s": arguments.deadline_s,
         **{name: value for name, value in given.items() if value is not None},
-        **({"render": render.model_dump()} if render is not None else {}),
+        **({"render": msgspec.structs.asdict(render)} if render is not None else {}),
     }

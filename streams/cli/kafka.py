@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 from uuid import UUID
 
+import msgspec
+
 from schemas.commands import SubmitJob
 from schemas.enums import AnswerKind, JobStatus
 from schemas.events import Event, JobCompleted
@@ -164,7 +166,7 @@ async def _submit(arguments: argparse.Namespace) -> int:
             console.print(f"job {job_id} did not complete within {arguments.timeout_s:g} s (exit 3)")
             return EXIT_TIMED_OUT
     if arguments.json:
-        _print(json.loads(completion.model_dump_json()) | {"submission": said}, True)
+        _print(msgspec.to_builtins(completion) | {"submission": said}, True)
     else:
         _print(_outcome_line(completion), False)
     return 0 if completion.status is JobStatus.SUCCEEDED else EXIT_FAILED

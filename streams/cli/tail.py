@@ -14,6 +14,7 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
+import msgspec
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 
 from schemas.codec import decode
@@ -105,7 +106,7 @@ def shown_record(record: ConsumerRecord[bytes, bytes]) -> dict[str, Any]:
         decoded = decode(record.value)
     except CodecError as exc:
         return document | {"record": None, "error": str(exc), "bytes": record.value[:SHOWN_BYTES].hex()}
-    return document | {"record": type(decoded).__name__, "value": json.loads(decoded.model_dump_json())}
+    return document | {"record": type(decoded).__name__, "value": msgspec.to_builtins(decoded)}
 
 
 def _line(document: dict[str, Any]) -> str:

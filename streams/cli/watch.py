@@ -15,6 +15,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
 from rich.console import Console
 
 from streams.cli.exits import EXIT_FAILED
@@ -53,7 +54,7 @@ async def _print(client: Client, arguments: argparse.Namespace, since: Any) -> i
     console = Console()
     async with contextlib.aclosing(client.completions(arguments.from_beginning, since)) as completions:
         async for completion in completions:
-            document = json.loads(completion.model_dump_json())
+            document = msgspec.to_builtins(completion)
             if arguments.json:
                 sys.stdout.write(json.dumps(document) + "\n")
                 sys.stdout.flush()

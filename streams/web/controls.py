@@ -7,6 +7,7 @@ it is switched on. Every worker reads the controls topic whole (`streams.readers
 
 from __future__ import annotations
 
+import msgspec
 from fastapi import APIRouter, Request, Response
 
 from projections.access import control_refusal
@@ -68,4 +69,4 @@ async def _switch(request: Request, principal: Principal, name: str, enabled: bo
     await context.audit(
         principal, request, AuditAction.JOB_TYPE_CONTROL, None, target, reason=reason, detail=detail
     )
-    return Response(control.model_dump_json(), status_code=202, media_type=JSON)
+    return Response(msgspec.json.encode(control), status_code=202, media_type=JSON)

@@ -281,8 +281,9 @@ async def replay_callback(job_id: UUID, body: ReplayBody, request: Request, prin
 
 
 def replay_command(job_id: UUID, body: ReplayBody, principal: Principal, request: Request) -> ReplayCallback:
-    fields = {"reason": body.reason, "callback_url": body.callback_url}
-    return ReplayCallback(job_id=job_id, **fields, **_actor(principal, request))
+    return ReplayCallback(
+        job_id=job_id, reason=body.reason, callback_url=body.callback_url, **_actor(principal, request)
+    )
 
 
 @router.post(

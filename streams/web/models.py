@@ -6,6 +6,7 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 from uuid import UUID
 
+import msgspec
 from pydantic import BaseModel, ConfigDict, Field
 
 from projections.lifecycle.limits import MAX_REASON_BYTES
@@ -23,7 +24,8 @@ from schemas.enums import (
 from schemas.records import RenderOptions, Request
 from streams.clock import utc_now
 
-_SUBMIT = SubmitJob.model_fields
+_RENDER = {field.name: field for field in msgspec.structs.fields(RenderOptions)}
+_SUBMIT = {field.name: field for field in msgspec.structs.fields(SubmitJob)}
 
 
 class Health(BaseModel):
@@ -179,6 +181,18 @@ class ArtifactReferences(BaseModel):
     references: list[ArtifactReference]
 
 
+class RenderBody(BaseModel):
+    """How a browser job renders its page: the fields of `RenderOptions`."""
+
+    model_config = ConfigDict(extra="forbid", title="RenderOptions")
+
+    wait_until: str = _RENDER["wait_until"].default
+    wait_selector: str | None = None
+    viewport_width: int = _RENDER["viewport_width"].default
+    viewport_height: int = _RENDER["viewport_height"].default
+    full_page: bool = _RENDER["full_page"].default
+
+
 class SubmitBody(BaseModel):
     """A job to submit: the fields of a `SubmitJob`. Who submits is the authenticated principal."""
 
@@ -216,7 +230,7 @@ class SubmitBody(BaseModel):
     attempt_limit: int | None = None
     callback_url: str | None = None
     labels: dict[str, str] = Field(default_factory=dict)
-    render: RenderOptions | None = None
+    render: RenderBody | None = None
     credential: str | None = Field(
         default=None,
         max_length=64,
@@ -226,9 +240,10 @@ class SubmitBody(BaseModel):
     def command(self, **envelope: Any) -> SubmitJob:
         """The `SubmitJob` this body asks for, its deadline counted from now; `envelope` sets who
         sends it (command id, submitter)."""
-        fields = self.model_dump(exclude={"url", "method", "headers", "deadline_s"})
+        fields = self.model_dump(exclude={"url", "method", "headers", "deadline_s", "render"})
         return SubmitJob(
             request=Request(url=self.url, method=self.method, headers=self.headers),
+            render=None if self.render is None else RenderOptions(**self.render.model_dump()),
             deadline_at=utc_now() + timedelta(seconds=self.deadline_s),
             **fields,
             **envelope,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from uuid import uuid4
 
+import msgspec
 import pytest
 
 from projections.jobstore import JobStore
@@ -68,7 +69,7 @@ def test_the_first_event_of_a_job_and_sequence_wins_and_later_conflicting_ones_a
     first, second = Lifecycle(), Lifecycle()
     command = submit()
     first(command, T0)
-    second(command.model_copy(update={"command_id": uuid4()}), T0 + timedelta(seconds=1))
+    second(msgspec.structs.replace(command, command_id=uuid4()), T0 + timedelta(seconds=1))
     jobs = JobStore(store, POLICY)
     # Two writers' histories of one job interleaved in the log: the fold keeps the first of each sequence.
     log = [event for pair in zip(first.events, second.events, strict=True) for event in pair]

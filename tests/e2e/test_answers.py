@@ -9,6 +9,7 @@ import sys
 from datetime import timedelta
 from uuid import uuid4
 
+import msgspec
 import pytest
 import pytest_asyncio
 from aiokafka import AIOKafkaProducer
@@ -73,10 +74,8 @@ def submission(url: str, **fields) -> SubmitJob:
 
 async def test_each_record_is_answered_once_by_its_key_position_command_id_and_correlation(system, origin):
     first = submission(origin.url(f"/page/{uuid4().hex}"), idempotency_key=f"k-{uuid4().hex}")
-    again = first.model_copy(update={"command_id": uuid4()})
-    other_url = first.model_copy(
-        update={"command_id": uuid4(), "request": Request(url=origin.url("/page/x"))}
-    )
+    again = msgspec.structs.replace(first, command_id=uuid4())
+    other_url = msgspec.structs.replace(first, command_id=uuid4(), request=Request(url=origin.url("/page/x")))
     correlation = uuid4().hex
     values = [encode(first), encode(first), encode(again), encode(other_url), b"\x00not avro at all"]
     placed = await produce(system, values, correlation)
@@ -107,7 +106,7 @@ async def test_a_reuse_of_a_finished_job_answers_with_its_outcome(system, origin
     first = submission(origin.url(f"/page/{uuid4().hex}"))
     job_id = await system.client.submit(first)
     assert (await system.completion(job_id)).status is JobStatus.SUCCEEDED
-    placed = await produce(system, [encode(first.model_copy(update={"command_id": uuid4()}))], uuid4().hex)
+    placed = await produce(system, [encode(msgspec.structs.replace(first, command_id=uuid4()))], uuid4().hex)
     (((_, reused),),) = await answers_to(system, placed)
     assert (reused.answer, reused.job_id, reused.job_status) == (
         AnswerKind.REUSED,
@@ -121,7 +120,7 @@ async def test_mutations_are_answered_applied_or_refused(system, origin):
     cancel = CancelJob(
         job_id=job_id, command_id=uuid4(), actor_id="svc-answers", actor_role=ActorRole.SERVICE, reason="done"
     )
-    unknown = cancel.model_copy(update={"job_id": uuid4(), "command_id": uuid4()})
+    unknown = msgspec.structs.replace(cancel, job_id=uuid4(), command_id=uuid4())
     placed = await produce(system, [encode(cancel), encode(unknown)], uuid4().hex)
     (((_, applied),), ((_, refused),)) = await answers_to(system, placed)
     assert (applied.answer, applied.job_id, applied.command_type) == (AnswerKind.APPLIED, job_id, "CancelJob")

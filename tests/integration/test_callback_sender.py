@@ -7,6 +7,7 @@ import ipaddress
 from collections import Counter
 from uuid import uuid4
 
+import msgspec
 import pytest
 import pytest_asyncio
 from aiohttp import web
@@ -149,7 +150,7 @@ async def test_the_body_is_the_completion_as_json_signed_over_id_timestamp_and_b
     finally:
         await client.close()
     headers = receiver.headers[0]
-    body = callback.completion.model_dump_json().encode()
+    body = msgspec.json.encode(callback.completion)
     assert Webhook(KEYS.key("svc", 1)).verify(body, headers)["job_id"] == str(callback.job_id)
     assert headers["Content-Type"] == "application/json"
     assert headers["webhook-id"] == "msg_1"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from uuid import uuid4
 
+import msgspec
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -67,7 +68,7 @@ def test_a_reuse_of_an_ended_job_answers_with_its_outcome():
         reason="x",
     )
     lifecycle(cancel)
-    decided, _ = answered(lifecycle.state, first.model_copy(update={"command_id": uuid4()}))
+    decided, _ = answered(lifecycle.state, msgspec.structs.replace(first, command_id=uuid4()))
     assert (decided.answer, decided.job_status) == (AnswerKind.REUSED, JobStatus.CANCELLED)
 
 
@@ -93,9 +94,9 @@ def test_mutations_are_applied_refused_or_repeated():
     lifecycle(cancel)
     repeated, _ = answered(lifecycle.state, cancel)
     assert repeated.answer is AnswerKind.REPEATED
-    again = cancel.model_copy(update={"command_id": uuid4()})
+    again = msgspec.structs.replace(cancel, command_id=uuid4())
     refused, _ = answered(lifecycle.state, again)
     assert refused.answer is AnswerKind.REFUSED
     assert refused.reason
-    unknown = cancel.model_copy(update={"job_id": uuid4(), "command_id": uuid4()})
+    unknown = msgspec.structs.replace(cancel, job_id=uuid4(), command_id=uuid4())
     assert answered(None, unknown)[0].answer is AnswerKind.REFUSED

@@ -3,6 +3,7 @@
 from datetime import timedelta
 from uuid import uuid4
 
+import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -152,8 +153,8 @@ def test_a_creation_logged_with_its_own_audit_record_is_listed_once_and_kept_onc
     rest += lifecycle(report(lifecycle.job, attempt_under(lifecycle.job)))
     creation = audit_of(accepted)
     assert creation is not None
-    own = creation.model_copy(update={"event_id": uuid4(), "sequence": 2})
-    older = [accepted, own, *(e.model_copy(update={"sequence": e.sequence + 1}) for e in rest)]
+    own = msgspec.structs.replace(creation, event_id=uuid4(), sequence=2)
+    older = [accepted, own, *(msgspec.structs.replace(e, sequence=e.sequence + 1) for e in rest)]
     store = JobStore(MemoryStore(), POLICY)
     store.commit(0, older, next_offset=1)
     assert listed(store) == [own]

@@ -3,6 +3,7 @@
 from datetime import timedelta
 from uuid import uuid4
 
+import msgspec
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -196,14 +197,14 @@ def test_an_entry_answers_only_jobs_that_ask_for_no_longer_retention_than_its_ar
 
 def test_artifacts_under_a_foreign_key_are_kept_long_enough_for_any_job():
     _, job = leased_job()
-    foreign = artifact().model_copy(update={"key": "imported/page.html"})
+    foreign = msgspec.structs.replace(artifact(), key="imported/page.html")
     entry = cache_entry(job, attempt_under(job, http_status=200, artifacts=(foreign,)))
     assert answers(entry, CacheMode.REUSE_VALID, RetentionClass.REFERENCED_ARCHIVE, T0, CAPS, {})
 
 
 def test_an_entry_answers_only_jobs_whose_policy_class_allows_its_size():
     _, job = leased_job()
-    big = artifact().model_copy(update={"size_bytes": 3 * 2**20})
+    big = msgspec.structs.replace(artifact(), size_bytes=3 * 2**20)
     entry = cache_entry(job, attempt_under(job, http_status=200, artifacts=(big,), bytes=3 * 2**20))
     strict = ResponseCaps(max_body_bytes=2 * 2**20, max_decoded_bytes=4 * 2**20)
     assert answers(entry, CacheMode.REUSE_VALID, CACHE_7D, T0, CAPS, {})

@@ -4,6 +4,7 @@ from dataclasses import replace
 from datetime import timedelta
 from uuid import uuid4
 
+import msgspec
 import pytest
 
 from projections.lifecycle.completion import completion_of
@@ -173,7 +174,7 @@ def test_report_for_an_earlier_attempt_is_stale_after_redispatch():
 def test_renewal_for_stale_lease_changes_nothing():
     lifecycle = accepted()
     before = lifecycle.job
-    command = renew(before).model_copy(update={"attempt_number": 7})
+    command = msgspec.structs.replace(renew(before), attempt_number=7)
     assert kinds(lifecycle(command)) == ["StaleReportIgnored"]
     assert lifecycle.job.lease == before.lease
 
@@ -218,7 +219,7 @@ def test_a_repeated_start_of_the_same_lease_changes_nothing():
 
 def test_a_start_under_another_lease_is_stale():
     lifecycle = accepted()
-    command = start(lifecycle.job).model_copy(update={"lease_id": uuid4()})
+    command = msgspec.structs.replace(start(lifecycle.job), lease_id=uuid4())
     events = lifecycle(command)
     assert kinds(events) == ["StaleReportIgnored"]
     assert events[0].kind.value == "START"
@@ -488,8 +489,8 @@ def test_a_job_logged_with_its_first_dispatch_apart_folds_and_hands_out_as_one_h
     (accepted,) = lifecycle(submit())
     first = dispatch_of(accepted)
     assert first is not None
-    plain = accepted.model_copy(update={"first_lease_expires_at": None})
-    older = [plain, first.model_copy(update={"sequence": 2})]
+    plain = msgspec.structs.replace(accepted, first_lease_expires_at=None)
+    older = [plain, msgspec.structs.replace(first, sequence=2)]
     folded = replay(older)
     bookkeeping = {"recent_command_ids": (), "recent_command_at": ()}
     assert updated(folded, accepted=accepted, sequence=1, **bookkeeping) == updated(

@@ -4,6 +4,7 @@ from dataclasses import replace
 from datetime import timedelta
 from uuid import uuid4
 
+import msgspec
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -25,6 +26,7 @@ from schemas.enums import (
     AuditOutcome,
     CacheMode,
     CaptureMode,
+    HttpMethod,
     JobStatus,
     PolicyClass,
     RejectionReason,
@@ -54,7 +56,7 @@ def test_a_submission_too_large_to_carry_downstream_is_rejected_with_a_reason(ov
     assert rejected.reason is RejectionReason.INPUT_TOO_LARGE
     assert "bytes" in rejected.detail or "labels" in rejected.detail
     # What the rejection carries is cut to the bounds, so its own records stay small.
-    assert len(rejected.model_dump_json()) < 20_000
+    assert len(msgspec.json.encode(rejected)) < 20_000
 
 
 @pytest.mark.parametrize(
@@ -245,7 +247,7 @@ def test_an_oversized_cancel_is_refused_and_audited_with_its_fields_cut():
     [
         Request(url="https://example.com/page"),
         Request(url="HTTP://Example.COM:80/a?b=c#frag", headers={"Accept": " text/html ", "user-agent": "x"}),
-        Request(url="https://Bücher.example/ü?q=ä", method="HEAD"),
+        Request(url="https://Bücher.example/ü?q=ä", method=HttpMethod.HEAD),
     ],
 )
 def test_the_request_hash_is_the_one_every_earlier_release_computed(request_):
@@ -256,11 +258,9 @@ def test_the_request_hash_is_the_one_every_earlier_release_computed(request_):
     from projections.lifecycle.identity import canonicalize
 
     canonical = canonicalize(request_)
-    legacy_payload = json.dumps(
-        canonical.request.model_dump(mode="json"), sort_keys=True, separators=(",", ":")
-    )
+    legacy_payload = json.dumps(msgspec.to_builtins(canonical.request), sort_keys=True, separators=(",", ":"))
     assert canonical.request_hash == hashlib.sha256(legacy_payload.encode()).hexdigest()
-    assert canonical.request == Request.model_validate(canonical.request.model_dump())
+    assert canonical.request == msgspec.convert(msgspec.to_builtins(canonical.request), Request)
 
 
 @pytest.mark.parametrize(
@@ -286,7 +286,7 @@ def test_what_changes_a_jobs_output_is_part_of_its_identity(option):
 
 def test_render_options_are_part_of_a_rendered_jobs_identity():
     shot = submit(job_type="browser.render", capture_mode=CaptureMode.SCREENSHOT)
-    wide = shot.model_copy(update={"render": RenderOptions(viewport_width=1920), "command_id": uuid4()})
+    wide = msgspec.structs.replace(shot, render=RenderOptions(viewport_width=1920), command_id=uuid4())
     assert submission_identity(shot)[0] != submission_identity(wide)[0]
 
 

@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
+import msgspec
+
 from projections.jobstore import JobStore
 from projections.storage.memory import MemoryStore
 from schemas.codec import decode
@@ -64,7 +66,7 @@ async def test_a_lease_beyond_the_horizon_is_sent_to_the_lifecycle():
     lifecycle = Lifecycle()
     lifecycle(submit())
     (accepted,) = lifecycle.events
-    corrupt = accepted.model_copy(update={"first_lease_expires_at": T0 + timedelta(days=30)})
+    corrupt = msgspec.structs.replace(accepted, first_lease_expires_at=T0 + timedelta(days=30))
     timers, publisher = await timers_for([corrupt], T0)
     assert await timers.tick() == 1
     assert decode(publisher.sent[0].value).job_id == lifecycle.job.job_id

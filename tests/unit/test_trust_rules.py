@@ -3,6 +3,7 @@
 from datetime import timedelta
 from uuid import UUID, uuid4
 
+import msgspec
 import pytest
 
 from projections.lifecycle.decide import decide
@@ -27,7 +28,7 @@ def test_a_submission_as_another_caller_never_touches_that_callers_job():
     lifecycle(submit(submitted_by="svc-a", submitter_role=ActorRole.SERVICE, idempotency_key="k"))
     victim = lifecycle.job
     forged = submit(caller_identity="svc-a", submitted_by="svc-b", submitter_role=ActorRole.SERVICE)
-    forged = forged.model_copy(update={"idempotency_key": "k"})
+    forged = msgspec.structs.replace(forged, idempotency_key="k")
     refused_stream, _ = submission_identity(forged)
     assert refused_stream != victim.job_id
     events = decide(None, forged, T0, POLICY)
@@ -47,7 +48,7 @@ def test_refused_commands_of_another_principal_leave_the_job_and_its_dedupe_wind
         lifecycle(cancel_by(job.job_id, "svc-b"))
     assert lifecycle.job.sequence == job.sequence
     assert lifecycle.job.recent_command_ids == job.recent_command_ids
-    succeeded = lifecycle(report(job, attempt_under(job)).model_copy(update={"command_id": report_id}))
+    succeeded = lifecycle(msgspec.structs.replace(report(job, attempt_under(job)), command_id=report_id))
     assert kinds(succeeded) == ["AttemptRecorded", "JobSucceeded"]
 
 
