@@ -53,6 +53,7 @@ class Outgoing:
 
 
 @functools.lru_cache(maxsize=65_536)
+@functools.lru_cache(maxsize=1 << 16)  # a job's key is placed once for each of its records
 def partition_of(key: bytes, partitions: int) -> int:
     """The partition Kafka's default partitioner gives a keyed record (murmur2, as in Java clients)."""
     return (murmur2(key) & 0x7FFFFFFF) % partitions
