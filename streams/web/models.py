@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
-from typing import Any, Literal
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any, Literal
 from uuid import UUID
 
 import msgspec
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from projections.lifecycle.limits import MAX_REASON_BYTES
 from projections.views import AuditView
@@ -23,6 +23,7 @@ from schemas.enums import (
 )
 from schemas.records import RenderOptions, Request
 from streams.clock import utc_now
+from streams.moments import as_utc
 
 _RENDER = {field.name: field for field in msgspec.structs.fields(RenderOptions)}
 _SUBMIT = {field.name: field for field in msgspec.structs.fields(SubmitJob)}
@@ -106,14 +107,24 @@ class Readiness(BaseModel):
     reasons: list[str] = Field(description="Why the worker is not ready; empty when it is")
 
 
+def _in_utc(value: datetime) -> datetime:
+    try:
+        return as_utc(value).astimezone(UTC)
+    except OverflowError as exc:
+        raise ValueError("not an instant UTC can hold") from exc
+
+
+UtcInstant = Annotated[datetime, AfterValidator(_in_utc)]
+
+
 class MutationBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
     reason: str = Field(min_length=1, max_length=MAX_REASON_BYTES, description="Recorded in the audit trail")
 
 
 class RedriveBody(MutationBody):
-    deadline_at: datetime | None = Field(
-        default=None, description="A new deadline; needed when the job's own has passed"
+    deadline_at: UtcInstant | None = Field(
+        default=None, description="A new deadline; needed when the job's own has passed (UTC unless it says)"
     )
     cache_mode: CacheMode | None = Field(
         default=None, description="How the response cache may answer the redriven job; BYPASS unless given"
@@ -181,6 +192,11 @@ class ArtifactReferences(BaseModel):
     references: list[ArtifactReference]
 
 
+# What a record's fields can carry: a body beyond is a 400, not a record that cannot be written.
+AvroInt = Annotated[int, Field(ge=-(2**31), le=2**31 - 1)]
+MAX_DEADLINE_S = 100 * 365 * 86_400
+
+
 class RenderBody(BaseModel):
     """How a browser job renders its page: the fields of `RenderOptions`."""
 
@@ -188,8 +204,8 @@ class RenderBody(BaseModel):
 
     wait_until: str = _RENDER["wait_until"].default
     wait_selector: str | None = None
-    viewport_width: int = _RENDER["viewport_width"].default
-    viewport_height: int = _RENDER["viewport_height"].default
+    viewport_width: AvroInt = _RENDER["viewport_width"].default
+    viewport_height: AvroInt = _RENDER["viewport_height"].default
     full_page: bool = _RENDER["full_page"].default
 
 
@@ -226,8 +242,10 @@ class SubmitBody(BaseModel):
     capture_mode: CaptureMode = _SUBMIT["capture_mode"].default
     retention_class: RetentionClass = _SUBMIT["retention_class"].default
     transport_policy: TransportPolicy = _SUBMIT["transport_policy"].default
-    deadline_s: float = Field(default=3600.0, gt=0, description="The job's deadline, in seconds from now")
-    attempt_limit: int | None = None
+    deadline_s: float = Field(
+        default=3600.0, gt=0, le=MAX_DEADLINE_S, description="The job's deadline, in seconds from now"
+    )
+    attempt_limit: AvroInt | None = None
     callback_url: str | None = None
     labels: dict[str, str] = Field(default_factory=dict)
     render: RenderBody | None = None

@@ -239,6 +239,28 @@ def _a_completion() -> dict[str, object]:
     }
 
 
+async def test_a_body_beyond_what_a_submission_record_can_carry_is_refused_as_invalid(system, origin):
+    beyond = [
+        {"deadline_s": 1e300},
+        {"deadline_s": 4e9},
+        {"attempt_limit": 2**31},
+        {"render": {"viewport_width": 2**70}},
+    ]
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{system.worker.web_port}") as http:
+        answers = [
+            await http.post("/jobs", json={"caller_identity": "svc-a", "url": origin.url("/page/b"), **extra})
+            for extra in beyond
+        ]
+        redrive = await http.post(
+            f"/jobs/{uuid4()}/redrive", json={"reason": "x", "deadline_at": "9999-12-31T23:59:59-05:00"}
+        )
+    assert [answer.status_code for answer in answers] == [400] * len(beyond)
+    assert {answer.json()["code"] for answer in answers} == {"invalid_request"}
+    assert redrive.status_code == 400
+    job_id = await system.submit(origin.url("/page/after-bodies-beyond"))
+    assert (await system.completion(job_id)).status is JobStatus.SUCCEEDED
+
+
 async def test_the_http_api_serves_the_job_projection(system, origin):
     job_id = await system.submit(origin.url("/page/api"))
     completion = await system.completion(job_id)
