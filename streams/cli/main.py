@@ -284,8 +284,8 @@ def _positive(text: str) -> int:
 
 def _viewport(text: str) -> tuple[int, int]:
     width, separator, height = text.lower().partition("x")
-    if not separator or not width.isdigit() or not height.isdigit():
-        raise argparse.ArgumentTypeError(f"{text!r} is not WIDTHxHEIGHT")
+    if not separator or not width.isdigit() or not height.isdigit() or max(len(width), len(height)) > 9:
+        raise argparse.ArgumentTypeError(f"{text!r} is not WIDTHxHEIGHT (each at most nine digits)")
     return int(width), int(height)
 
 

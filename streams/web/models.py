@@ -138,8 +138,8 @@ class ReplayBody(MutationBody):
 
 
 class BulkReplayBody(ReplayBody):
-    since: datetime = Field(description="Jobs accepted at or after this time")
-    until: datetime | None = Field(default=None, description="Jobs accepted at or before this time")
+    since: UtcInstant = Field(description="Jobs accepted at or after this time (UTC unless it says)")
+    until: UtcInstant | None = Field(default=None, description="Jobs accepted at or before this time")
     caller: str | None = Field(default=None, max_length=256, description="Only this caller's jobs")
     states: list[JobStatus] = Field(
         default_factory=lambda: [JobStatus.SUCCEEDED, JobStatus.DEAD_LETTER, JobStatus.CANCELLED],

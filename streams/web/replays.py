@@ -16,7 +16,6 @@ from projections.jobstore import JobQuery
 from projections.lifecycle.mutations import REPLAYING_ROLES
 from schemas.enums import AuditAction
 from streams.auth.principals import Principal
-from streams.moments import as_utc
 from streams.runtime.publisher import outgoing
 from streams.web.auth import Caller
 from streams.web.context import context_of
@@ -42,10 +41,7 @@ async def replay_callbacks(body: BulkReplayBody, request: Request, principal: Ca
         await context.audit(principal, request, AuditAction.CALLBACK_REPLAY, refusal, "callbacks:replay")
         context.refusals.refused(principal)
         raise ApiError(403, "forbidden", refusal)
-    until = None if body.until is None else as_utc(body.until)
-    query = JobQuery(
-        caller=body.caller, statuses=frozenset(body.states), since=as_utc(body.since), until=until
-    )
+    query = JobQuery(caller=body.caller, statuses=frozenset(body.states), since=body.since, until=body.until)
     async with context.costly.slot(principal):
         jobs = await listed_jobs(request, principal, query, body.limit)
     override = None if body.callback_url is None else urlsplit(body.callback_url).hostname or ""

@@ -126,8 +126,17 @@ async def test_callbacks_abandoned_while_the_receiver_was_down_are_replayed_once
             "/callbacks/replay",
             json={"since": "2020-01-01T00:00:00Z", "caller": "svc-a", "reason": "plan", "dry_run": True},
         )
+        beyond = await http.post(
+            "/callbacks/replay", json={"since": "9999-12-31T23:59:59-05:00", "reason": "x", "dry_run": True}
+        )
+        naive = await http.post(
+            "/callbacks/replay",
+            json={"since": "2020-01-01T00:00:00", "caller": "svc-a", "reason": "plan", "dry_run": True},
+        )
     assert planned.status_code == 200, planned.text
     assert sorted(planned.json()["replayed"]) == sorted(job["job_id"] for job in everyone)
+    assert beyond.status_code == 400
+    assert naive.json()["replayed"] == planned.json()["replayed"]  # a time without an offset is UTC
 
     base = f"http://127.0.0.1:{system.worker.web_port}"
     arguments = ("callbacks", "replay", "--caller", "svc-a", "--since", "1h", "--reason", "receiver back")

@@ -54,7 +54,7 @@ def test_rendering_flags_become_render_options():
     )
 
 
-@pytest.mark.parametrize("viewport", ["800", "800x", "x600", "eightxsix", "1.5x2"])
+@pytest.mark.parametrize("viewport", ["800", "800x", "x600", "eightxsix", "1.5x2", "1x99999999999999999999"])
 def test_a_viewport_that_is_not_width_x_height_is_refused_by_the_parser(viewport, capsys):
     with pytest.raises(SystemExit):
         _parser().parse_args(["submit", "https://example.com/", "--viewport", viewport])
