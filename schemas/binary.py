@@ -83,6 +83,15 @@ def uuid_from_int(value: int) -> UUID:
     return identity
 
 
+@functools.lru_cache(maxsize=1 << 16)  # a job's id is written into each of its records
+def uuid_field(value: UUID) -> bytes:
+    """A uuid field's bytes: the length and canonical text of a `UUID`, and of nothing else (a record
+    is made without validating, so a caller's text in an id field is refused here)."""
+    if not isinstance(value, UUID):
+        raise TypeError(f"a uuid field holds a UUID, not {type(value).__name__}")
+    return b"\x48" + uuid_text(value).encode()  # 36 characters
+
+
 @functools.lru_cache(maxsize=8192)  # a job's records repeat its instants (deadline, decision times)
 def timestamp_bytes(value: _dt.datetime) -> bytes:
     out = bytearray()
@@ -131,7 +140,7 @@ class _Generator:
             "decimal_bytes": decimal_bytes,
             "decimal_of": decimal_of,
             "uuid_of": uuid_of,
-            "uuid_text": uuid_text,
+            "uuid_field": uuid_field,
             "CodecError": CodecError,
         }
         self.done: set[str] = set()
@@ -210,7 +219,7 @@ class _Generator:
         if isinstance(kind, dict | list):
             return self.write(kind, value, indent)
         if logical == "uuid":
-            return [f"{indent}out.append(72)", f"{indent}out += uuid_text({value}).encode()"]  # 36 characters
+            return [f"{indent}out += uuid_field({value})"]
         if logical == "timestamp-millis":
             return [f"{indent}out += timestamp_bytes({value})"]
         if logical == "decimal":

@@ -284,3 +284,13 @@ def test_a_uuid_field_is_read_as_uuid_reads_its_text(text):
             return ValueError
 
     assert parsed(uuid_of) == parsed(UUID)
+
+
+def test_a_record_made_with_text_in_an_id_field_is_refused_rather_than_written():
+    from schemas.commands import CancelJob
+    from schemas.enums import ActorRole
+
+    text_id = "4f6d67d8-27ff-6c9b-199e-b66f41f27ef3"
+    cancel = CancelJob(job_id=text_id, actor_id="a", actor_role=ActorRole.ADMIN, reason="x")  # type: ignore[arg-type]
+    with pytest.raises(CodecError, match="a uuid field holds a UUID, not str"):
+        encode(cancel)
