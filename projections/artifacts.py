@@ -13,7 +13,6 @@ from uuid import UUID, uuid5
 
 from schemas.enums import RetentionClass
 from schemas.records import Artifact
-from schemas.types import to_utc_millis
 
 ARTIFACT_NAMESPACE = UUID("0d3b7e55-8a51-5c59-bf0a-5a3f0e6c2d21")
 RETENTION: dict[RetentionClass, timedelta | None] = {
@@ -115,6 +114,6 @@ def describe(body: bytes, content_type: str, retention: RetentionClass, now: dat
         content_type=content_type,
         size_bytes=len(body),
         sha256=digest,
-        expires_at=None if expires_at is None else to_utc_millis(expires_at),
+        expires_at=expires_at,
         location=None,  # the store says where, when it has a place of its own (s3://…)
     )

@@ -16,7 +16,6 @@ from projections.lifecycle.state import State
 from schemas.commands import PurgeAuditRecords
 from schemas.enums import ActorRole, AuditAction, AuditOutcome
 from schemas.events import AuditRecorded, AuditRecordsPurged, Event, JobAccepted
-from schemas.types import to_utc_millis
 
 # Why a refused request was refused; the HTTP API answers 403, 404, 409 and 400 for them.
 FORBIDDEN, NOT_FOUND, CONFLICT, INVALID = "forbidden", "not_found", "conflict", "invalid"
@@ -104,7 +103,7 @@ def purge_audit(state: State, command: PurgeAuditRecords, emit: Emitter) -> None
     this_hour = emit.now.replace(minute=0, second=0, microsecond=0)
     emit(
         AuditRecordsPurged,
-        before=min(to_utc_millis(command.before), this_hour),
+        before=min(command.before, this_hour),
         actor_id=clip(command.actor_id, MAX_ACTOR_BYTES),
         actor_role=command.actor_role,
         reason=clip(command.reason, MAX_REASON_BYTES),

@@ -43,7 +43,6 @@ from schemas.commands import (
 )
 from schemas.enums import ActorRole, AuditAction, AuditOutcome, CacheMode, JobStatus
 from schemas.events import CallbackReplayed, JobCancelled, JobHistoryDeleted, JobRedriven
-from schemas.types import to_utc_millis
 
 CANCELLING_ROLES = frozenset({ActorRole.SERVICE, ActorRole.OPERATOR, ActorRole.ADMIN})
 REDRIVING_ROLES = frozenset({ActorRole.ADMIN})
@@ -147,7 +146,7 @@ def _redrive(job: Job, command: RedriveJob, emit: Emitter, policy: Policy) -> No
         actor_id=_actor(command),
         actor_role=command.actor_role,
         reason=_reason(command),
-        deadline_at=to_utc_millis(command.deadline_at or job.accepted.deadline_at),
+        deadline_at=command.deadline_at or job.accepted.deadline_at,
         budget_spent_before=job.charged_attempts,
         cache_mode=command.cache_mode or CacheMode.BYPASS,  # the origin was fixed: ask it again
     )

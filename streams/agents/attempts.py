@@ -12,7 +12,6 @@ from projections.lifecycle.limits import clip
 from projections.lifecycle.outcomes import local_failure
 from schemas.enums import ArtifactTrust, AttemptOutcome, FailureDisposition
 from schemas.records import Artifact, Attempt, Cost, Failure
-from schemas.types import to_utc_millis
 from schemas.work import CacheEntry
 from streams.fetch.http import FetchResult
 from streams.fetch.routes import Passage
@@ -52,7 +51,7 @@ def attempt_of(
         artifacts=artifacts,
         etag=result.etag,
         last_modified=result.last_modified,
-        finished_at=to_utc_millis(finished_at),
+        finished_at=finished_at,
         from_cache=cached is not None,
         fresh_for_ms=result.fresh_for_ms,
         storable=result.storable and via.trust is ArtifactTrust.VERIFIED,

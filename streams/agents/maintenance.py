@@ -36,7 +36,6 @@ from projections.lifecycle.state import Job
 from schemas.commands import DeleteJobHistory, PurgeAuditRecords, RecordAudit
 from schemas.enums import ActorRole, AuditAction, AuditOutcome
 from schemas.events import AuditRecorded
-from schemas.types import to_utc_millis
 from schemas.work import ArtifactPurged
 from streams.artifacts.port import ArtifactStore
 from streams.jobtypes import history_deletion_veto
@@ -240,7 +239,7 @@ def _audit_purge(job_id: UUID, before: datetime, days: float) -> PurgeAuditRecor
     return PurgeAuditRecords(
         command_id=uuid5(PURGE_NAMESPACE, f"audit/{job_id}/{before.isoformat()}"),
         job_id=job_id,
-        before=to_utc_millis(before),
+        before=before,
         actor_id=ACTOR,
         actor_role=ActorRole.ADMIN,
         reason=f"audit retention: written more than {days:g} days ago",
@@ -250,9 +249,9 @@ def _audit_purge(job_id: UUID, before: datetime, days: float) -> PurgeAuditRecor
 def _purged(key: str, written_before: datetime, reason: str, now: datetime) -> ArtifactPurged:
     return ArtifactPurged(
         artifact_key=key,
-        written_before=to_utc_millis(written_before),
+        written_before=written_before,
         reason=reason,
-        purged_at=to_utc_millis(now),
+        purged_at=now,
     )
 
 
