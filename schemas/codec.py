@@ -87,7 +87,7 @@ def _read_body(writer: KnownSchema, body: bytes) -> Record:
         raise CodecError(f"{len(body) - buffer.tell()} trailing bytes after a {writer.name} body")
     try:
         return msgspec.convert(data, cls)
-    except msgspec.ValidationError as exc:
+    except Exception as exc:  # a field error, or a value its record cannot hold: all are bad input
         raise CodecError(f"invalid {writer.name}: {exc}") from exc
 
 
