@@ -117,13 +117,12 @@ def text_diff(before: str, after: str) -> Diff:
     """A unified diff of two texts of at most `MAX_LINES` lines each, cut at `MAX_DIFF_CHARS`."""
     old, new = before.splitlines()[:MAX_LINES], after.splitlines()[:MAX_LINES]
     lines = difflib.unified_diff(old, new, "before", "after", lineterm="", n=2)
-    written, added, removed, truncated = [], 0, 0, False
-    size = 0
+    written = list(islice(lines, 2))  # the two file lines, when there is a difference at all
+    added, removed, truncated = 0, 0, False
+    size = sum(len(line) + 1 for line in written)
     for line in lines:
-        if line.startswith("+") and not line.startswith("+++"):
-            added += 1
-        elif line.startswith("-") and not line.startswith("---"):
-            removed += 1
+        added += line.startswith("+")
+        removed += line.startswith("-")
         if size + len(line) + 1 > MAX_DIFF_CHARS:
             truncated = True
             continue

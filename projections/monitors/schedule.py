@@ -24,6 +24,7 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 MAX_CANDIDATES = 5_000
 WEEKDAYS = frozenset(range(7))
 CRON_CATCH_UP = timedelta(days=2)
+MAX_CRON_JITTER_S = 3_600
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,12 +68,15 @@ def schedule_problem(schedule: Schedule) -> str | None:
         return "give either an interval (every_s) or a cron expression, not both or neither"
     if schedule.every_s is not None and not MIN_INTERVAL_S <= schedule.every_s <= MAX_INTERVAL_S:
         return f"an interval is from {MIN_INTERVAL_S} s to {MAX_INTERVAL_S} s, not {schedule.every_s}"
-    if schedule.cron is not None and _cron_problem(schedule.cron) is not None:
-        return _cron_problem(schedule.cron)
+    cron_problem = None if schedule.cron is None else _cron_problem(schedule.cron)
+    if cron_problem is not None:
+        return cron_problem
     if _zone(schedule.time_zone) is None:
         return f"unknown time zone {schedule.time_zone[:64]!r}"
-    if not 0 <= schedule.jitter_s <= (schedule.every_s or MIN_INTERVAL_S * 360):
-        return f"a jitter is from 0 s to the interval, not {schedule.jitter_s}"
+    if not 0 <= schedule.jitter_s <= (schedule.every_s or MAX_CRON_JITTER_S):
+        return (
+            f"a jitter is from 0 s to the interval (an hour for a cron expression), not {schedule.jitter_s}"
+        )
     window = schedule.window
     if window is not None and (window.start == window.end or not window.days or not window.days <= WEEKDAYS):
         return "a window opens and closes at different times on at least one weekday (0 Monday to 6 Sunday)"
@@ -88,7 +92,7 @@ def next_due(schedule: Schedule, monitor_id: UUID, after: datetime) -> datetime 
         nominal = _next_nominal(schedule, nominal)
         if _in_window(schedule, nominal):
             return nominal + jitter
-        if schedule.every_s is not None and schedule.window is not None:  # on to its next opening
+        if schedule.window is not None:  # on to the window's next opening, not through every closed hour
             opening = _next_opening(schedule.window, _zone_or_utc(schedule), nominal)
             if opening is None:
                 return None

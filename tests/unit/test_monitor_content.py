@@ -98,6 +98,11 @@ def test_any_diff_is_bounded_and_counts_its_lines(before, after):
         assert diff.removed == sum(1 for line in body if line.startswith("-"))
 
 
+def test_lines_that_start_like_a_diffs_file_lines_are_counted_as_changes():
+    diff = text_diff("keep\n--- gone\n", "keep\n+++ came\n++ also\n")
+    assert (diff.added, diff.removed) == (2, 1)
+
+
 def test_the_largest_texts_make_a_diff_cut_at_its_bound():
     before = "\n".join(f"line {n}" for n in range(MAX_LINES * 2))
     after = "\n".join(f"other {n}" for n in range(MAX_LINES * 2))

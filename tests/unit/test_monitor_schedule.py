@@ -43,6 +43,12 @@ def in_window(schedule: Schedule, at: datetime) -> bool:
             datetime(2026, 12, 7, 8, tzinfo=UTC),
         ),
         (Schedule(every_s=3600, window=NIGHT), T0, datetime(2026, 12, 3, 22, tzinfo=UTC)),
+        # Every minute, in a window of one minute a week: more closed minutes than a walk would take.
+        (
+            Schedule(cron="* * * * *", window=Window(time(9), time(9, 1), frozenset({0}))),
+            T0,
+            datetime(2026, 12, 7, 9, tzinfo=UTC),
+        ),
         (
             Schedule(every_s=3600, window=NIGHT),
             datetime(2026, 12, 4, 4, 30, tzinfo=UTC),
