@@ -27,7 +27,7 @@ from projections.jobstore import JobStore
 from projections.lifecycle.decide import decide
 from projections.lifecycle.evolve import replay
 from projections.lifecycle.policy import ExecutionProfile, Policy
-from projections.lifecycle.state import State
+from projections.lifecycle.state import Job, State
 from projections.storage.rocks import RocksStore
 from schemas.codec import encode
 from schemas.commands import Command, ReportAttempt, SubmitJob
@@ -63,7 +63,7 @@ def submissions(jobs: int) -> list[SubmitJob]:
 
 def report_for(state: State) -> ReportAttempt:
     lease = getattr(state, "lease", None)
-    assert state is not None
+    assert isinstance(state, Job)
     assert lease is not None
     attempt = Attempt(
         attempt_number=lease.attempt_number,

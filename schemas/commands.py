@@ -7,16 +7,18 @@ from msgspec import field
 
 from schemas.enums import (
     ActorRole,
+    AttemptOutcome,
     AuditAction,
     AuditOutcome,
     CacheMode,
     CaptureMode,
+    JobStatus,
     PolicyClass,
     ReportKind,
     RetentionClass,
     TransportPolicy,
 )
-from schemas.records import Attempt, RenderOptions, Request
+from schemas.records import Artifact, Attempt, MonitorSpec, RenderOptions, Request
 from schemas.types import Instant, Record
 
 
@@ -161,6 +163,83 @@ class RecordAudit(Record, frozen=True, kw_only=True):
     reason: str = ""
 
 
+class _MonitorCommand(Record, frozen=True, kw_only=True):
+    """A command on a monitor: its stream's key is the monitor id, where a job's is the job id."""
+
+    monitor_id: UUID
+
+    @property
+    def job_id(self) -> UUID:
+        return self.monitor_id
+
+
+class CreateMonitor(Record, frozen=True, kw_only=True):
+    command_id: UUID | None = None
+    caller_identity: str
+    name: str
+    spec: MonitorSpec
+    submitted_by: str | None = None
+    submitter_role: ActorRole | None = None
+
+
+class EditMonitor(_MonitorCommand, frozen=True, kw_only=True):
+    command_id: UUID | None = None
+    spec: MonitorSpec
+    actor_id: str
+    actor_role: ActorRole
+
+
+class PauseMonitor(_MonitorCommand, frozen=True, kw_only=True):
+    command_id: UUID | None = None
+    actor_id: str
+    actor_role: ActorRole
+    reason: str = ""
+
+
+class ResumeMonitor(_MonitorCommand, frozen=True, kw_only=True):
+    command_id: UUID | None = None
+    actor_id: str
+    actor_role: ActorRole
+    reason: str = ""
+
+
+class DeleteMonitor(_MonitorCommand, frozen=True, kw_only=True):
+    command_id: UUID | None = None
+    actor_id: str
+    actor_role: ActorRole
+    reason: str = ""
+
+
+class RecordCheck(_MonitorCommand, frozen=True, kw_only=True):
+    command_id: UUID
+    check_job_id: UUID
+    status: JobStatus
+    outcome: AttemptOutcome | None = None
+    http_status: int | None = None
+    artifacts: tuple[Artifact, ...] = ()
+    failure_code: str | None = None
+
+
+class ReportCheckReading(_MonitorCommand, frozen=True, kw_only=True):
+    command_id: UUID
+    check_job_id: UUID
+    fingerprint: str | None = None
+    diff: str = ""
+    diff_truncated: bool = False
+    lines_added: int = 0
+    lines_removed: int = 0
+    problem: str | None = None
+
+
+MonitorCommand = (
+    CreateMonitor
+    | EditMonitor
+    | PauseMonitor
+    | ResumeMonitor
+    | DeleteMonitor
+    | RecordCheck
+    | ReportCheckReading
+)
 MutationCommand = CancelJob | RedriveJob | DeleteJobHistory | ReplayCallback
 Command = (
     SubmitJob
@@ -175,4 +254,5 @@ Command = (
     | StartAttempt
     | CheckTimers
     | ReportCallback
+    | MonitorCommand
 )

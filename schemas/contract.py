@@ -36,6 +36,7 @@ PUBLIC_TOPICS = (
     TopicContract("completions", ("JobCompleted",), "FORWARD_TRANSITIVE", written_by_workers=True),
     TopicContract("answers", ("SubmissionAnswer",), "FORWARD_TRANSITIVE", written_by_workers=True),
     TopicContract("dead-input", ("DeadInput",), "FORWARD_TRANSITIVE", written_by_workers=True),
+    TopicContract("changes", ("MonitorChange",), "FORWARD_TRANSITIVE", written_by_workers=True),
 )
 # Versions frozen before their topic's rule was promised (the first release's completion, before
 # the REJECTED status): exempt from the rule's check, never written again.

@@ -139,3 +139,10 @@ class AnswerKind(StrEnum):
     REFUSED = "REFUSED"
     REPEATED = "REPEATED"
     DEAD_INPUT = "DEAD_INPUT"
+
+
+class ChangeKind(StrEnum):
+    NEW = "NEW"
+    CHANGED = "CHANGED"
+    REMOVED = "REMOVED"
+    RESTORED = "RESTORED"

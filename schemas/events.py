@@ -11,6 +11,7 @@ from schemas.enums import (
     AuditOutcome,
     CacheMode,
     CaptureMode,
+    ChangeKind,
     ExpiryReason,
     JobStatus,
     PolicyClass,
@@ -19,7 +20,7 @@ from schemas.enums import (
     RetentionClass,
     TransportPolicy,
 )
-from schemas.records import Artifact, Attempt, Failure, RenderOptions, Request
+from schemas.records import Artifact, Attempt, Failure, MonitorSpec, RenderOptions, Request
 from schemas.types import Instant, Record
 
 
@@ -195,6 +196,97 @@ class AuditRecordsPurged(EventEnvelope, frozen=True, kw_only=True):
     reason: str
 
 
+class MonitorCreated(EventEnvelope, frozen=True, kw_only=True):
+    caller_identity: str
+    name: str
+    spec: MonitorSpec
+    actor_id: str
+    actor_role: ActorRole
+    next_due_at: Instant | None = None
+
+
+class MonitorRefused(EventEnvelope, frozen=True, kw_only=True):
+    command: str
+    reason: str
+    detail: str
+
+
+class MonitorEdited(EventEnvelope, frozen=True, kw_only=True):
+    spec: MonitorSpec
+    actor_id: str
+    actor_role: ActorRole
+    rebased: bool = False
+    next_due_at: Instant | None = None
+
+
+class MonitorPaused(EventEnvelope, frozen=True, kw_only=True):
+    actor_id: str
+    actor_role: ActorRole
+    reason: str = ""
+
+
+class MonitorResumed(EventEnvelope, frozen=True, kw_only=True):
+    actor_id: str
+    actor_role: ActorRole
+    reason: str = ""
+    next_due_at: Instant | None = None
+
+
+class MonitorDeleted(EventEnvelope, frozen=True, kw_only=True):
+    actor_id: str
+    actor_role: ActorRole
+    reason: str = ""
+
+
+class CheckScheduled(EventEnvelope, frozen=True, kw_only=True):
+    check_job_id: UUID
+    due_at: Instant
+    missed: int = 0
+
+
+class CheckFetched(EventEnvelope, frozen=True, kw_only=True):
+    check_job_id: UUID
+    artifact: Artifact
+
+
+class CheckRecorded(EventEnvelope, frozen=True, kw_only=True):
+    check_job_id: UUID
+    due_at: Instant
+    status: JobStatus
+    http_status: int | None = None
+    change: ChangeKind | None = None
+    fingerprint: str | None = None
+    artifact: Artifact | None = None
+    detail: str = ""
+    next_due_at: Instant | None = None
+
+
+class ChangeDetected(EventEnvelope, frozen=True, kw_only=True):
+    check_job_id: UUID
+    kind: ChangeKind
+    previous_artifact: Artifact | None = None
+    current_artifact: Artifact | None = None
+    fingerprint: str | None = None
+    diff: str = ""
+    diff_truncated: bool = False
+    lines_added: int = 0
+    lines_removed: int = 0
+
+
+MonitorEvent = (
+    MonitorCreated
+    | MonitorRefused
+    | MonitorEdited
+    | MonitorPaused
+    | MonitorResumed
+    | MonitorDeleted
+    | CheckScheduled
+    | CheckFetched
+    | CheckRecorded
+    | ChangeDetected
+)
+
+
 Event = (
     JobAccepted
     | JobRejected
@@ -218,6 +310,7 @@ Event = (
     | JobHistoryDeleted
     | AuditRecordsPurged
     | CallbackReplayed
+    | MonitorEvent
 )
 
 

@@ -8,8 +8,11 @@ from msgspec import field
 from schemas.enums import (
     ArtifactTrust,
     AttemptOutcome,
+    CaptureMode,
     FailureDisposition,
     HttpMethod,
+    PolicyClass,
+    TransportPolicy,
     TransportRoute,
 )
 from schemas.types import Instant, Money, Record
@@ -79,3 +82,36 @@ class Attempt(Record, frozen=True, kw_only=True):
     cached_at: Instant | None = None
     cache_entry_job_id: UUID | None = None
     requests: int = 0
+
+
+ALL_WEEKDAYS = (0, 1, 2, 3, 4, 5, 6)
+
+
+class MonitorWindow(Record, frozen=True, kw_only=True):
+    start_minute: int
+    end_minute: int
+    weekdays: tuple[int, ...] = ALL_WEEKDAYS
+
+
+class MonitorSchedule(Record, frozen=True, kw_only=True):
+    every_s: int | None = None
+    cron: str | None = None
+    time_zone: str = "UTC"
+    jitter_s: int = 0
+    window: MonitorWindow | None = None
+
+
+class MonitorSpec(Record, frozen=True, kw_only=True):
+    request: Request
+    schedule: MonitorSchedule
+    job_type: str = "http.fetch"
+    policy_class: PolicyClass = PolicyClass.STANDARD
+    capture_mode: CaptureMode = CaptureMode.RAW_BODY
+    transport_policy: TransportPolicy = TransportPolicy.DIRECT_ONLY
+    render: RenderOptions | None = None
+    credential: str | None = None
+    callback_url: str | None = None
+    conditional: bool = True
+    watch: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+    labels: dict[str, str] = field(default_factory=dict)

@@ -2,11 +2,14 @@
 
 from uuid import UUID
 
+from msgspec import field
+
 from schemas.enums import (
     ActorRole,
     AnswerKind,
     CacheMode,
     CaptureMode,
+    ChangeKind,
     JobStatus,
     PolicyClass,
     RejectionReason,
@@ -186,3 +189,30 @@ class ExecutorAnnouncement(Record, frozen=True, kw_only=True):
     cannot_run: dict[str, str]
     announced_at: Instant
     expires_at: Instant
+
+
+class ReadCheck(Record, frozen=True, kw_only=True):
+    monitor_id: UUID
+    check_job_id: UUID
+    artifact: Artifact
+    previous: Artifact | None = None
+    watch: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+
+
+class MonitorChange(Record, frozen=True, kw_only=True):
+    monitor_id: UUID
+    caller_identity: str
+    name: str
+    url: str
+    check_job_id: UUID
+    detected_at: Instant
+    kind: ChangeKind
+    previous_artifact: Artifact | None = None
+    current_artifact: Artifact | None = None
+    fingerprint: str | None = None
+    diff: str = ""
+    diff_truncated: bool = False
+    lines_added: int = 0
+    lines_removed: int = 0
+    labels: dict[str, str] = field(default_factory=dict)

@@ -49,6 +49,8 @@ TOPIC_NAMES = (
     "references",
     "routes",
     "controls",
+    "checks",
+    "changes",
 )
 
 

@@ -14,6 +14,7 @@ from projections.jobstore import JobStore
 from projections.storage.rocks import RocksStore
 from schemas.enums import PolicyClass
 from schemas.errors import ScrapestreamError
+from streams.agents.check_reads import CheckReads
 from streams.agents.executor import HttpExecutor
 from streams.agents.intake import Intake
 from streams.agents.lifecycle import Lifecycle
@@ -172,6 +173,7 @@ class Worker:
             settings, self._callback_sender(), publisher, dead, utc_now, self.metrics, self.counters
         )
         stages.append(outbox)
+        stages.append(CheckReads(settings, artifacts, publisher, dead, utc_now))
         assignor = RoutingAssignor(routing, settings.topic("commands"))
         transactions = await self._transactions() if settings.exactly_once else None
         consumer = self.consumer = StageConsumer(

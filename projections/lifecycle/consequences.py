@@ -13,8 +13,11 @@ from projections.lifecycle.cache import cache_entry
 from projections.lifecycle.callbacks import next_callback_timer
 from projections.lifecycle.completion import completion_of, rejection_completion, webhook_id_of
 from projections.lifecycle.dispatch import dispatch_of
+from projections.lifecycle.monitor_work import check_rejected, check_result, monitor_consequences
+from projections.lifecycle.monitors import monitor_timer
 from projections.lifecycle.policy import Policy, renew_interval_ms
-from projections.lifecycle.state import Job, Lease, PendingCallback, State
+from projections.lifecycle.state import Job, Lease, Monitor, PendingCallback, State
+from schemas.commands import RecordCheck, SubmitJob
 from schemas.enums import JobStatus, ReportKind
 from schemas.events import (
     AttemptRecorded,
@@ -31,7 +34,15 @@ from schemas.events import (
     JobSucceeded,
     StaleReportIgnored,
 )
-from schemas.work import ArtifactReference, CacheEntry, CallbackDue, DueWork, LeaseRevoked
+from schemas.work import (
+    ArtifactReference,
+    CacheEntry,
+    CallbackDue,
+    DueWork,
+    LeaseRevoked,
+    MonitorChange,
+    ReadCheck,
+)
 
 TERMINAL_EVENTS = (JobSucceeded, JobDeadLettered, JobCancelled)
 RUNNING_REPORTS = (ReportKind.START, ReportKind.RENEWAL)
@@ -46,6 +57,9 @@ class Consequences:
     references: list[ArtifactReference] = field(default_factory=list)
     released: list[bytes] = field(default_factory=list)  # reference keys to tombstone
     revoked: list[LeaseRevoked] = field(default_factory=list)  # to the due topic, for the executor
+    commands: list[SubmitJob | RecordCheck] = field(default_factory=list)  # a monitor's check, its result
+    reads: list[ReadCheck] = field(default_factory=list)  # checks whose content is to be read
+    changes: list[MonitorChange] = field(default_factory=list)
 
 
 def consequences_of(
@@ -56,6 +70,9 @@ def consequences_of(
     stale start or renewal, or a cancellation, revokes the lease its executor still runs under."""
     result = Consequences()
     if state is None:
+        return result
+    if isinstance(state, Monitor):
+        monitor_consequences(state, events, result.commands, result.reads, result.changes)
         return result
     for event in events:
         if isinstance(event, JobHistoryDeleted) and isinstance(before, Job):
@@ -72,6 +89,7 @@ def consequences_of(
             # A rejection on an accepted job (a reused idempotency key) ends no job: its submitter
             # reads it from the events; the job's own completion is its one.
             result.completions.append(rejection_completion(event))
+            result.commands.extend(check_rejected(event))
             result.callbacks.extend(_first_try(state.callbacks, webhook_id_of(event)))
         elif isinstance(event, CallbackReplayed | CallbackDispatched):
             result.callbacks.extend(_try_of(state.callbacks, event))
@@ -108,6 +126,7 @@ def _of_job(state: Job, event: Event, result: Consequences, policy: Policy) -> N
         completion = completion_of(state)
         if completion is not None:
             result.completions.append(completion)
+            result.commands.extend(check_result(state, completion))
         result.callbacks.extend(_first_try(state.callbacks, webhook_id_of(event)))
 
 
@@ -176,7 +195,10 @@ def next_due_at(state: State, policy: Policy) -> datetime | None:
     if state is None:
         return None
     callback_at = next_callback_timer(state.callbacks, policy)
-    job_at = _job_timer(state) if isinstance(state, Job) else None
+    if isinstance(state, Monitor):
+        job_at = monitor_timer(state)
+    else:
+        job_at = _job_timer(state) if isinstance(state, Job) else None
     return min((at for at in (job_at, callback_at) if at is not None), default=None)
 
 

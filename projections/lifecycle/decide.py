@@ -6,6 +6,7 @@ command ids) decides nothing, so a redelivered command can never add events.
 
 from __future__ import annotations
 
+import typing
 from datetime import datetime, timedelta
 from typing import assert_never
 from uuid import UUID
@@ -16,22 +17,31 @@ from projections.lifecycle.audit import purge_audit
 from projections.lifecycle.callbacks import check_callbacks, report_callback
 from projections.lifecycle.dispatch import dispatch
 from projections.lifecycle.emit import Emitter, command_id_of
+from projections.lifecycle.monitors import decide_create, decide_monitor
 from projections.lifecycle.mutations import mutate, record_audit
 from projections.lifecycle.policy import Policy, ceil_to_millis
-from projections.lifecycle.state import Job, Lease, State, accepted_job, is_denial
+from projections.lifecycle.state import Job, Lease, Monitor, State, accepted_job, is_denial
 from projections.lifecycle.submission import decide_submit
 from schemas.commands import (
     CancelJob,
     CheckTimers,
     Command,
+    CreateMonitor,
     DeleteJobHistory,
+    DeleteMonitor,
+    EditMonitor,
+    MonitorCommand,
+    PauseMonitor,
     PurgeAuditRecords,
     RecordAudit,
+    RecordCheck,
     RedriveJob,
     RenewLease,
     ReplayCallback,
     ReportAttempt,
     ReportCallback,
+    ReportCheckReading,
+    ResumeMonitor,
     StartAttempt,
     SubmitJob,
 )
@@ -57,6 +67,7 @@ from schemas.records import Attempt, Failure
 from schemas.types import to_utc_millis
 
 MAX_STALE_TRACES = 16
+MONITOR_COMMANDS = typing.get_args(MonitorCommand)
 SUCCESS_OUTCOMES = frozenset({AttemptOutcome.FETCHED, AttemptOutcome.NOT_MODIFIED, AttemptOutcome.CACHE_HIT})
 
 
@@ -71,7 +82,18 @@ def decide(state: State, command: Command, now: datetime, policy: Policy) -> lis
     now = to_utc_millis(now)
     if isinstance(command, SubmitJob):
         return decide_submit(state, command, command_id, now, policy)
+    if isinstance(command, CreateMonitor):
+        return decide_create(state, command, command_id, now)
     emit = Emitter(command_id, command.job_id, 0 if state is None else state.sequence, now)
+    if isinstance(state, Monitor):
+        if isinstance(command, MONITOR_COMMANDS):
+            decide_monitor(state, command, emit)
+        elif isinstance(command, CheckTimers):
+            decide_monitor(state, command, emit)
+            check_callbacks(state.callbacks, emit, policy)
+        elif isinstance(command, ReportCallback):
+            report_callback(state.callbacks, command, emit, policy)
+        return emit.events
     job = accepted_job(state)
     match command:
         case CancelJob() | RedriveJob() | DeleteJobHistory() | ReplayCallback():
@@ -91,6 +113,15 @@ def decide(state: State, command: Command, now: datetime, policy: Policy) -> lis
             check_callbacks(() if state is None else state.callbacks, emit, policy)
         case ReportCallback():
             report_callback(() if state is None else state.callbacks, command, emit, policy)
+        case (
+            EditMonitor()
+            | PauseMonitor()
+            | ResumeMonitor()
+            | DeleteMonitor()
+            | RecordCheck()
+            | ReportCheckReading()
+        ):
+            pass  # no such monitor: the API answers 404 before it sends one
         case _:
             assert_never(command)
     return emit.events

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import typing
 from collections.abc import Iterable
 from typing import TypeVar, assert_never
 
@@ -11,7 +12,8 @@ import msgspec
 from projections.lifecycle.callbacks import finish_callback, start_callback, update_callback
 from projections.lifecycle.completion import callback_for, completion_of, rejection_completion, webhook_id_of
 from projections.lifecycle.dispatch import first_lease_of
-from projections.lifecycle.state import Job, Lease, State, Unaccepted, remembered, updated
+from projections.lifecycle.monitors import evolve_monitor
+from projections.lifecycle.state import Job, Lease, Monitor, State, Unaccepted, remembered, updated
 from schemas.enums import ExpiryReason, JobStatus
 from schemas.events import (
     AttemptRecorded,
@@ -23,6 +25,10 @@ from schemas.events import (
     CallbackDispatched,
     CallbackReplayed,
     CallbackRetryScheduled,
+    ChangeDetected,
+    CheckFetched,
+    CheckRecorded,
+    CheckScheduled,
     Event,
     JobAccepted,
     JobCancelled,
@@ -34,12 +40,22 @@ from schemas.events import (
     JobSucceeded,
     LeaseExpired,
     LeaseRenewed,
+    MonitorCreated,
+    MonitorDeleted,
+    MonitorEdited,
+    MonitorEvent,
+    MonitorPaused,
+    MonitorRefused,
+    MonitorResumed,
     RetryScheduled,
     StaleReportIgnored,
     SubmissionReused,
 )
 from schemas.records import Artifact, Failure
 from schemas.work import CallbackDue
+
+MONITOR_EVENTS = typing.get_args(MonitorEvent)
+CALLBACK_EVENTS = (CallbackDispatched, CallbackRetryScheduled, CallbackDelivered, CallbackAbandoned)
 
 
 def start(accepted: JobAccepted, before: Unaccepted | None = None) -> Job:
@@ -57,9 +73,17 @@ def start(accepted: JobAccepted, before: Unaccepted | None = None) -> Job:
 
 
 def evolve(state: State, event: Event) -> State:
-    """Fold one event; a job id gets an `Unaccepted` state until a `JobAccepted` arrives."""
-    if isinstance(state, Job) and not isinstance(event, JobHistoryDeleted):
-        folded: Job | Unaccepted = _apply(state, event)
+    """Fold one event; a job id gets an `Unaccepted` state until a `JobAccepted` arrives, a monitor
+    id a `Monitor` with its `MonitorCreated`."""
+    monitor = evolve_monitor(state, event) if isinstance(event, MONITOR_EVENTS) else None
+    if monitor is not None:
+        folded: Job | Unaccepted | Monitor = monitor
+    elif isinstance(state, Monitor | Job) and isinstance(event, MONITOR_EVENTS):
+        folded = state  # another stream's event: nothing of it is kept
+    elif isinstance(state, Monitor):
+        folded = _callback(state, event) if isinstance(event, CALLBACK_EVENTS) else state
+    elif isinstance(state, Job) and not isinstance(event, JobHistoryDeleted):
+        folded = _apply(state, event)
     elif isinstance(event, JobAccepted) and not isinstance(state, Job):
         folded = start(event, state)
         first = first_lease_of(event)
@@ -175,11 +199,24 @@ def _apply(state: Job, event: Event) -> Job:  # noqa: C901 - one flat case per e
             return _callback(state, event)
         case CallbackReplayed():
             return _replayed(state, event)
+        case (
+            MonitorCreated()
+            | MonitorRefused()
+            | MonitorEdited()
+            | MonitorPaused()
+            | MonitorResumed()
+            | MonitorDeleted()
+            | CheckScheduled()
+            | CheckFetched()
+            | CheckRecorded()
+            | ChangeDetected()
+        ):
+            return state
         case _:
             assert_never(event)
 
 
-S = TypeVar("S", Job, Unaccepted)
+S = TypeVar("S", Job, Unaccepted, Monitor)
 
 
 def _replayed(state: Job, event: CallbackReplayed) -> Job:

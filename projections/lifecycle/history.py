@@ -19,21 +19,23 @@ def state_as_of(events: Sequence[Event], at: datetime) -> State:
     return replay(events_until(events, at))
 
 
-def as_of_refusal(events: Sequence[Event], at: datetime, now: datetime) -> str | None:
-    """Why the job cannot be told as of `at`: a time to come, or one its kept history does not reach."""
+def as_of_refusal(events: Sequence[Event], at: datetime, now: datetime, what: str = "job") -> str | None:
+    """Why the job (or monitor) cannot be told as of `at`: a time to come, or one its kept history
+    does not reach."""
     if at > now:
         return f"{at.isoformat()} is in the future (now is {now.isoformat()}): leave the time out for now"
     if not events:
-        return "no history of this job is kept (deleted or purged): nothing can be told as of any time"
+        return f"no history of this {what} is kept (deleted or purged): nothing can be told as of any time"
     first = events[0]
     if first.sequence != 1:
         return (
-            f"this job's history is kept from its event #{first.sequence} ({first.occurred_at.isoformat()}) "
-            "on; the earlier ones are only in a snapshot, so no time can be told from its events"
+            f"this {what}'s history is kept from its event #{first.sequence} "
+            f"({first.occurred_at.isoformat()}) on; the earlier ones are only in a snapshot, so no time "
+            "can be told from its events"
         )
     if at < first.occurred_at:
         return (
-            f"this job's history is kept from {first.occurred_at.isoformat()}, when it began; "
+            f"this {what}'s history is kept from {first.occurred_at.isoformat()}, when it began; "
             f"{at.isoformat()} is before it"
         )
     return None

@@ -10,8 +10,8 @@ from typing import Any, TypeVar
 from uuid import UUID
 
 from schemas.enums import AttemptOutcome, CacheMode, JobStatus, ReportKind
-from schemas.events import JobAccepted, JobRejected
-from schemas.records import Artifact, Attempt, Failure
+from schemas.events import CheckScheduled, JobAccepted, JobRejected, MonitorCreated
+from schemas.records import Artifact, Attempt, Failure, MonitorSpec
 from schemas.work import CallbackDue
 
 TERMINAL_STATUSES = frozenset({JobStatus.SUCCEEDED, JobStatus.DEAD_LETTER, JobStatus.CANCELLED})
@@ -115,7 +115,41 @@ class Unaccepted:
     rejected: JobRejected | None = None  # the latest rejection of a submission under this id
 
 
-State = Job | Unaccepted | None
+@dataclass(frozen=True)
+class Monitor:
+    """A watched page: its spec, when its next check is due, the check being made, and what its last
+    readable content was."""
+
+    created: MonitorCreated
+    spec: MonitorSpec
+    sequence: int
+    next_due_at: datetime | None
+    paused: bool = False
+    deleted: bool = False
+    last_due_at: datetime | None = None  # the due time of the latest check made
+    pending: CheckScheduled | None = None  # the check being made: one at a time
+    fetched: Artifact | None = None  # its content, while that is read
+    fingerprint: str | None = None  # of the last content read
+    artifact: Artifact | None = None  # the last content read
+    gone: bool = False  # the last answer was 404 or 410
+    checks: int = 0
+    changes: int = 0
+    missed: int = 0
+    callbacks: tuple[PendingCallback, ...] = ()
+    callbacks_finished: int = 0
+    recent_command_ids: tuple[UUID, ...] = ()
+    recent_command_at: tuple[datetime, ...] = ()
+
+    @property
+    def monitor_id(self) -> UUID:
+        return self.created.job_id
+
+    @property
+    def owner(self) -> str:
+        return self.created.caller_identity
+
+
+State = Job | Unaccepted | Monitor | None
 
 
 def is_denial(attempt: Attempt) -> bool:
@@ -142,7 +176,7 @@ def accepted_job(state: State) -> Job | None:
     return state if isinstance(state, Job) else None
 
 
-S = TypeVar("S", Job, Unaccepted, Lease, PendingCallback)
+S = TypeVar("S", Job, Unaccepted, Monitor, Lease, PendingCallback)
 
 
 def updated(state: S, **changes: Any) -> S:

@@ -86,12 +86,18 @@ def focus_problem(focus: Focus) -> str | None:
     return None
 
 
+def is_text(content_type: str) -> bool:
+    """Whether a body of this type is read as text; anything else is compared by its bytes' hash."""
+    kind = content_type.split(";", 1)[0].strip().lower()
+    return kind.startswith(TEXT_TYPES) or kind.endswith("+json")
+
+
 def reading_of(body: bytes, content_type: str, focus: Focus = Focus()) -> Reading:
     """The reading of a page's body, by its content type."""
     kind = content_type.split(";", 1)[0].strip().lower()
     if kind in ("text/html", "application/xhtml+xml"):
         text = visible_text(body[:MAX_PARSED_BYTES], focus)
-    elif kind.startswith(TEXT_TYPES) or kind.endswith("+json"):
+    elif is_text(kind):
         text = _bounded_lines(body[:MAX_PARSED_BYTES].decode("utf-8", "replace").splitlines())
     else:
         return Reading(hashlib.sha256(body).hexdigest(), None, len(body))

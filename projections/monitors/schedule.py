@@ -90,7 +90,7 @@ def next_due(schedule: Schedule, monitor_id: UUID, after: datetime) -> datetime 
     nominal = after - jitter
     for _ in range(MAX_CANDIDATES):
         nominal = _next_nominal(schedule, nominal)
-        if _in_window(schedule, nominal):
+        if in_window(schedule, nominal):
             return nominal + jitter
         if schedule.window is not None:  # on to the window's next opening, not through every closed hour
             opening = _next_opening(schedule.window, _zone_or_utc(schedule), nominal)
@@ -188,7 +188,7 @@ def _next_nominal(schedule: Schedule, after: datetime) -> datetime:
     return following.astimezone(UTC)
 
 
-def _in_window(schedule: Schedule, at: datetime) -> bool:
+def in_window(schedule: Schedule, at: datetime) -> bool:
     if schedule.window is None:
         return True
     return schedule.window.holds(at.astimezone(_zone_or_utc(schedule)))

@@ -38,6 +38,7 @@ from projections.lifecycle.decide import decide, lease_refusal
 from projections.lifecycle.emit import command_id_of
 from projections.lifecycle.evolve import replay
 from projections.lifecycle.identity import host_of
+from projections.lifecycle.monitors import monitor_id_for
 from projections.lifecycle.mutations import refusal_of
 from projections.lifecycle.policy import Policy
 from projections.lifecycle.state import State, accepted_job
@@ -45,6 +46,7 @@ from projections.lifecycle.submission import runner_of, submission_identity
 from schemas.codec import decode_as
 from schemas.commands import (
     Command,
+    CreateMonitor,
     RecordAudit,
     RenewLease,
     ReportAttempt,
@@ -91,7 +93,11 @@ def _replied(record: Record | None, messages: list[Outgoing]) -> list[Outgoing]:
 
 
 def target_job(command: Command) -> UUID:
-    return submission_identity(command)[0] if isinstance(command, SubmitJob) else command.job_id
+    if isinstance(command, SubmitJob):
+        return submission_identity(command)[0]
+    if isinstance(command, CreateMonitor):
+        return monitor_id_for(command.caller_identity, command.name)
+    return command.job_id
 
 
 @dataclass(frozen=True)
@@ -399,6 +405,9 @@ class Lifecycle(QuietStage):
                 for work in map(self._handed_out, result.due)
             ),
             *(outgoing(topic("completions"), c.job_id, c, at=at) for c in result.completions),
+            *(outgoing(topic("commands"), target_job(c), c, at=at) for c in result.commands),
+            *(outgoing(topic("checks"), r.monitor_id, r, at=at) for r in result.reads),
+            *(outgoing(topic("changes"), c.monitor_id, c, at=at) for c in result.changes),
             *(outgoing(topic("outbox"), c.job_id, c, at=at) for c in result.callbacks),
             *(outgoing(topic("cache"), e.request_hash, e, at=at) for e in result.cache_entries),
             *(

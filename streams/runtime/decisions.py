@@ -7,18 +7,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import typing
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Protocol
 from uuid import UUID
 
 from schemas.commands import RecordAudit
-from schemas.events import AuditRecorded, Event, JobAccepted, JobRejected, SubmissionReused
+from schemas.events import AuditRecorded, Event, JobAccepted, JobRejected, MonitorEvent, SubmissionReused
 
 # What decided a command: a submission's first event, a mutation's audit record, or the refusal it
 # sent to its actor's audit stream.
-Decided = AuditRecorded | RecordAudit | JobAccepted | SubmissionReused | JobRejected
-DECIDING = (AuditRecorded, JobAccepted, SubmissionReused, JobRejected)
+# A monitor's command is decided by its first event.
+Decided = AuditRecorded | RecordAudit | JobAccepted | SubmissionReused | JobRejected | MonitorEvent
+DECIDING = (AuditRecorded, JobAccepted, SubmissionReused, JobRejected, *typing.get_args(MonitorEvent))
 WRITTEN_WAIT_S = 5.0  # how long a read waits for a batch in flight before it answers what is stored
 
 

@@ -17,6 +17,7 @@ from streams.web import (
     controls,
     jobs,
     listings,
+    monitors,
     operations,
     overview,
     replays,
@@ -74,7 +75,14 @@ def documented_api(context: ApiContext) -> FastAPI:
     app.state.principals = context.principals
     app.state.peer_key = context.peer_key
     app.state.sessions = context.sessions
-    routers = (operations.router, overview.router, controls.router, jobs.router, listings.router)
+    routers = (
+        operations.router,
+        overview.router,
+        controls.router,
+        jobs.router,
+        listings.router,
+        monitors.router,
+    )
     for router in (*routers, artifacts.router, cache_reads.router, replays.router, uploads.router):
         app.include_router(router)
     app.include_router(console.router)

@@ -2,7 +2,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from projections.monitors.changes import ChangeKind, Seen, change_of
+from projections.monitors.changes import Seen, change_of
 from projections.monitors.content import (
     MAX_DIFF_CHARS,
     MAX_LINE_CHARS,
@@ -13,6 +13,7 @@ from projections.monitors.content import (
     text_diff,
     visible_text,
 )
+from schemas.enums import ChangeKind
 
 PAGE = b"""<html><head><title>Shop</title><style>p { color: red }</style><script>var seen = 1</script></head>
 <body><div class="ad">Buy <b>now</b>!</div><h1>Price</h1><p>Only <b>12</b>&nbsp;EUR   today</p>
@@ -128,7 +129,7 @@ def test_a_page_that_changes_goes_away_and_comes_back():
     ]
     kinds = []
     for status, reading in steps:
-        kind, seen = change_of(seen, status, reading)
+        kind, seen = change_of(seen, status, None if reading is None else reading.fingerprint)
         kinds.append(kind)
     assert kinds == [
         ChangeKind.NEW,
@@ -147,4 +148,4 @@ def test_a_page_gone_from_the_first_check_is_new_when_it_appears():
     kind, seen = change_of(Seen(), 404, None)
     assert kind is None
     assert seen.gone
-    assert change_of(seen, 200, reading_of(b"hello", "text/plain"))[0] is ChangeKind.NEW
+    assert change_of(seen, 200, reading_of(b"hello", "text/plain").fingerprint)[0] is ChangeKind.NEW

@@ -11,8 +11,9 @@ import msgspec
 from projections.jobstore import JobStore
 from projections.storage.memory import MemoryStore
 from schemas.codec import decode
+from schemas.commands import CreateMonitor
 from schemas.enums import AttemptOutcome
-from schemas.records import Request
+from schemas.records import MonitorSchedule, MonitorSpec, Request
 from streams.agents.timers import Timers
 from streams.runtime.publisher import Outgoing
 from streams.settings import load_settings
@@ -101,3 +102,23 @@ async def test_one_pass_sends_at_most_its_cap_the_oldest_first():
     assert await timers.tick() == 2
     oldest = sorted(expiries, key=expiries.__getitem__)[:2]
     assert [decode(message.value).job_id for message in publisher.sent] == oldest
+
+
+async def test_a_monitors_next_check_is_a_timer_and_a_check_in_progress_is_none():
+    lifecycle = Lifecycle()
+    (created,) = lifecycle(
+        CreateMonitor(
+            caller_identity="svc-a",
+            name="pricing",
+            spec=MonitorSpec(
+                request=Request(url="https://example.com/"), schedule=MonitorSchedule(every_s=60)
+            ),
+        )
+    )
+    timers, publisher = await timers_for(lifecycle.events, T0)
+    assert await timers.tick() == 1
+    (message,) = publisher.sent
+    assert decode(message.value).job_id == created.job_id
+    lifecycle(decode(message.value), T0)  # the check is scheduled: no timer until it is recorded
+    timers, _ = await timers_for(lifecycle.events, T0 + timedelta(hours=1))
+    assert await timers.tick() == 0

@@ -1,0 +1,419 @@
+"""A monitor's rules: created, edited, paused, resumed, deleted; one check at a time, each a job whose
+id follows from the monitor and its due time; a check's result compared with what it saw before.
+
+`decide_monitor` and `evolve_monitor` are the monitor's part of `decide` and `evolve`. Due times come
+from `projections.monitors.schedule` and are written into the events, so a replay never depends on
+the time zone database it runs with.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, time, timedelta
+from typing import Any
+from uuid import UUID
+
+from projections.lifecycle.emit import Emitter
+from projections.lifecycle.identity import (
+    MONITOR_NAMESPACE,
+    Rejection,
+    callback_url_problem,
+    canonicalize,
+    job_id_for,
+    name_based,
+)
+from projections.lifecycle.limits import clip, utf8_len
+from projections.lifecycle.state import Monitor, State, updated
+from projections.lifecycle.submission import render_problem
+from projections.monitors.changes import GONE_STATUSES, Seen, change_of
+from projections.monitors.content import Focus, focus_problem
+from projections.monitors.schedule import Due, Schedule, Window, due_at, in_window, next_due, schedule_problem
+from schemas.commands import (
+    CheckTimers,
+    CreateMonitor,
+    DeleteMonitor,
+    EditMonitor,
+    MonitorCommand,
+    PauseMonitor,
+    RecordCheck,
+    ReportCheckReading,
+    ResumeMonitor,
+)
+from schemas.enums import ActorRole, AttemptOutcome, ChangeKind, JobStatus
+from schemas.events import (
+    ChangeDetected,
+    CheckFetched,
+    CheckRecorded,
+    CheckScheduled,
+    Event,
+    MonitorCreated,
+    MonitorDeleted,
+    MonitorEdited,
+    MonitorEvent,
+    MonitorPaused,
+    MonitorRefused,
+    MonitorResumed,
+)
+from schemas.records import Artifact, MonitorSchedule, MonitorSpec
+from schemas.types import uuid_text
+
+CHECK_KEY_PREFIX = "scrapestream.monitor:"
+MAX_NAME_BYTES = 200
+# A check gives up after this long; the monitor makes one check at a time, so a stuck one holds it no longer.
+CHECK_DEADLINE = timedelta(minutes=10)
+MONITOR_CONTROLLERS = frozenset({ActorRole.OPERATOR, ActorRole.ADMIN})
+
+
+def monitor_id_for(caller_identity: str, name: str) -> UUID:
+    return name_based(MONITOR_NAMESPACE, f"{caller_identity}\n{name}")
+
+
+def check_key(monitor_id: UUID, due: datetime) -> str:
+    """The idempotency key of a monitor's check job: one job per monitor and due time."""
+    return f"{CHECK_KEY_PREFIX}{uuid_text(monitor_id)}:{int(due.timestamp() * 1000)}"
+
+
+def checked_monitor(idempotency_key: str) -> UUID | None:
+    """The monitor a check job's idempotency key names, or None for any other job."""
+    if not idempotency_key.startswith(CHECK_KEY_PREFIX):
+        return None
+    monitor, _, due_ms = idempotency_key[len(CHECK_KEY_PREFIX) :].partition(":")
+    try:
+        return UUID(monitor) if due_ms.isdigit() else None
+    except ValueError:
+        return None
+
+
+def schedule_of(schedule: MonitorSchedule) -> Schedule:
+    window = schedule.window
+    return Schedule(
+        every_s=schedule.every_s,
+        cron=schedule.cron,
+        time_zone=schedule.time_zone,
+        jitter_s=schedule.jitter_s,
+        window=None
+        if window is None
+        else Window(
+            start=_minute(window.start_minute),
+            end=_minute(window.end_minute),
+            days=frozenset(window.weekdays),
+        ),
+    )
+
+
+def spec_problem(spec: MonitorSpec) -> str | None:
+    """Why a monitor cannot be kept with this spec, in words a caller can act on; None when it can."""
+    window = spec.schedule.window
+    if window is not None and not all(0 <= m < 1440 for m in (window.start_minute, window.end_minute)):
+        return "a window's start_minute and end_minute are from 0 to 1439"
+    canonical = canonicalize(spec.request)
+    problems = (
+        canonical.detail if isinstance(canonical, Rejection) else None,
+        schedule_problem(schedule_of(spec.schedule)),
+        focus_problem(Focus(spec.watch, spec.ignore)),
+        None if spec.callback_url is None else callback_url_problem(spec.callback_url),
+        None if spec.render is None else render_problem(spec.render),
+    )
+    return next((problem for problem in problems if problem is not None), None)
+
+
+def name_problem(name: str) -> str | None:
+    if not 0 < utf8_len(name) <= MAX_NAME_BYTES or not name.isprintable():
+        return f"a monitor's name is 1 to {MAX_NAME_BYTES} bytes of printable text"
+    return None
+
+
+def creation_refusal(command: CreateMonitor) -> str | None:
+    """Why the verified submitter may not create this monitor, or None: a service watches as itself."""
+    submitter, role = command.submitted_by, command.submitter_role
+    if submitter is None or role in MONITOR_CONTROLLERS or submitter == command.caller_identity:
+        return None
+    return f"{clip(submitter, 64)} may create monitors only as itself"
+
+
+def change_refusal(state: Monitor, actor_id: str, actor_role: ActorRole) -> str | None:
+    """Why an actor may not edit, pause, resume or delete this monitor, or None: its owner, operators
+    and admins may."""
+    if actor_role in MONITOR_CONTROLLERS or (actor_role is ActorRole.SERVICE and actor_id == state.owner):
+        return None
+    return "only a monitor's own service, operators and admins change it"
+
+
+def first_due(spec: MonitorSpec, monitor_id: UUID, created_at: datetime) -> datetime | None:
+    """A new monitor's first check: at once for a baseline, unless its window is closed."""
+    schedule = schedule_of(spec.schedule)
+    return created_at if in_window(schedule, created_at) else next_due(schedule, monitor_id, created_at)
+
+
+def decide_create(state: State, command: CreateMonitor, command_id: UUID, now: datetime) -> list[Event]:
+    monitor_id = monitor_id_for(command.caller_identity, command.name)
+    if not (state is None or isinstance(state, Monitor)) or name_problem(command.name) is not None:
+        return []
+    if creation_refusal(command) is not None:
+        return []  # the API refuses it before it is sent; one written past it changes nothing
+    emit = Emitter(command_id, monitor_id, 0 if state is None else state.sequence, now)
+    if isinstance(state, Monitor) and not state.deleted:
+        if state.spec != command.spec:
+            detail = (
+                f"{clip(command.caller_identity, 64)} has a monitor named {clip(command.name, 64)!r}: edit it"
+            )
+            emit(MonitorRefused, command="CreateMonitor", reason="name_taken", detail=detail)
+        return emit.events
+    problem = spec_problem(command.spec)
+    if problem is not None:
+        if isinstance(state, Monitor):
+            emit(MonitorRefused, command="CreateMonitor", reason="invalid_spec", detail=clip(problem))
+        return emit.events  # a refused first creation leaves no stream: the API says why
+    emit(
+        MonitorCreated,
+        caller_identity=command.caller_identity,
+        name=command.name,
+        spec=command.spec,
+        actor_id=command.submitted_by or command.caller_identity,
+        actor_role=command.submitter_role or ActorRole.SERVICE,
+        next_due_at=first_due(command.spec, monitor_id, now),
+    )
+    return emit.events
+
+
+def decide_monitor(state: Monitor, command: MonitorCommand | CheckTimers, emit: Emitter) -> None:
+    if _held_back(state, command, emit):
+        return
+    match command:
+        case EditMonitor():
+            _edit(state, command, emit)
+        case PauseMonitor() if not state.paused:
+            emit(MonitorPaused, **_actor(command), reason=command.reason)
+        case ResumeMonitor() if state.paused:
+            next_at = next_due(schedule_of(state.spec.schedule), state.monitor_id, emit.now)
+            emit(MonitorResumed, **_actor(command), reason=command.reason, next_due_at=next_at)
+        case DeleteMonitor():
+            emit(MonitorDeleted, **_actor(command), reason=command.reason)
+        case CheckTimers():
+            _schedule_check(state, emit)
+        case RecordCheck():
+            _record(state, command, emit)
+        case ReportCheckReading():
+            _read(state, command, emit)
+        case _:
+            return  # a pause of a paused monitor, a resume of a running one, a creation (decided apart)
+
+
+def _held_back(state: Monitor, command: MonitorCommand | CheckTimers, emit: Emitter) -> bool:
+    """Whether the command changes nothing: its actor may not, or the monitor is deleted (then an
+    edit, pause or resume is refused where its actor can read why)."""
+    changing = isinstance(command, EditMonitor | PauseMonitor | ResumeMonitor | DeleteMonitor)
+    if changing and change_refusal(state, **_actor(command)) is not None:
+        return True  # the API refuses it before it is sent; one written past it changes nothing
+    if not state.deleted:
+        return False
+    if changing and not isinstance(command, DeleteMonitor):
+        name = type(command).__name__
+        emit(MonitorRefused, command=name, reason="deleted", detail="the monitor is deleted")
+    return True
+
+
+def _edit(state: Monitor, command: EditMonitor, emit: Emitter) -> None:
+    if command.spec == state.spec:
+        return
+    problem = spec_problem(command.spec)
+    if problem is not None:
+        emit(MonitorRefused, command="EditMonitor", reason="invalid_spec", detail=clip(problem))
+        return
+    before, after = state.spec, command.spec
+    rebased = (before.request, before.watch, before.ignore, before.job_type, before.capture_mode) != (
+        after.request,
+        after.watch,
+        after.ignore,
+        after.job_type,
+        after.capture_mode,
+    )
+    emit(
+        MonitorEdited,
+        spec=after,
+        actor_id=command.actor_id,
+        actor_role=command.actor_role,
+        rebased=rebased,
+        next_due_at=next_due(schedule_of(after.schedule), state.monitor_id, emit.now),
+    )
+
+
+def _schedule_check(state: Monitor, emit: Emitter) -> None:
+    first = state.next_due_at
+    if state.paused or state.pending is not None or first is None or first > emit.now:
+        return
+    later = due_at(schedule_of(state.spec.schedule), state.monitor_id, first, emit.now)
+    due = Due(first, 0) if later is None else Due(later.at, later.missed + 1)
+    emit(
+        CheckScheduled,
+        check_job_id=job_id_for(state.owner, check_key(state.monitor_id, due.at)),
+        due_at=due.at,
+        missed=due.missed,
+    )
+
+
+def _record(state: Monitor, command: RecordCheck, emit: Emitter) -> None:
+    pending = state.pending
+    if pending is None or pending.check_job_id != command.check_job_id or state.fetched is not None:
+        return  # stale: not the check being made, or already read
+    content = _content(command.artifacts)
+    fetched = command.status is JobStatus.SUCCEEDED and content is not None
+    if fetched and content is not None and (content.key != _key(state.artifact) or state.gone):
+        emit(CheckFetched, check_job_id=pending.check_job_id, artifact=content)
+        return
+    http_status = command.http_status or 0
+    if fetched or command.outcome is AttemptOutcome.NOT_MODIFIED:
+        # The same stored bytes as the last content read: unchanged, nothing to read.
+        _recorded(
+            state,
+            emit,
+            command.status,
+            http_status or None,
+            fingerprint=state.fingerprint,
+            artifact=state.artifact,
+        )
+        return
+    change, _ = change_of(Seen(state.fingerprint, state.gone), http_status, None)
+    detail = clip(command.failure_code or f"the check ended {command.status}")
+    _recorded(state, emit, command.status, command.http_status, change=change, detail=detail)
+
+
+def _read(state: Monitor, command: ReportCheckReading, emit: Emitter) -> None:
+    pending, fetched = state.pending, state.fetched
+    if pending is None or fetched is None or pending.check_job_id != command.check_job_id:
+        return
+    if command.fingerprint is None:
+        detail = clip(command.problem or "the content could not be read")
+        _recorded(state, emit, JobStatus.SUCCEEDED, None, detail=detail)
+        return
+    change, _ = change_of(Seen(state.fingerprint, state.gone), 200, command.fingerprint)
+    _recorded(
+        state,
+        emit,
+        JobStatus.SUCCEEDED,
+        200,
+        change=change,
+        fingerprint=command.fingerprint,
+        artifact=fetched,
+    )
+    if change is not None:
+        emit(
+            ChangeDetected,
+            check_job_id=pending.check_job_id,
+            kind=change,
+            previous_artifact=state.artifact,
+            current_artifact=fetched,
+            fingerprint=command.fingerprint,
+            diff=command.diff,
+            diff_truncated=command.diff_truncated,
+            lines_added=command.lines_added,
+            lines_removed=command.lines_removed,
+        )
+
+
+def _recorded(
+    state: Monitor,
+    emit: Emitter,
+    status: JobStatus,
+    http_status: int | None,
+    *,
+    change: ChangeKind | None = None,
+    fingerprint: str | None = None,
+    artifact: Artifact | None = None,
+    detail: str = "",
+) -> None:
+    pending = state.pending
+    if pending is None:
+        return
+    emit(
+        CheckRecorded,
+        check_job_id=pending.check_job_id,
+        due_at=pending.due_at,
+        status=status,
+        http_status=http_status,
+        change=change,
+        fingerprint=fingerprint,
+        artifact=artifact,
+        detail=detail,
+        next_due_at=next_due(schedule_of(state.spec.schedule), state.monitor_id, pending.due_at),
+    )
+    if change is ChangeKind.REMOVED:
+        emit(ChangeDetected, check_job_id=pending.check_job_id, kind=change, previous_artifact=state.artifact)
+
+
+def evolve_monitor(state: State, event: MonitorEvent) -> Monitor | None:  # noqa: C901 - one flat case per event
+    """The monitor after `event`; None when the event is no monitor's (left to the caller)."""
+    if isinstance(event, MonitorCreated) and (state is None or isinstance(state, Monitor)):
+        before = state
+        return Monitor(
+            created=event,
+            spec=event.spec,
+            sequence=event.sequence,
+            next_due_at=event.next_due_at,
+            callbacks=() if before is None else before.callbacks,
+            recent_command_ids=() if before is None else before.recent_command_ids,
+            recent_command_at=() if before is None else before.recent_command_at,
+        )
+    if not isinstance(state, Monitor):
+        return None
+    match event:
+        case MonitorEdited():
+            if event.rebased:
+                state = updated(state, fingerprint=None, artifact=None, gone=False)
+            return updated(state, spec=event.spec, next_due_at=event.next_due_at)
+        case MonitorPaused():
+            return updated(state, paused=True)
+        case MonitorResumed():
+            return updated(state, paused=False, next_due_at=event.next_due_at)
+        case MonitorDeleted():
+            return updated(state, deleted=True)
+        case CheckScheduled():
+            return updated(
+                state,
+                pending=event,
+                last_due_at=event.due_at,
+                next_due_at=None,
+                missed=state.missed + event.missed,
+            )
+        case CheckFetched():
+            return updated(state, fetched=event.artifact)
+        case CheckRecorded():
+            return _after_check(state, event)
+        case ChangeDetected():
+            return updated(state, changes=state.changes + 1)
+        case MonitorRefused():
+            return state
+    return state
+
+
+def _after_check(state: Monitor, event: CheckRecorded) -> Monitor:
+    state = updated(state, pending=None, fetched=None, checks=state.checks + 1, next_due_at=event.next_due_at)
+    if event.http_status in GONE_STATUSES:
+        return updated(state, gone=True)
+    if event.fingerprint is not None:
+        return updated(state, fingerprint=event.fingerprint, artifact=event.artifact, gone=False)
+    return state
+
+
+def monitor_timer(state: Monitor) -> datetime | None:
+    """When a timer must next look at the monitor: its next due time, unless no check may start."""
+    if state.deleted or state.paused or state.pending is not None:
+        return None
+    return state.next_due_at
+
+
+def _actor(command: MonitorCommand | CheckTimers) -> dict[str, Any]:
+    if isinstance(command, EditMonitor | PauseMonitor | ResumeMonitor | DeleteMonitor):
+        return {"actor_id": command.actor_id, "actor_role": command.actor_role}
+    return {}
+
+
+def _content(artifacts: tuple[Artifact, ...]) -> Artifact | None:
+    return artifacts[0] if artifacts else None
+
+
+def _key(artifact: Artifact | None) -> str | None:
+    return None if artifact is None else artifact.key
+
+
+def _minute(minutes: int) -> time:
+    return time(minutes // 60 % 24, minutes % 60)

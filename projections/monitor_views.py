@@ -1,0 +1,191 @@
+"""Read-side views of monitors: the monitor, its checks and the changes they found, as the HTTP API
+returns them (its OpenAPI document is generated from these models)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Literal
+from uuid import UUID
+
+from projections.lifecycle.identity import shown_url
+from projections.lifecycle.state import Monitor
+from projections.views import ArtifactView, View, artifact_view
+from schemas.enums import CaptureMode, ChangeKind, JobStatus
+from schemas.events import ChangeDetected, CheckRecorded, CheckScheduled, Event
+from schemas.records import MonitorSchedule
+
+
+class WindowView(View):
+    start: str  # HH:MM, in the schedule's time zone
+    end: str
+    weekdays: list[int]
+
+
+class ScheduleView(View):
+    every_s: int | None
+    cron: str | None
+    time_zone: str
+    jitter_s: int
+    window: WindowView | None
+
+
+class MonitorView(View):
+    monitor_id: UUID
+    name: str
+    caller_identity: str
+    url: str
+    state: Literal["active", "paused", "deleted"]
+    schedule: ScheduleView
+    job_type: str
+    capture_mode: CaptureMode
+    conditional: bool
+    watch: list[str]
+    ignore: list[str]
+    callback_url: str | None
+    labels: dict[str, str]
+    created_at: datetime
+    next_check_at: datetime | None
+    checking: UUID | None  # the check job under way
+    last_due_at: datetime | None
+    page_gone: bool
+    fingerprint: str | None
+    checks: int
+    changes: int
+    missed: int
+
+
+class CheckView(View):
+    check_job_id: UUID
+    due_at: datetime
+    missed: int
+    recorded_at: datetime | None  # None while it runs
+    status: JobStatus | None
+    http_status: int | None
+    change: ChangeKind | None
+    detail: str
+
+
+class ChangeView(View):
+    check_job_id: UUID
+    detected_at: datetime
+    kind: ChangeKind
+    diff: str
+    diff_truncated: bool
+    lines_added: int
+    lines_removed: int
+    fingerprint: str | None
+    previous_artifact: ArtifactView | None
+    current_artifact: ArtifactView | None
+
+
+class CheckList(View):
+    monitor_id: UUID
+    items: list[CheckView]
+
+
+class ChangeList(View):
+    monitor_id: UUID
+    items: list[ChangeView]
+
+
+def monitor_view(monitor: Monitor) -> MonitorView:
+    spec = monitor.spec
+    state: Literal["active", "paused", "deleted"] = (
+        "deleted" if monitor.deleted else "paused" if monitor.paused else "active"
+    )
+    return MonitorView(
+        monitor_id=monitor.monitor_id,
+        name=monitor.created.name,
+        caller_identity=monitor.owner,
+        url=shown_url(spec.request.url),
+        state=state,
+        schedule=schedule_view(spec.schedule),
+        job_type=spec.job_type,
+        capture_mode=spec.capture_mode,
+        conditional=spec.conditional,
+        watch=list(spec.watch),
+        ignore=list(spec.ignore),
+        callback_url=None if spec.callback_url is None else shown_url(spec.callback_url),
+        labels=spec.labels,
+        created_at=monitor.created.occurred_at,
+        next_check_at=None if monitor.deleted or monitor.paused else monitor.next_due_at,
+        checking=None if monitor.pending is None else monitor.pending.check_job_id,
+        last_due_at=monitor.last_due_at,
+        page_gone=monitor.gone,
+        fingerprint=monitor.fingerprint,
+        checks=monitor.checks,
+        changes=monitor.changes,
+        missed=monitor.missed,
+    )
+
+
+def schedule_view(schedule: MonitorSchedule) -> ScheduleView:
+    window = schedule.window
+    return ScheduleView(
+        every_s=schedule.every_s,
+        cron=schedule.cron,
+        time_zone=schedule.time_zone,
+        jitter_s=schedule.jitter_s,
+        window=None
+        if window is None
+        else WindowView(
+            start=_clock(window.start_minute), end=_clock(window.end_minute), weekdays=list(window.weekdays)
+        ),
+    )
+
+
+def check_views(events: Iterable[Event]) -> list[CheckView]:
+    """Each check a monitor made, newest first: when it was due, and what it found once recorded."""
+    checks: dict[UUID, CheckView] = {}
+    for event in events:
+        if isinstance(event, CheckScheduled):
+            checks[event.check_job_id] = CheckView(
+                check_job_id=event.check_job_id,
+                due_at=event.due_at,
+                missed=event.missed,
+                recorded_at=None,
+                status=None,
+                http_status=None,
+                change=None,
+                detail="",
+            )
+        elif isinstance(event, CheckRecorded) and event.check_job_id in checks:
+            checks[event.check_job_id] = checks[event.check_job_id].model_copy(
+                update={
+                    "recorded_at": event.occurred_at,
+                    "status": event.status,
+                    "http_status": event.http_status,
+                    "change": event.change,
+                    "detail": event.detail,
+                }
+            )
+    return list(reversed(checks.values()))
+
+
+def change_views(events: Iterable[Event]) -> list[ChangeView]:
+    """Each change a monitor found, newest first."""
+    return [
+        ChangeView(
+            check_job_id=event.check_job_id,
+            detected_at=event.occurred_at,
+            kind=event.kind,
+            diff=event.diff,
+            diff_truncated=event.diff_truncated,
+            lines_added=event.lines_added,
+            lines_removed=event.lines_removed,
+            fingerprint=event.fingerprint,
+            previous_artifact=None
+            if event.previous_artifact is None
+            else artifact_view(event.previous_artifact),
+            current_artifact=None
+            if event.current_artifact is None
+            else artifact_view(event.current_artifact),
+        )
+        for event in reversed(list(events))
+        if isinstance(event, ChangeDetected)
+    ]
+
+
+def _clock(minutes: int) -> str:
+    return f"{minutes // 60:02d}:{minutes % 60:02d}"

@@ -1,0 +1,114 @@
+"""Check reads: a monitor's fetched content, read beside the previous check's, reported to its monitor.
+
+Text is read up to `MAX_PARSED_BYTES` and compared off the event loop (a hostile page's diff is
+bounded in size, not in the time `difflib` takes); anything else is compared by its stored hash,
+never read. A redelivered read reports the same command id, which the monitor decides once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from datetime import datetime
+
+import msgspec
+
+from projections.lifecycle.identity import name_based
+from projections.monitors.content import MAX_PARSED_BYTES, Focus, is_text, reading_of, text_diff
+from schemas.codec import decode_as
+from schemas.commands import ReportCheckReading
+from schemas.errors import CodecError
+from schemas.records import Artifact
+from schemas.work import ReadCheck
+from streams.artifacts.port import ArtifactStore
+from streams.runtime.consumer import QuietStage, Record
+from streams.runtime.deadinput import DeadLetters
+from streams.runtime.publisher import Outgoing, Sink, outgoing
+from streams.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+class CheckReads(QuietStage):
+    name = "check-reads"
+    max_batch = 16
+
+    def __init__(
+        self,
+        settings: Settings,
+        artifacts: ArtifactStore,
+        publisher: Sink,
+        dead_letters: DeadLetters,
+        clock: Callable[[], datetime],
+    ) -> None:
+        self._settings = settings
+        self._artifacts = artifacts
+        self._publisher = publisher
+        self._dead = dead_letters
+        self._clock = clock
+        self.topics = frozenset({settings.topic("checks")})
+
+    async def handle(self, records: Sequence[Record]) -> None:
+        messages: list[Outgoing] = []
+        for record in records:
+            try:
+                work = decode_as(record.value or b"", ReadCheck)
+            except CodecError as exc:
+                messages.append(self._dead.of(record, f"undecodable check read: {exc}"))
+                continue
+            report = await self.read(work)
+            messages.append(
+                outgoing(self._settings.topic("commands"), work.monitor_id, report, at=self._clock())
+            )
+        await self._publisher.send_all(messages)
+
+    async def read(self, work: ReadCheck) -> ReportCheckReading:
+        report = ReportCheckReading(
+            monitor_id=work.monitor_id,
+            command_id=name_based(work.check_job_id, "check-read"),
+            check_job_id=work.check_job_id,
+        )
+        if not is_text(work.artifact.content_type):
+            return msgspec.structs.replace(report, fingerprint=work.artifact.sha256)
+        body = await self._text(work.artifact)
+        if body is None:
+            return msgspec.structs.replace(report, problem="the check's stored content is gone")
+        previous = None if work.previous is None else await self._text(work.previous)
+        return await asyncio.to_thread(_compared, report, work, body, previous)
+
+    async def _text(self, artifact: Artifact) -> bytes | None:
+        """The first `MAX_PARSED_BYTES` stored under the artifact's key, or None when none are."""
+        chunks = await self._artifacts.open(artifact.key)
+        if chunks is None:
+            return None
+        body = bytearray()
+        async for chunk in chunks:
+            body += chunk
+            if len(body) >= MAX_PARSED_BYTES:
+                break
+        close = getattr(chunks, "aclose", None)
+        if close is not None:  # the rest is never read: its file is closed now, not when collected
+            await close()
+        return bytes(body[:MAX_PARSED_BYTES])
+
+
+def _compared(
+    report: ReportCheckReading, work: ReadCheck, body: bytes, previous: bytes | None
+) -> ReportCheckReading:
+    focus = Focus(work.watch, work.ignore)
+    now = reading_of(body, work.artifact.content_type, focus)
+    before = (
+        None
+        if previous is None or work.previous is None
+        else reading_of(previous, work.previous.content_type, focus).text
+    )
+    diff = text_diff(before or "", now.text or "")
+    return msgspec.structs.replace(
+        report,
+        fingerprint=now.fingerprint,
+        diff=diff.text,
+        diff_truncated=diff.truncated,
+        lines_added=diff.added,
+        lines_removed=diff.removed,
+    )

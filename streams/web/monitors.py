@@ -1,0 +1,332 @@
+"""Monitors over HTTP: create, read (as of a time too), list its checks and changes, edit, pause,
+resume, delete. Each is answered by the worker that keeps the monitor; changes go through Kafka
+and are decided by the monitor's lifecycle, which this worker runs."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from datetime import datetime
+from typing import Annotated, Any
+from uuid import UUID, uuid4
+
+from fastapi import APIRouter, Body, Query, Request, Response
+from pydantic import ValidationError
+
+from projections.access import job_read_refusal
+from projections.lifecycle.history import as_of_refusal, events_until, state_as_of
+from projections.lifecycle.identity import public_command_id
+from projections.lifecycle.monitors import (
+    change_refusal,
+    creation_refusal,
+    monitor_id_for,
+    name_problem,
+    spec_problem,
+)
+from projections.lifecycle.state import Monitor
+from projections.monitor_views import (
+    ChangeList,
+    CheckList,
+    MonitorView,
+    change_views,
+    check_views,
+    monitor_view,
+)
+from schemas.commands import (
+    CreateMonitor,
+    DeleteMonitor,
+    EditMonitor,
+    MonitorCommand,
+    PauseMonitor,
+    ResumeMonitor,
+)
+from schemas.events import Event, MonitorRefused
+from streams.auth.principals import Principal
+from streams.clock import utc_now
+from streams.moments import as_utc
+from streams.runtime.publisher import outgoing
+from streams.web.auth import Caller
+from streams.web.context import ApiContext, context_of
+from streams.web.errors import ApiError, responses
+from streams.web.models import MutationBody
+from streams.web.monitor_bodies import MonitorBody, edited
+
+JSON = "application/json"
+DECISION_TIMEOUT_S = 10.0
+REFUSED = {
+    "name_taken": (409, "conflict"),
+    "deleted": (409, "conflict"),
+    "invalid_spec": (400, "invalid_request"),
+}
+READ_ERRORS = responses(400, 401, 404, 422, 429, 503)
+CHANGE_ERRORS = responses(400, 401, 403, 404, 409, 429, 503)
+AsOf = Annotated[
+    datetime | None, Query(description="The monitor as it was then (RFC 3339, UTC unless it says)")
+]
+Until = Annotated[datetime | None, Query(description="Only what had happened by then (RFC 3339)")]
+router = APIRouter(tags=["monitors"])
+
+
+@router.post(
+    "/monitors",
+    response_model=MonitorView,
+    status_code=201,
+    responses={
+        200: {"model": MonitorView, "description": "The same monitor exists already"},
+        **CHANGE_ERRORS,
+    },
+    summary="Watch a page: checks on a schedule, and a change feed of what changed",
+)
+async def create_monitor(body: MonitorBody, request: Request, principal: Caller) -> Response:
+    context = context_of(request)
+    verified = context.principals is not None
+    command = CreateMonitor(
+        command_id=public_command_id(principal.name, uuid4()),
+        caller_identity=body.caller_identity or principal.name,
+        name=body.name,
+        spec=body.spec(),
+        submitted_by=principal.name if verified else None,
+        submitter_role=principal.role if verified else None,
+    )
+    problem = name_problem(command.name) or spec_problem(command.spec)
+    if problem is not None:
+        raise ApiError(400, "invalid_request", problem)
+    refusal = creation_refusal(command)
+    if refusal is not None:
+        raise ApiError(403, "forbidden", refusal)
+    monitor_id = monitor_id_for(command.caller_identity, command.name)
+    forwarded = await context.forwarded(request, monitor_id)
+    if forwarded is not None:
+        return forwarded
+    existing = context.store.load(monitor_id)
+    if isinstance(existing, Monitor) and not existing.deleted:
+        if existing.spec != command.spec:
+            raise ApiError(
+                409, "conflict", f"{command.caller_identity} has a monitor named {command.name!r}: edit it"
+            )
+        return _view(existing, status=200)
+    await _decided(context, monitor_id, command)
+    return _view(_monitor(context, monitor_id), status=201)
+
+
+@router.get("/monitors/{monitor_id}", response_model=MonitorView, responses=READ_ERRORS, summary="A monitor")
+async def get_monitor(monitor_id: UUID, request: Request, principal: Caller, as_of: AsOf = None) -> Response:
+    context = context_of(request)
+    forwarded = await context.forwarded(request, monitor_id)
+    if forwarded is not None:
+        return forwarded
+    monitor = _readable(context, monitor_id, principal)
+    if as_of is None:
+        return _view(monitor)
+    at = as_utc(as_of)
+    history = _history(context, monitor_id, at)
+    then = await context.costly.run(principal, lambda: state_as_of(history, at))
+    if not isinstance(then, Monitor):
+        raise ApiError(422, "out_of_history", f"monitor {monitor_id} did not exist at {at.isoformat()}")
+    return _view(then)
+
+
+@router.get(
+    "/monitors/{monitor_id}/checks",
+    response_model=CheckList,
+    responses=READ_ERRORS,
+    summary="A monitor's checks, newest first: when each was due, its job, and what it found",
+)
+async def get_checks(monitor_id: UUID, request: Request, principal: Caller, until: Until = None) -> Response:
+    return await _listed(
+        request,
+        monitor_id,
+        principal,
+        until,
+        lambda e: CheckList(monitor_id=monitor_id, items=check_views(e)),
+    )
+
+
+@router.get(
+    "/monitors/{monitor_id}/changes",
+    response_model=ChangeList,
+    responses=READ_ERRORS,
+    summary="The changes a monitor found, newest first, each with its bounded diff",
+)
+async def get_changes(monitor_id: UUID, request: Request, principal: Caller, until: Until = None) -> Response:
+    return await _listed(
+        request,
+        monitor_id,
+        principal,
+        until,
+        lambda e: ChangeList(monitor_id=monitor_id, items=change_views(e)),
+    )
+
+
+@router.patch(
+    "/monitors/{monitor_id}",
+    response_model=MonitorView,
+    responses=CHANGE_ERRORS,
+    summary="Replace some of a monitor's options; they take effect at its next due time",
+)
+async def edit_monitor(
+    monitor_id: UUID, request: Request, principal: Caller, changes: Annotated[dict[str, Any], Body()]
+) -> Response:
+    context = context_of(request)
+    forwarded = await context.forwarded(request, monitor_id)
+    if forwarded is not None:
+        return forwarded
+    monitor = _changeable(context, monitor_id, principal)
+    try:
+        spec = edited(monitor.spec, changes)
+    except ValidationError as exc:
+        raise ApiError(400, "invalid_request", _first_error(exc)) from exc
+    problem = spec_problem(spec)
+    if problem is not None:
+        raise ApiError(400, "invalid_request", problem)
+    if spec == monitor.spec:
+        return _view(monitor)
+    await _decided(context, monitor_id, EditMonitor(monitor_id=monitor_id, spec=spec, **_actor(principal)))
+    return _view(_monitor(context, monitor_id))
+
+
+@router.post(
+    "/monitors/{monitor_id}/pause",
+    response_model=MonitorView,
+    responses=CHANGE_ERRORS,
+    summary="No checks until resumed",
+)
+async def pause_monitor(
+    monitor_id: UUID, body: MutationBody, request: Request, principal: Caller
+) -> Response:
+    return await _switch(request, monitor_id, principal, lambda m: m.paused, PauseMonitor, body.reason)
+
+
+@router.post(
+    "/monitors/{monitor_id}/resume",
+    response_model=MonitorView,
+    responses=CHANGE_ERRORS,
+    summary="Checks again from the next due time",
+)
+async def resume_monitor(
+    monitor_id: UUID, body: MutationBody, request: Request, principal: Caller
+) -> Response:
+    return await _switch(request, monitor_id, principal, lambda m: not m.paused, ResumeMonitor, body.reason)
+
+
+@router.delete(
+    "/monitors/{monitor_id}",
+    response_model=MonitorView,
+    responses=CHANGE_ERRORS,
+    summary="Stop watching; the history stays",
+)
+async def delete_monitor(monitor_id: UUID, request: Request, principal: Caller) -> Response:
+    return await _switch(request, monitor_id, principal, lambda m: False, DeleteMonitor, "")
+
+
+async def _switch(
+    request: Request,
+    monitor_id: UUID,
+    principal: Principal,
+    already: Callable[[Monitor], bool],
+    command: type[PauseMonitor | ResumeMonitor | DeleteMonitor],
+    reason: str,
+) -> Response:
+    context = context_of(request)
+    forwarded = await context.forwarded(request, monitor_id)
+    if forwarded is not None:
+        return forwarded
+    monitor = _changeable(context, monitor_id, principal)
+    if already(monitor):
+        return _view(monitor)
+    await _decided(context, monitor_id, command(monitor_id=monitor_id, reason=reason, **_actor(principal)))
+    return _view(_monitor(context, monitor_id))
+
+
+async def _listed(
+    request: Request,
+    monitor_id: UUID,
+    principal: Principal,
+    until: datetime | None,
+    listing: Callable[[list[Event]], Any],
+) -> Response:
+    context = context_of(request)
+    forwarded = await context.forwarded(request, monitor_id)
+    if forwarded is not None:
+        return forwarded
+    _readable(context, monitor_id, principal)
+
+    def listed() -> bytes:
+        events = context.store.events_of(monitor_id)
+        if until is not None:
+            events = events_until(events, as_utc(until))
+        return bytes(listing(events).model_dump_json().encode())
+
+    return Response(await context.costly.run(principal, listed), media_type=JSON)
+
+
+async def _decided(context: ApiContext, monitor_id: UUID, command: MonitorCommand) -> None:
+    """Publishes `command` for the monitor's lifecycle (this worker's) and waits for what it decided."""
+    command_id = command.command_id or uuid4()
+    waiting = asyncio.ensure_future(context.decisions.decision(command_id, DECISION_TIMEOUT_S))
+    try:
+        await context.publisher.send_all([outgoing(context.settings.topic("commands"), monitor_id, command)])
+    except BaseException:
+        waiting.cancel()
+        raise
+    decided = await waiting
+    if decided is None:
+        raise ApiError(
+            503,
+            "unavailable",
+            f"monitor {monitor_id}: not decided within {DECISION_TIMEOUT_S:.0f} s; it still will be",
+        )
+    if isinstance(decided, MonitorRefused):
+        status, code = REFUSED.get(decided.reason, (409, "conflict"))
+        raise ApiError(status, code, decided.detail)
+
+
+def _readable(context: ApiContext, monitor_id: UUID, principal: Principal) -> Monitor:
+    """The monitor, when the caller may read it; another service's is answered as none at all."""
+    context.refusals.check(principal)
+    state = context.store.load(monitor_id)
+    monitor = state if isinstance(state, Monitor) else None
+    if monitor is None or job_read_refusal(principal.name, principal.role, monitor.owner) is not None:
+        context.refusals.refused(principal)
+        raise ApiError(404, "not_found", f"no monitor {monitor_id}")
+    return monitor
+
+
+def _changeable(context: ApiContext, monitor_id: UUID, principal: Principal) -> Monitor:
+    monitor = _readable(context, monitor_id, principal)
+    refusal = change_refusal(monitor, principal.name, principal.role)
+    if refusal is not None:
+        context.refusals.refused(principal)
+        raise ApiError(403, "forbidden", refusal)
+    if monitor.deleted:
+        raise ApiError(409, "conflict", f"monitor {monitor_id} is deleted")
+    return monitor
+
+
+def _monitor(context: ApiContext, monitor_id: UUID) -> Monitor:
+    state = context.store.load(monitor_id)
+    if not isinstance(state, Monitor):
+        raise ApiError(503, "unavailable", f"monitor {monitor_id} is not in this worker's store yet")
+    return state
+
+
+def _history(context: ApiContext, monitor_id: UUID, at: datetime) -> list[Event]:
+    events = context.store.events_of(monitor_id)
+    refusal = as_of_refusal(events, at, utc_now(), "monitor")
+    if refusal is not None:
+        raise ApiError(422, "out_of_history", refusal)
+    return events
+
+
+def _actor(principal: Principal) -> dict[str, Any]:
+    return {"command_id": uuid4(), "actor_id": principal.name, "actor_role": principal.role}
+
+
+def _view(monitor: Monitor, status: int = 200) -> Response:
+    return Response(monitor_view(monitor).model_dump_json(), status_code=status, media_type=JSON)
+
+
+def _first_error(exc: ValidationError) -> str:
+    error = exc.errors()[0]
+    where = ".".join(str(part) for part in error["loc"])
+    return f"{where}: {error['msg']}" if where else str(error["msg"])

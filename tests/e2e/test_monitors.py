@@ -1,0 +1,216 @@
+"""Monitors as a user meets them over HTTP: a page watched on a schedule, only its changes announced
+(on the changes topic and in the monitor's history), and only its owner may see or change it."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID
+
+import httpx
+import pytest
+import pytest_asyncio
+from aiohttp import web
+
+from schemas.enums import ChangeKind
+from schemas.events import ChangeDetected, CheckRecorded
+from schemas.work import MonitorChange
+from tests.e2e.conftest import Observer, System, running_system, settled_ownership, worker_settings
+from tests.principals import ISSUED, PRINCIPALS
+from tests.servers import loopback
+
+pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.one_broker]
+PAGE = """<html><body><main><h1>Pricing</h1><p>Price: {price} EUR</p></main>
+<footer>Updated <span class="clock">{clock}</span></footer></body></html>"""
+
+
+@dataclass
+class WatchedPage:
+    """A page that changes when the test says: it answers 304 to its current ETag, 404 when gone."""
+
+    port: int = 0
+    price: int = 9
+    clock: str = "10:00"
+    gone: bool = False
+    answers: list[int] = field(default_factory=list)
+
+    @property
+    def etag(self) -> str:
+        return f'"{self.price}-{self.clock}"'
+
+    async def handle(self, request: web.Request) -> web.Response:
+        if self.gone:
+            self.answers.append(404)
+            return web.Response(status=404, text="gone")
+        if request.headers.get("If-None-Match") == self.etag:
+            self.answers.append(304)
+            return web.Response(status=304, headers={"ETag": self.etag})
+        self.answers.append(200)
+        body = PAGE.format(price=self.price, clock=self.clock)
+        return web.Response(text=body, content_type="text/html", headers={"ETag": self.etag})
+
+
+@dataclass
+class Watching:
+    system: System
+    page: WatchedPage
+    changes: Observer
+
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.page.port}/pricing"
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def watching(broker, tmp_path_factory) -> AsyncIterator[Watching]:
+    settings = worker_settings(
+        broker.bootstrap,
+        tmp_path_factory.mktemp("monitors"),
+        auth_enabled=True,
+        principals=PRINCIPALS,
+        peer_secret="the-peer-secret-of-the-monitor-tests-0123456789",
+    )
+    page = WatchedPage()
+    async with loopback(page.handle) as page.port, running_system(settings) as system:
+        assert system.worker is not None
+        await settled_ownership(system.worker, partitions=settings.partitions)
+        changes = await Observer(settings.kafka_bootstrap, settings.topic("changes")).start()
+        try:
+            yield Watching(system, page, changes)
+        finally:
+            await changes.stop()
+
+
+def api(system: System, principal: str) -> httpx.AsyncClient:
+    assert system.worker is not None
+    headers = {"Authorization": f"Bearer {ISSUED[principal].token}"}
+    return httpx.AsyncClient(base_url=f"http://127.0.0.1:{system.worker.web_port}", headers=headers)
+
+
+async def recorded(watching: Watching, monitor_id: UUID, count: int) -> list[CheckRecorded]:
+    """The monitor's first `count` recorded checks, once there are that many."""
+
+    def checks(records: list[Any]) -> list[CheckRecorded]:
+        return [r for r in records if isinstance(r, CheckRecorded) and r.job_id == monitor_id]
+
+    await watching.system.events.wait_for(lambda records: len(checks(records)) >= count, timeout_s=60)
+    return checks(watching.system.events.records)[:count]
+
+
+def changes_of(watching: Watching, monitor_id: UUID) -> list[MonitorChange]:
+    return [
+        r for r in watching.changes.records if isinstance(r, MonitorChange) and r.monitor_id == monitor_id
+    ]
+
+
+async def test_a_watched_page_announces_each_change_once_and_nothing_else(watching: Watching):
+    page = watching.page
+    async with api(watching.system, "svc-a") as http:
+        answer = await http.post(
+            "/monitors", json={"name": "pricing", "url": watching.url(), "every_s": 10, "ignore": [".clock"]}
+        )
+        assert answer.status_code == 201, answer.text
+        monitor = answer.json()
+        monitor_id = UUID(monitor["monitor_id"])
+        assert (monitor["state"], monitor["caller_identity"]) == ("active", "svc-a")
+        again = await http.post(
+            "/monitors", json={"name": "pricing", "url": watching.url(), "every_s": 10, "ignore": [".clock"]}
+        )
+        assert (again.status_code, again.json()["monitor_id"]) == (200, str(monitor_id))
+
+        (first,) = await recorded(watching, monitor_id, 1)
+        assert first.change is ChangeKind.NEW
+        await recorded(watching, monitor_id, 2)  # asked with the ETag: 304, no body
+        assert page.answers[:2] == [200, 304]
+        page.clock = "10:05"  # only what the monitor ignores
+        third = (await recorded(watching, monitor_id, 3))[-1]
+        assert (third.http_status, third.change) == (200, None)
+        page.price = 10
+        fourth = (await recorded(watching, monitor_id, 4))[-1]
+        assert fourth.change is ChangeKind.CHANGED
+        page.gone = True
+        assert (await recorded(watching, monitor_id, 5))[-1].change is ChangeKind.REMOVED
+        page.gone = False
+        assert (await recorded(watching, monitor_id, 6))[-1].change is ChangeKind.RESTORED
+
+        await watching.changes.wait_for(lambda _: len(changes_of(watching, monitor_id)) >= 4)
+        published = changes_of(watching, monitor_id)
+        kinds = [change.kind for change in published]
+        assert kinds == [ChangeKind.NEW, ChangeKind.CHANGED, ChangeKind.REMOVED, ChangeKind.RESTORED]
+        changed = published[1]
+        assert "-Price: 9 EUR" in changed.diff
+        assert "+Price: 10 EUR" in changed.diff
+        assert (changed.lines_added, changed.lines_removed) == (1, 1)
+        assert changed.previous_artifact is not None
+        assert changed.current_artifact is not None
+        assert "10:0" not in changed.diff  # the clock it ignores
+        detected = [e for e in watching.system.events.of_job(monitor_id) if isinstance(e, ChangeDetected)]
+        assert len(detected) == 4
+
+        listed = (await http.get(f"/monitors/{monitor_id}/changes")).json()["items"]
+        assert [item["kind"] for item in listed] == ["RESTORED", "REMOVED", "CHANGED", "NEW"]
+        checks = (await http.get(f"/monitors/{monitor_id}/checks")).json()["items"]
+        assert [check["change"] for check in checks[-6:]][::-1] == [
+            "NEW",
+            None,
+            None,
+            "CHANGED",
+            "REMOVED",
+            "RESTORED",
+        ]
+        viewed = (await http.get(f"/monitors/{monitor_id}")).json()
+        assert viewed["changes"] == 4
+        assert viewed["checks"] >= 6
+
+
+async def test_pause_resume_and_edit_over_http(watching: Watching):
+    async with api(watching.system, "svc-a") as http:
+        body = {"name": "edited", "url": watching.url(), "every_s": 3600}
+        monitor_id = (await http.post("/monitors", json=body)).json()["monitor_id"]
+        paused = await http.post(f"/monitors/{monitor_id}/pause", json={"reason": "holiday"})
+        assert paused.status_code == 200, paused.text
+        assert (paused.json()["state"], paused.json()["next_check_at"]) == ("paused", None)
+        resumed = (await http.post(f"/monitors/{monitor_id}/resume", json={"reason": "back"})).json()
+        assert resumed["state"] == "active"
+        assert resumed["next_check_at"] is not None
+        edited = await http.patch(f"/monitors/{monitor_id}", json={"every_s": 7200, "watch": ["main"]})
+        assert edited.status_code == 200, edited.text
+        assert (edited.json()["schedule"]["every_s"], edited.json()["watch"]) == (7200, ["main"])
+        refused = await http.patch(f"/monitors/{monitor_id}", json={"every_s": 1})
+        assert refused.status_code == 400
+        assert "interval" in refused.json()["message"]
+        unknown = await http.patch(f"/monitors/{monitor_id}", json={"colour": "red"})
+        assert unknown.status_code == 400
+        conflict = await http.post("/monitors", json=body | {"every_s": 60})
+        assert conflict.status_code == 409
+        deleted = await http.delete(f"/monitors/{monitor_id}")
+        assert deleted.json()["state"] == "deleted"
+        assert (await http.post(f"/monitors/{monitor_id}/pause", json={"reason": "x"})).status_code == 409
+        as_of = (await http.get(f"/monitors/{monitor_id}", params={"as_of": resumed["created_at"]})).json()
+        assert as_of["state"] == "active"
+
+
+async def test_a_service_neither_sees_nor_changes_another_callers_monitor(watching: Watching):
+    async with api(watching.system, "svc-a") as http:
+        body = {"name": "private", "url": watching.url(), "every_s": 3600}
+        monitor_id = (await http.post("/monitors", json=body)).json()["monitor_id"]
+        as_other = await http.post("/monitors", json=body | {"caller_identity": "svc-b"})
+        assert as_other.status_code == 403
+    async with api(watching.system, "svc-b") as http:
+        for answer in (
+            await http.get(f"/monitors/{monitor_id}"),
+            await http.get(f"/monitors/{monitor_id}/checks"),
+            await http.get(f"/monitors/{monitor_id}/changes"),
+            await http.patch(f"/monitors/{monitor_id}", json={"every_s": 60}),
+            await http.post(f"/monitors/{monitor_id}/pause", json={"reason": "mine now"}),
+            await http.delete(f"/monitors/{monitor_id}"),
+        ):
+            assert answer.status_code == 404, answer.text
+    async with api(watching.system, "viewer") as http:
+        assert (await http.get(f"/monitors/{monitor_id}")).status_code == 200
+        assert (await http.post(f"/monitors/{monitor_id}/pause", json={"reason": "x"})).status_code == 403
+    async with api(watching.system, "operator") as http:
+        paused = await http.post(f"/monitors/{monitor_id}/pause", json={"reason": "ops"})
+        assert paused.json()["state"] == "paused"
+    await asyncio.sleep(0)
