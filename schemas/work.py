@@ -58,13 +58,32 @@ class CacheEntry(Record, frozen=True, kw_only=True):
     wire_bytes: int = 0
 
 
+class MonitorChange(Record, frozen=True, kw_only=True):
+    monitor_id: UUID
+    caller_identity: str
+    name: str
+    url: str
+    check_job_id: UUID
+    detected_at: Instant
+    kind: ChangeKind
+    previous_artifact: Artifact | None = None
+    current_artifact: Artifact | None = None
+    fingerprint: str | None = None
+    diff: str = ""
+    diff_truncated: bool = False
+    lines_added: int = 0
+    lines_removed: int = 0
+    labels: dict[str, str] = field(default_factory=dict)
+
+
 class CallbackDue(Record, frozen=True, kw_only=True):
     job_id: UUID
     callback_url: str
     webhook_id: str
-    completion: JobCompleted
+    completion: JobCompleted | None = None
     attempt_number: int = 1
     replay: int = 0
+    change: MonitorChange | None = None
 
 
 class DeadInput(Record, frozen=True, kw_only=True):
@@ -198,21 +217,3 @@ class ReadCheck(Record, frozen=True, kw_only=True):
     previous: Artifact | None = None
     watch: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()
-
-
-class MonitorChange(Record, frozen=True, kw_only=True):
-    monitor_id: UUID
-    caller_identity: str
-    name: str
-    url: str
-    check_job_id: UUID
-    detected_at: Instant
-    kind: ChangeKind
-    previous_artifact: Artifact | None = None
-    current_artifact: Artifact | None = None
-    fingerprint: str | None = None
-    diff: str = ""
-    diff_truncated: bool = False
-    lines_added: int = 0
-    lines_removed: int = 0
-    labels: dict[str, str] = field(default_factory=dict)

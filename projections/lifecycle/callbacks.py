@@ -122,3 +122,8 @@ def _retry_or_abandon(
         last_error=error,
         webhook_id=pending.webhook_id,
     )
+
+
+def first_try(callbacks: tuple[PendingCallback, ...], webhook_id: str) -> list[CallbackDue]:
+    """The first try of the delivery `webhook_id` names, while it is pending."""
+    return [p.due for p in callbacks if p.webhook_id == webhook_id and p.attempt_number == 1]

@@ -10,7 +10,7 @@ import msgspec
 
 from projections.artifacts import reference_key
 from projections.lifecycle.cache import cache_entry
-from projections.lifecycle.callbacks import next_callback_timer
+from projections.lifecycle.callbacks import first_try, next_callback_timer
 from projections.lifecycle.completion import completion_of, rejection_completion, webhook_id_of
 from projections.lifecycle.dispatch import dispatch_of
 from projections.lifecycle.monitor_work import check_rejected, check_result, monitor_consequences
@@ -72,8 +72,7 @@ def consequences_of(
     if state is None:
         return result
     if isinstance(state, Monitor):
-        monitor_consequences(state, events, result.commands, result.reads, result.changes)
-        return result
+        monitor_consequences(state, events, result.commands, result.reads, result.changes, result.callbacks)
     for event in events:
         if isinstance(event, JobHistoryDeleted) and isinstance(before, Job):
             result.released.extend(_released(before))
@@ -90,7 +89,7 @@ def consequences_of(
             # reads it from the events; the job's own completion is its one.
             result.completions.append(rejection_completion(event))
             result.commands.extend(check_rejected(event))
-            result.callbacks.extend(_first_try(state.callbacks, webhook_id_of(event)))
+            result.callbacks.extend(first_try(state.callbacks, webhook_id_of(event)))
         elif isinstance(event, CallbackReplayed | CallbackDispatched):
             result.callbacks.extend(_try_of(state.callbacks, event))
     return result
@@ -101,7 +100,7 @@ def _try_of(
 ) -> list[CallbackDue]:
     """The delivery a replay starts, or the next try of one."""
     if isinstance(event, CallbackReplayed):
-        return _first_try(callbacks, event.webhook_id)
+        return first_try(callbacks, event.webhook_id)
     pending = next((p for p in callbacks if p.webhook_id == event.webhook_id), None)
     if pending is None:
         return []
@@ -127,7 +126,7 @@ def _of_job(state: Job, event: Event, result: Consequences, policy: Policy) -> N
         if completion is not None:
             result.completions.append(completion)
             result.commands.extend(check_result(state, completion))
-        result.callbacks.extend(_first_try(state.callbacks, webhook_id_of(event)))
+        result.callbacks.extend(first_try(state.callbacks, webhook_id_of(event)))
 
 
 def _revoked(stale: StaleReportIgnored) -> list[LeaseRevoked]:
@@ -157,10 +156,6 @@ def _cancelled(job: Job, lease: Lease) -> LeaseRevoked:
 def _released(job: Job) -> list[bytes]:
     keys = {artifact.key for attempt in job.attempts for artifact in attempt.artifacts}
     return [reference_key(key, job.job_id) for key in sorted(keys)]
-
-
-def _first_try(callbacks: tuple[PendingCallback, ...], webhook_id: str) -> list[CallbackDue]:
-    return [p.due for p in callbacks if p.webhook_id == webhook_id and p.attempt_number == 1]
 
 
 def due_work(state: Job, dispatched: JobDispatched, policy: Policy) -> DueWork:

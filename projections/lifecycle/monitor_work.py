@@ -5,13 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from projections.lifecycle.callbacks import first_try
+from projections.lifecycle.completion import webhook_id_of
 from projections.lifecycle.identity import name_based
-from projections.lifecycle.monitors import CHECK_DEADLINE, check_key, checked_monitor
+from projections.lifecycle.monitors import CHECK_DEADLINE, check_key, checked_monitor, monitor_change
 from projections.lifecycle.state import Job, Monitor
 from schemas.commands import RecordCheck, SubmitJob
 from schemas.enums import CacheMode, JobStatus, RetentionClass
 from schemas.events import ChangeDetected, CheckFetched, CheckScheduled, Event, JobCompleted, JobRejected
-from schemas.work import MonitorChange, ReadCheck
+from schemas.work import CallbackDue, MonitorChange, ReadCheck
 
 
 def monitor_consequences(
@@ -20,6 +22,7 @@ def monitor_consequences(
     commands: list[SubmitJob | RecordCheck],
     reads: list[ReadCheck],
     changes: list[MonitorChange],
+    callbacks: list[CallbackDue],
 ) -> None:
     for event in events:
         if isinstance(event, CheckScheduled):
@@ -36,7 +39,8 @@ def monitor_consequences(
                 )
             )
         elif isinstance(event, ChangeDetected):
-            changes.append(change_of_monitor(state, event))
+            changes.append(monitor_change(state, event))
+            callbacks.extend(first_try(state.callbacks, webhook_id_of(event)))
 
 
 def check_submission(state: Monitor, scheduled: CheckScheduled) -> SubmitJob:
@@ -96,23 +100,3 @@ def check_rejected(rejected: JobRejected) -> list[RecordCheck]:
             failure_code=f"{rejected.reason}: {rejected.detail}"[:500],
         )
     ]
-
-
-def change_of_monitor(state: Monitor, change: ChangeDetected) -> MonitorChange:
-    return MonitorChange(
-        monitor_id=state.monitor_id,
-        caller_identity=state.owner,
-        name=state.created.name,
-        url=state.spec.request.url,
-        check_job_id=change.check_job_id,
-        detected_at=change.occurred_at,
-        kind=change.kind,
-        previous_artifact=change.previous_artifact,
-        current_artifact=change.current_artifact,
-        fingerprint=change.fingerprint,
-        diff=change.diff,
-        diff_truncated=change.diff_truncated,
-        lines_added=change.lines_added,
-        lines_removed=change.lines_removed,
-        labels=state.spec.labels,
-    )

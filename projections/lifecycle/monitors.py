@@ -12,6 +12,8 @@ from datetime import datetime, time, timedelta
 from typing import Any
 from uuid import UUID
 
+from projections.lifecycle.callbacks import start_callback
+from projections.lifecycle.completion import webhook_id_of
 from projections.lifecycle.emit import Emitter
 from projections.lifecycle.identity import (
     MONITOR_NAMESPACE,
@@ -55,6 +57,7 @@ from schemas.events import (
 )
 from schemas.records import Artifact, MonitorSchedule, MonitorSpec
 from schemas.types import uuid_text
+from schemas.work import CallbackDue, MonitorChange
 
 CHECK_KEY_PREFIX = "scrapestream.monitor:"
 MAX_NAME_BYTES = 200
@@ -379,10 +382,25 @@ def evolve_monitor(state: State, event: MonitorEvent) -> Monitor | None:  # noqa
         case CheckRecorded():
             return _after_check(state, event)
         case ChangeDetected():
-            return updated(state, changes=state.changes + 1)
+            return _changed(state, event)
         case MonitorRefused():
             return state
     return state
+
+
+def _changed(state: Monitor, event: ChangeDetected) -> Monitor:
+    """One change more, and its callback to deliver when the monitor has a receiver."""
+    url = state.spec.callback_url
+    if url is None:
+        return updated(state, changes=state.changes + 1)
+    due = CallbackDue(
+        job_id=state.monitor_id,
+        callback_url=url,
+        webhook_id=webhook_id_of(event),
+        change=monitor_change(state, event),
+    )
+    callbacks = (*state.callbacks, start_callback(due, event.occurred_at))
+    return updated(state, changes=state.changes + 1, callbacks=callbacks)
 
 
 def _after_check(state: Monitor, event: CheckRecorded) -> Monitor:
@@ -417,3 +435,24 @@ def _key(artifact: Artifact | None) -> str | None:
 
 def _minute(minutes: int) -> time:
     return time(minutes // 60 % 24, minutes % 60)
+
+
+def monitor_change(state: Monitor, change: ChangeDetected) -> MonitorChange:
+    """What a change is to those who read the changes topic or receive its callback."""
+    return MonitorChange(
+        monitor_id=state.monitor_id,
+        caller_identity=state.owner,
+        name=state.created.name,
+        url=state.spec.request.url,
+        check_job_id=change.check_job_id,
+        detected_at=change.occurred_at,
+        kind=change.kind,
+        previous_artifact=change.previous_artifact,
+        current_artifact=change.current_artifact,
+        fingerprint=change.fingerprint,
+        diff=change.diff,
+        diff_truncated=change.diff_truncated,
+        lines_added=change.lines_added,
+        lines_removed=change.lines_removed,
+        labels=state.spec.labels,
+    )

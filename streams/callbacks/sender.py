@@ -50,8 +50,11 @@ class CallbackSender:
         await self._session.close()
 
     async def attempt(self, due: CallbackDue) -> TryResult:
-        body = msgspec.json.encode(due.completion)
-        signing = [] if self._keys is None else self._keys.signing(due.completion.caller_identity)
+        payload = due.completion or due.change  # a job's end, or a monitor's change
+        if payload is None:
+            return TryResult(False, None, "the delivery carries nothing to send", retryable=False)
+        body = msgspec.json.encode(payload)
+        signing = [] if self._keys is None else self._keys.signing(payload.caller_identity)
         timestamp_s = int(self._clock().timestamp())
         headers = {"content-type": "application/json"}
         headers |= signature_headers(signing, due.webhook_id, timestamp_s, body)

@@ -35,12 +35,16 @@ class WatchedPage:
     clock: str = "10:00"
     gone: bool = False
     answers: list[int] = field(default_factory=list)
+    hooks: list[tuple[dict[str, str], dict[str, Any]]] = field(default_factory=list)
 
     @property
     def etag(self) -> str:
         return f'"{self.price}-{self.clock}"'
 
     async def handle(self, request: web.Request) -> web.Response:
+        if request.path == "/hooks":  # the monitor's callback receiver
+            self.hooks.append((dict(request.headers), await request.json()))
+            return web.Response(status=204)
         if self.gone:
             self.answers.append(404)
             return web.Response(status=404, text="gone")
@@ -60,6 +64,9 @@ class Watching:
 
     def url(self) -> str:
         return f"http://127.0.0.1:{self.page.port}/pricing"
+
+    def hook(self) -> str:
+        return f"http://127.0.0.1:{self.page.port}/hooks"
 
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
@@ -106,17 +113,20 @@ def changes_of(watching: Watching, monitor_id: UUID) -> list[MonitorChange]:
 
 async def test_a_watched_page_announces_each_change_once_and_nothing_else(watching: Watching):
     page = watching.page
+    body = {
+        "name": "pricing",
+        "url": watching.url(),
+        "every_s": 10,
+        "ignore": [".clock"],
+        "callback_url": watching.hook(),
+    }
     async with api(watching.system, "svc-a") as http:
-        answer = await http.post(
-            "/monitors", json={"name": "pricing", "url": watching.url(), "every_s": 10, "ignore": [".clock"]}
-        )
+        answer = await http.post("/monitors", json=body)
         assert answer.status_code == 201, answer.text
         monitor = answer.json()
         monitor_id = UUID(monitor["monitor_id"])
         assert (monitor["state"], monitor["caller_identity"]) == ("active", "svc-a")
-        again = await http.post(
-            "/monitors", json={"name": "pricing", "url": watching.url(), "every_s": 10, "ignore": [".clock"]}
-        )
+        again = await http.post("/monitors", json=body)
         assert (again.status_code, again.json()["monitor_id"]) == (200, str(monitor_id))
 
         (first,) = await recorded(watching, monitor_id, 1)
@@ -162,6 +172,15 @@ async def test_a_watched_page_announces_each_change_once_and_nothing_else(watchi
         viewed = (await http.get(f"/monitors/{monitor_id}")).json()
         assert viewed["changes"] == 4
         assert viewed["checks"] >= 6
+    for _ in range(100):  # each change's callback, signed, and none for an unchanged check
+        if len(page.hooks) >= 4:
+            break
+        await asyncio.sleep(0.1)
+    assert [hook["kind"] for _, hook in page.hooks] == ["NEW", "CHANGED", "REMOVED", "RESTORED"]
+    assert {hook["monitor_id"] for _, hook in page.hooks} == {str(monitor_id)}
+    assert len({headers["webhook-id"] for headers, _ in page.hooks}) == 4
+    assert all(headers["webhook-signature"].startswith("v1,") for headers, _ in page.hooks)
+    assert "+Price: 10 EUR" in page.hooks[1][1]["diff"]
 
 
 async def test_pause_resume_and_edit_over_http(watching: Watching):

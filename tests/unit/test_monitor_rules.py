@@ -24,6 +24,7 @@ from schemas.commands import (
     EditMonitor,
     PauseMonitor,
     RecordCheck,
+    ReportCallback,
     ReportCheckReading,
     ResumeMonitor,
 )
@@ -370,3 +371,42 @@ def test_a_service_creates_monitors_only_as_itself():
     by_admin = msgspec.structs.replace(create(), submitted_by="root", submitter_role=ActorRole.ADMIN)
     (created,) = Lifecycle()(by_admin)
     assert (created.actor_id, created.caller_identity) == ("root", "svc-a")  # type: ignore[union-attr]
+
+
+def test_a_change_and_only_a_change_is_delivered_to_the_monitors_callback():
+    hooked = msgspec.structs.replace(SPEC, callback_url="https://hooks.example.com/changes")
+    life = Lifecycle()
+    life(create(hooked))
+    events = check(life, _content("a"), "f1", T0)
+    (due,) = consequences_of(life.state, events, POLICY).callbacks
+    assert due.completion is None
+    assert due.change is not None
+    assert (due.change.kind, due.change.monitor_id, due.job_id) == (ChangeKind.NEW, MONITOR_ID, MONITOR_ID)
+    failed = ReportCallback(
+        command_id=uuid4(),
+        job_id=MONITOR_ID,
+        webhook_id=due.webhook_id,
+        attempt_number=1,
+        delivered=False,
+        retryable=True,
+        delivery_attempts=1,
+        http_status=503,
+        last_error="HTTP 503",
+    )
+    assert kinds(life(failed, T0)) == ["CallbackRetryScheduled"]
+    retry_at = next_due_at(life.state, POLICY)
+    assert retry_at is not None
+    assert kinds(life(tick(MONITOR_ID), retry_at)) == ["CallbackDispatched"]
+    (again,) = consequences_of(life.state, life.events[-1:], POLICY).callbacks
+    assert (again.webhook_id, again.attempt_number) == (due.webhook_id, 2)
+    delivered = msgspec.structs.replace(
+        failed, command_id=uuid4(), attempt_number=2, delivered=True, http_status=204
+    )
+    assert kinds(life(delivered, retry_at)) == ["CallbackDelivered"]
+    assert monitor(life).callbacks == ()
+    at = T0 + MINUTE * 2
+    life(tick(MONITOR_ID), at)
+    unchanged = life(fetched(life, _content("a")), at)  # the same bytes: no change, no callback
+    assert kinds(unchanged) == ["CheckRecorded"]
+    assert consequences_of(life.state, unchanged, POLICY).callbacks == []
+    assert replay(life.events) == life.state
