@@ -32,7 +32,7 @@ from projections.lifecycle.audit import audit_of, listed_as_audit
 from projections.lifecycle.consequences import lease_expiry, next_due_at
 from projections.lifecycle.evolve import replay
 from projections.lifecycle.policy import Policy
-from projections.lifecycle.state import Job, State, Unaccepted, accepted_job
+from projections.lifecycle.state import Job, Monitor, State, Unaccepted, accepted_job
 from projections.lifecycle.submission import rejection_owner
 from projections.readindex import (
     Page,
@@ -44,6 +44,7 @@ from projections.readindex import (
     dead_letter_key,
     index_prefix,
     job_key,
+    monitor_keys,
     position,
     position_before,
     scan_page,
@@ -363,6 +364,9 @@ class JobStore:
     ) -> None:
         old, new = accepted_job(before), accepted_job(after)
         _index_rejection(partition, before, after, changes, counts)
+        if isinstance(after, Monitor) and not isinstance(before, Monitor):
+            for key in monitor_keys(partition, after.owner, after.created.occurred_at, after.monitor_id):
+                changes[key] = b""
         deletion = next((event for event in kept if isinstance(event, JobHistoryDeleted)), None)
         # Before a deletion's: it keeps the creation audits indexed, those of this fold too.
         _index_events(partition, kept, 0 if deletion is None else deletion.sequence, changes)
@@ -471,6 +475,19 @@ class JobStore:
 
         oldest_ms = None if query.since is None else int(query.since.timestamp() * 1000)
         return scan_page(self._store, prefixes, load, after, limit, SCAN_BUDGET, oldest_ms)
+
+    def monitors_page(
+        self, partitions: Iterable[int], caller: str | None, after: str | None, limit: int
+    ) -> Page[Monitor]:
+        """Monitors of `partitions` (only `caller`'s, when given), newest first, from after `after`."""
+        kind = "m" if caller is None else "w"
+        prefixes = [index_prefix(kind, partition, caller) for partition in partitions]
+
+        def load(at: str, _: bytes) -> Monitor | None:
+            state = self.load(UUID(at[16:]))
+            return state if isinstance(state, Monitor) else None
+
+        return scan_page(self._store, prefixes, load, after, limit, SCAN_BUDGET)
 
     def jobs_with_id_prefix(self, owned: Callable[[UUID], bool], query: JobQuery, limit: int) -> Page[Listed]:
         """Up to `limit` jobs (and rejected submissions) whose id starts with `query.id_prefix`, of

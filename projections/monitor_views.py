@@ -8,6 +8,8 @@ from datetime import datetime
 from typing import Literal
 from uuid import UUID
 
+from pydantic import Field
+
 from projections.lifecycle.identity import shown_url
 from projections.lifecycle.state import Monitor
 from projections.views import ArtifactView, View, artifact_view
@@ -77,6 +79,11 @@ class ChangeView(View):
     fingerprint: str | None
     previous_artifact: ArtifactView | None
     current_artifact: ArtifactView | None
+
+
+class MonitorList(View):
+    items: list[MonitorView]
+    next_cursor: str | None = Field(description="Pass as `cursor` for the next page; null at the end")
 
 
 class CheckList(View):

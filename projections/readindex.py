@@ -8,6 +8,8 @@ Keys (all ASCII; a position is `<10^15 - ms>/<uuid>`, so key order is newest fir
   r/<partition>/<artifact_id>/<job_id>   a job that stored an artifact; the value is the Artifact record
   n/<partition>/<status>                 how many jobs of the partition are in that status
   k/<job_id>                             a job whose history was deleted (its id keeps its sequence)
+  m/<partition>/<position>               every monitor, by first creation
+  w/<partition>/<caller hex>/<position>  every monitor of one caller
 A page reads at most `budget` index entries: a selective filter gives a short page and a position
 to go on from, never an unbounded scan.
 """
@@ -57,6 +59,15 @@ def caller_key(partition: int, caller: str, at: datetime, job_id: UUID) -> bytes
     return f"{_caller_prefix(partition, caller)}{position(at, job_id)}".encode()
 
 
+def monitor_keys(partition: int, caller: str, at: datetime, monitor_id: UUID) -> tuple[bytes, bytes]:
+    """A monitor's entries in the listing of every monitor and in its caller's."""
+    at_position = position(at, monitor_id)
+    return (
+        f"m/{partition:05d}/{at_position}".encode(),
+        f"{_caller_prefix(partition, caller, 'w')}{at_position}".encode(),
+    )
+
+
 def dead_letter_key(partition: int, at: datetime, job_id: UUID) -> bytes:
     return f"x/{partition:05d}/{position(at, job_id)}".encode()
 
@@ -81,13 +92,13 @@ def tombstone_key(job_id: UUID) -> bytes:
     return f"k/{uuid_text(job_id)}".encode()
 
 
-def _caller_prefix(partition: int, caller: str) -> str:
-    return f"c/{partition:05d}/{caller.encode('utf-8', 'surrogatepass').hex()}/"
+def _caller_prefix(partition: int, caller: str, kind: str = "c") -> str:
+    return f"{kind}/{partition:05d}/{caller.encode('utf-8', 'surrogatepass').hex()}/"
 
 
 def index_prefix(kind: str, partition: int, caller: str | None = None) -> str:
-    if kind == "c":
-        return _caller_prefix(partition, caller or "")
+    if kind in ("c", "w"):  # a caller's jobs, a caller's monitors
+        return _caller_prefix(partition, caller or "", kind)
     return f"{kind}/{partition:05d}/"
 
 

@@ -44,6 +44,10 @@ def run_api_command(arguments: argparse.Namespace) -> int:
             from streams.cli.export import run_export
 
             return run_export(api, arguments)
+        if arguments.command == "monitor":
+            from streams.cli.monitor import run_monitor
+
+            return run_monitor(api, arguments)
         if arguments.command in JOB_COMMANDS:
             arguments.job_id = _job_id(api, arguments.job_id)
         answer = _call(api, arguments)

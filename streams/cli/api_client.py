@@ -58,6 +58,9 @@ class ApiClient:
     def post(self, path: str, body: dict[str, Any]) -> Any:
         return self._answer(lambda: self._http.post(path, json=body))
 
+    def delete(self, path: str) -> Any:
+        return self._answer(lambda: self._http.delete(path))
+
     def download(self, path: str, destination: Path) -> str:
         """Stream `path`'s bytes into `destination`; returns their SHA-256 (hex). `path` must be one
         of this API's own: the token goes to no other origin, whatever an answer names."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import re
 import sys
 from collections.abc import Iterable, Sequence
 from enum import StrEnum
@@ -40,6 +41,7 @@ API_COMMANDS = frozenset(
         "export",
         "callbacks",
         "routes",
+        "monitor",
     }
 )
 KAFKA_COMMANDS = frozenset({"submit", "watch", "replay", "topics", "tail"})
@@ -104,6 +106,7 @@ def _parser() -> argparse.ArgumentParser:
     tail.add_argument("--until-end", action="store_true", help="stop at the end the topic had at the start")
     tail.add_argument("--json", action="store_true", help="print one JSON document per record")
     _api_parsers(commands)
+    _monitor_parser(commands)
     topics = commands.add_parser(
         "topics", help="create, check or describe the topics the settings say a deployment needs"
     )
@@ -259,6 +262,43 @@ def _api_parsers(commands: argparse._SubParsersAction[_Parser]) -> None:
     new.add_argument("--json", action="store_true", help="print JSON")
 
 
+def _monitor_parser(commands: argparse._SubParsersAction[_Parser]) -> None:
+    """`monitor` and its actions, each with the API options."""
+    monitor = commands.add_parser("monitor", help="watch pages: checks on a schedule, only changes announced")
+    actions = monitor.add_subparsers(dest="action", required=True)
+    add = _api_command(actions, "add", "watch a page (once per name and caller: the same again is no change)")
+    add.add_argument("page", metavar="URL", help="the page to watch")
+    add.add_argument("--name", required=True, help="unique among your monitors")
+    when = add.add_mutually_exclusive_group(required=True)
+    when.add_argument("--every", type=_seconds, help="between checks: 10s at least (90s, 30m, 1h, 2d)")
+    when.add_argument("--cron", help="a cron expression, e.g. '0 9 * * 1-5' (in --time-zone)")
+    add.add_argument("--time-zone", default="UTC", help="IANA time zone of --cron and --window")
+    add.add_argument("--jitter", type=_seconds, default=0, help="spread checks by up to this (e.g. 30s)")
+    add.add_argument("--window", help="only between these local times, e.g. 09:00-18:00")
+    add.add_argument(
+        "--watch", action="append", default=[], help="a CSS selector whose text counts (repeatable)"
+    )
+    add.add_argument("--ignore", action="append", default=[], help="a CSS selector whose text never counts")
+    add.add_argument("--callback-url", help="each change is POSTed here, signed")
+    add.add_argument("--type", dest="job_type", default="http.fetch", help="e.g. browser.render")
+    add.add_argument("--unconditional", action="store_true", help="never ask with ETag / Last-Modified")
+    _api_command(actions, "list", "your monitors (all of them, for viewers and above)").add_argument(
+        "--caller", help="only this caller's"
+    )
+    for action, summary in (
+        ("get", "show a monitor: its schedule, next check, counts"),
+        ("pause", "no checks until resumed"),
+        ("resume", "checks again from the next due time"),
+        ("delete", "stop watching (the history stays)"),
+        ("changes", "the changes a monitor found, newest first, with their diffs"),
+        ("checks", "a monitor's checks, newest first"),
+    ):
+        parser = _api_command(actions, action, summary)
+        parser.add_argument("monitor_id")
+        if action in ("pause", "resume"):
+            parser.add_argument("--reason", default="", help="recorded in its history")
+
+
 def _api_command(
     commands: argparse._SubParsersAction[_Parser], name: str, summary: str
 ) -> argparse.ArgumentParser:
@@ -280,6 +320,13 @@ def _positive(text: str) -> int:
     if not text.isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number above 0")
     return int(text)
+
+
+def _seconds(text: str) -> int:
+    found = re.fullmatch(r"(\d{1,9})([smhd]?)", text.strip())
+    if found is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration such as 30s, 15m, 1h or 2d")
+    return int(found[1]) * {"": 1, "s": 1, "m": 60, "h": 3_600, "d": 86_400}[found[2]]
 
 
 def _viewport(text: str) -> tuple[int, int]:

@@ -17,9 +17,10 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from schemas.events import AttemptRecorded, Event
+from schemas.events import AttemptRecorded, CheckRecorded, CheckScheduled, Event
 
 FETCH_BUCKETS_S = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+LATENESS_BUCKETS_S = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 3600.0)
 HTTP_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
@@ -63,6 +64,19 @@ class Metrics:
             ["result"],
             registry=self.registry,
         )
+        self.monitor_checks = Counter(
+            "scrapestream_monitor_checks",
+            "Monitors' checks this worker's lifecycle decided: scheduled (due and made a job), missed "
+            "(due times collapsed into a later check), and each recorded one by what it found",
+            ["outcome"],
+            registry=self.registry,
+        )
+        self.monitor_lateness = Histogram(
+            "scrapestream_monitor_check_lateness_seconds",
+            "How long after its due time each check was made a job",
+            buckets=LATENESS_BUCKETS_S,
+            registry=self.registry,
+        )
 
     def observe_events(self, events: Sequence[Event]) -> None:
         """Counted per batch: one increment per event type, not per event."""
@@ -80,12 +94,29 @@ class Metrics:
             )
             for (outcome, code), count in outcomes.items():
                 self.attempts.labels(outcome, code).inc(count)
+        if kinds["CheckScheduled"] or kinds["CheckRecorded"]:
+            self._observe_checks(events)
+
+    def _observe_checks(self, events: Sequence[Event]) -> None:
+        for event in events:
+            if isinstance(event, CheckScheduled):
+                self.monitor_checks.labels("scheduled").inc()
+                self.monitor_checks.labels("missed").inc(event.missed)
+                self.monitor_lateness.observe((event.occurred_at - event.due_at).total_seconds())
+            elif isinstance(event, CheckRecorded):
+                self.monitor_checks.labels(_check_outcome(event)).inc()
 
     def watch(self, collector: Collector) -> None:
         self.registry.register(collector)
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
+
+
+def _check_outcome(check: CheckRecorded) -> str:
+    if check.change is not None:
+        return "changed"
+    return "failed" if check.detail else "unchanged"
 
 
 class ScrapeTimeGauges(Collector):

@@ -8,6 +8,7 @@ from typing import Any
 import msgspec
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from projections.lifecycle.limits import MAX_REASON_BYTES
 from schemas.enums import CaptureMode, HttpMethod, PolicyClass, TransportPolicy
 from schemas.records import (
     ALL_WEEKDAYS,
@@ -119,6 +120,14 @@ class MonitorBody(MonitorOptions):
 
     name: str = Field(min_length=1, max_length=200)
     caller_identity: str | None = Field(default=None, description="Whose monitor it is; default: yours")
+
+
+class SwitchBody(BaseModel):
+    """Why a monitor is paused or resumed (optional), kept in its history."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    reason: str = Field(default="", max_length=MAX_REASON_BYTES)
 
 
 def edited(spec: MonitorSpec, changes: dict[str, Any]) -> MonitorSpec:

@@ -13,7 +13,7 @@ from uuid import UUID, uuid4
 from fastapi import APIRouter, Body, Query, Request, Response
 from pydantic import ValidationError
 
-from projections.access import job_read_refusal
+from projections.access import job_read_refusal, listing_caller
 from projections.lifecycle.history import as_of_refusal, events_until, state_as_of
 from projections.lifecycle.identity import public_command_id
 from projections.lifecycle.monitors import (
@@ -27,11 +27,13 @@ from projections.lifecycle.state import Monitor
 from projections.monitor_views import (
     ChangeList,
     CheckList,
+    MonitorList,
     MonitorView,
     change_views,
     check_views,
     monitor_view,
 )
+from projections.readindex import Page
 from schemas.commands import (
     CreateMonitor,
     DeleteMonitor,
@@ -45,11 +47,12 @@ from streams.auth.principals import Principal
 from streams.clock import utc_now
 from streams.moments import as_utc
 from streams.runtime.publisher import outgoing
-from streams.web.auth import Caller
-from streams.web.context import ApiContext, context_of
+from streams.web.auth import Caller, PeerCaller
+from streams.web.context import ApiContext, Shard, context_of, page_json, shard_json
+from streams.web.cursor import decode_cursor, encode_cursor, filters_digest
 from streams.web.errors import ApiError, responses
-from streams.web.models import MutationBody
-from streams.web.monitor_bodies import MonitorBody, edited
+from streams.web.listings import After, Cursor, Limit
+from streams.web.monitor_bodies import MonitorBody, SwitchBody, edited
 
 JSON = "application/json"
 DECISION_TIMEOUT_S = 10.0
@@ -107,6 +110,54 @@ async def create_monitor(body: MonitorBody, request: Request, principal: Caller)
         return _view(existing, status=200)
     await _decided(context, monitor_id, command)
     return _view(_monitor(context, monitor_id), status=201)
+
+
+@router.get(
+    "/monitors",
+    response_model=MonitorList,
+    responses=responses(400, 401, 403, 503),
+    summary="Monitors, newest first (a service sees its own)",
+)
+async def list_monitors(
+    request: Request, principal: Caller, caller: str | None = None, limit: Limit = 50, cursor: Cursor = None
+) -> Response:
+    context = context_of(request)
+    effective = _listing_caller(principal, caller)
+    digest = filters_digest("monitors", effective)
+    after = decode_cursor(cursor, digest)
+    params = {"caller": effective, "after": after, "limit": limit}
+    page = await context.gather(
+        principal, "/_shard/monitors", params, _local(context, effective, after, limit), limit
+    )
+    return Response(page_json(page, encode_cursor(page.resume_after, digest)), media_type=JSON)
+
+
+@router.get("/_shard/monitors", include_in_schema=False)
+async def monitors_shard(
+    request: Request, principal: PeerCaller, caller: str | None = None, after: After = None, limit: Limit = 50
+) -> Response:
+    context = context_of(request)
+    effective = _listing_caller(principal, caller)
+    owned = context.ownership.owned
+    return Response(shard_json(owned, _local(context, effective, after, limit)(owned)), media_type=JSON)
+
+
+def _listing_caller(principal: Principal, caller: str | None) -> str | None:
+    effective, refusal = listing_caller(principal.name, principal.role, caller)
+    if refusal is not None:
+        raise ApiError(403, "forbidden", refusal.replace("jobs", "monitors"))
+    return effective
+
+
+def _local(
+    context: ApiContext, caller: str | None, after: str | None, limit: int
+) -> Callable[[list[int]], Shard]:
+    def page(owned: list[int]) -> Shard:
+        found = context.store.monitors_page(owned, caller, after, limit)
+        rendered = [(at, monitor_view(monitor).model_dump_json().encode()) for at, monitor in found.items]
+        return Page(rendered, found.resume_after)
+
+    return page
 
 
 @router.get("/monitors/{monitor_id}", response_model=MonitorView, responses=READ_ERRORS, summary="A monitor")
@@ -191,9 +242,7 @@ async def edit_monitor(
     responses=CHANGE_ERRORS,
     summary="No checks until resumed",
 )
-async def pause_monitor(
-    monitor_id: UUID, body: MutationBody, request: Request, principal: Caller
-) -> Response:
+async def pause_monitor(monitor_id: UUID, body: SwitchBody, request: Request, principal: Caller) -> Response:
     return await _switch(request, monitor_id, principal, lambda m: m.paused, PauseMonitor, body.reason)
 
 
@@ -203,9 +252,7 @@ async def pause_monitor(
     responses=CHANGE_ERRORS,
     summary="Checks again from the next due time",
 )
-async def resume_monitor(
-    monitor_id: UUID, body: MutationBody, request: Request, principal: Caller
-) -> Response:
+async def resume_monitor(monitor_id: UUID, body: SwitchBody, request: Request, principal: Caller) -> Response:
     return await _switch(request, monitor_id, principal, lambda m: not m.paused, ResumeMonitor, body.reason)
 
 

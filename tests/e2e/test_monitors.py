@@ -181,6 +181,10 @@ async def test_a_watched_page_announces_each_change_once_and_nothing_else(watchi
     assert len({headers["webhook-id"] for headers, _ in page.hooks}) == 4
     assert all(headers["webhook-signature"].startswith("v1,") for headers, _ in page.hooks)
     assert "+Price: 10 EUR" in page.hooks[1][1]["diff"]
+    async with api(watching.system, "operator") as http:
+        metrics = (await http.get("/metrics")).text
+    assert 'scrapestream_monitor_checks_total{outcome="changed"} 4.0' in metrics
+    assert "scrapestream_monitor_check_lateness_seconds_count" in metrics
 
 
 async def test_pause_resume_and_edit_over_http(watching: Watching):
@@ -217,6 +221,9 @@ async def test_a_service_neither_sees_nor_changes_another_callers_monitor(watchi
         as_other = await http.post("/monitors", json=body | {"caller_identity": "svc-b"})
         assert as_other.status_code == 403
     async with api(watching.system, "svc-b") as http:
+        listed = (await http.get("/monitors")).json()["items"]
+        assert monitor_id not in {item["monitor_id"] for item in listed}
+        assert (await http.get("/monitors", params={"caller": "svc-a"})).status_code == 403
         for answer in (
             await http.get(f"/monitors/{monitor_id}"),
             await http.get(f"/monitors/{monitor_id}/checks"),
@@ -226,6 +233,13 @@ async def test_a_service_neither_sees_nor_changes_another_callers_monitor(watchi
             await http.delete(f"/monitors/{monitor_id}"),
         ):
             assert answer.status_code == 404, answer.text
+    async with api(watching.system, "svc-a") as http:
+        mine = (await http.get("/monitors", params={"limit": 1})).json()
+        assert len(mine["items"]) == 1
+        assert mine["next_cursor"] is not None
+        everything = (await http.get("/monitors")).json()["items"]
+        assert {item["caller_identity"] for item in everything} == {"svc-a"}
+        assert monitor_id in {item["monitor_id"] for item in everything}
     async with api(watching.system, "viewer") as http:
         assert (await http.get(f"/monitors/{monitor_id}")).status_code == 200
         assert (await http.post(f"/monitors/{monitor_id}/pause", json={"reason": "x"})).status_code == 403

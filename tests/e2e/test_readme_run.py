@@ -97,12 +97,31 @@ async def test_every_command_of_run_it_works_as_pasted(site, tmp_path):
                     assert "SUCCEEDED" in output
                     assert re.search(r"job [0-9a-f-]{36}: created", output), output  # not the first job
         await the_python_example_runs(site, tmp_path)
+        await watching_a_page_works_as_pasted(site, tmp_path)
     finally:
         if dev.returncode is None:
             dev.send_signal(signal.SIGINT)
         printed, _ = await asyncio.wait_for(dev.communicate(), 60)
     assert "stopped; its broker and data are gone" in printed.decode()
     assert not (tmp_path / ".scrapestream" / "data").exists()
+
+
+async def watching_a_page_works_as_pasted(site: str, cwd: Path) -> None:
+    """The "Watch a page" section against the same `dev`, its monitor's id in place of MONITOR_ID."""
+    monitor_id = ""
+    for block in shell_blocks(section("Watch a page")):
+        for command in commands(block):
+            command = command.replace("https://example.com/", site).replace("MONITOR_ID", monitor_id)
+            code, output = await shell(command, cwd)
+            assert code == 0, f"{command}\n{output}"
+            assert "Traceback" not in output
+            found = re.search(r"monitor\s+([0-9a-f-]{36})", output)
+            monitor_id = monitor_id or (found.group(1) if found else "")
+            if " monitor get " in command:
+                assert "every 30 s" in output
+            if " monitor delete " in command:
+                assert "deleted" in output
+    assert monitor_id
 
 
 async def watched(command: str, cwd: Path, site: str) -> None:

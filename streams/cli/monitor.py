@@ -1,0 +1,145 @@
+"""`scrapestream monitor`: watch pages through a worker's HTTP API: add, list, get, pause, resume,
+delete, and the changes a monitor found (with their diffs, escaped for the terminal)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from streams.cli.api_client import ApiClient
+from streams.cli.terminal import printable
+from streams.errors import UsageError
+
+LIST_PAGE = 500
+
+
+def run_monitor(api: ApiClient, arguments: argparse.Namespace) -> int:
+    answer = _call(api, arguments)
+    if arguments.json:
+        sys.stdout.write(json.dumps(answer, indent=2) + "\n")
+    else:
+        _show(arguments.action, answer)
+    return 0
+
+
+def _call(api: ApiClient, arguments: argparse.Namespace) -> Any:
+    action = arguments.action
+    if action == "add":
+        return api.post("/monitors", _body(arguments))
+    if action == "list":
+        return _listed(api, arguments.caller)
+    path = f"/monitors/{arguments.monitor_id}"
+    if action == "get":
+        return api.get(path)
+    if action in ("changes", "checks"):
+        return api.get(f"{path}/{action}")
+    if action == "delete":
+        return api.delete(path)
+    return api.post(f"{path}/{action}", {"reason": arguments.reason})
+
+
+def _body(arguments: argparse.Namespace) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "name": arguments.name,
+        "url": arguments.page,
+        "time_zone": arguments.time_zone,
+        "jitter_s": arguments.jitter,
+        "watch": arguments.watch or [],
+        "ignore": arguments.ignore or [],
+        "job_type": arguments.job_type,
+        "conditional": not arguments.unconditional,
+    }
+    if arguments.every is not None:
+        body["every_s"] = arguments.every
+    if arguments.cron is not None:
+        body["cron"] = arguments.cron
+    if arguments.callback_url is not None:
+        body["callback_url"] = arguments.callback_url
+    if arguments.window is not None:
+        start, separator, end = arguments.window.partition("-")
+        if not separator:
+            raise UsageError(f"--window {arguments.window!r} is not START-END, e.g. 09:00-18:00")
+        body["window"] = {"start": start.strip(), "end": end.strip()}
+    return body
+
+
+def _listed(api: ApiClient, caller: str | None) -> dict[str, Any]:
+    items: list[Any] = []
+    params: dict[str, Any] = {"caller": caller, "limit": LIST_PAGE}
+    while True:
+        page: dict[str, Any] = api.get("/monitors", params)
+        items += page["items"]
+        params["cursor"] = page.get("next_cursor")
+        if params["cursor"] is None or not page["items"]:
+            return {"items": items}
+
+
+def _show(action: str, answer: Any) -> None:
+    console = Console(highlight=False)
+    if action == "list":
+        console.print(_monitors_table(answer["items"]))
+    elif action == "changes":
+        for change in answer["items"]:
+            counts = f"+{change['lines_added']} -{change['lines_removed']}"
+            console.print(f"{change['detected_at'][:19]}  {change['kind']}  {counts}", markup=False)
+            for line in change["diff"].splitlines():
+                console.print(printable(line), markup=False, soft_wrap=True)
+            if change["diff_truncated"]:
+                console.print("  (diff cut at its bound: the artifacts hold the whole pages)", markup=False)
+    elif action == "checks":
+        console.print(_checks_table(answer["items"]))
+    else:
+        console.print(_monitor_lines(answer), markup=False, soft_wrap=True)
+
+
+def _monitor_lines(monitor: dict[str, Any]) -> str:
+    schedule = monitor["schedule"]
+    when = f"every {schedule['every_s']} s" if schedule["every_s"] else f"cron {schedule['cron']!r}"
+    lines = [
+        f"monitor  {monitor['monitor_id']}  {printable(monitor['name'])!r}",
+        f"owner    {printable(monitor['caller_identity'])}",
+        f"url      {printable(monitor['url'])}",
+        f"state    {monitor['state']}, {when} ({schedule['time_zone']})",
+        f"next     {monitor['next_check_at'] or '-'}",
+        f"checks   {monitor['checks']} ({monitor['missed']} missed), changes {monitor['changes']}",
+    ]
+    if monitor["checking"]:
+        lines.append(f"checking job {monitor['checking']}")
+    return "\n".join(lines)
+
+
+def _monitors_table(monitors: list[dict[str, Any]]) -> Table:
+    table = Table(box=None, pad_edge=False)
+    for column in ("monitor", "name", "state", "next check", "changes", "url"):
+        table.add_column(column, no_wrap=True, overflow="ellipsis", max_width=36)
+    for monitor in monitors:
+        table.add_row(
+            monitor["monitor_id"][:8],
+            printable(monitor["name"]),
+            monitor["state"],
+            (monitor["next_check_at"] or "-")[:19],
+            str(monitor["changes"]),
+            printable(monitor["url"]),
+        )
+    return table
+
+
+def _checks_table(checks: list[dict[str, Any]]) -> Table:
+    table = Table(box=None, pad_edge=False)
+    for column in ("due", "job", "status", "http", "change", "detail"):
+        table.add_column(column, no_wrap=True, overflow="ellipsis", max_width=40)
+    for check in checks:
+        table.add_row(
+            check["due_at"][:19],
+            check["check_job_id"][:8],
+            check["status"] or "running",
+            str(check["http_status"] or "-"),
+            check["change"] or "-",
+            printable(check["detail"]),
+        )
+    return table
