@@ -424,3 +424,28 @@ async def test_a_wrong_job_id_an_empty_redrive_and_the_timeline_are_said_in_word
         await visit.page.click("#redrive-selected")
         await visit.page.wait_for_selector("#problem")
         assert "no job was selected" in await visit.page.inner_text("#problem")
+
+
+async def test_a_monitor_page_shows_its_checks_and_its_changes_diff_as_inert_text(console):
+    url = console.origin.url("/page/&lt;img%20src=x%20onerror=window.pwned=1&gt;")
+    async with console.api("svc-a") as http:
+        created = await http.post("/monitors", json={"name": "console", "url": url, "every_s": 3600})
+        assert created.status_code == 201, created.text
+        monitor_id = created.json()["monitor_id"]
+        for _ in range(300):
+            if (await http.get(f"/monitors/{monitor_id}/changes")).json()["items"]:
+                break
+            await asyncio.sleep(0.1)
+    async with console.signed_in("svc-a") as visit:
+        assert await visit.open("/ui/monitors") == 200
+        assert monitor_id[:8] in await visit.page.inner_text("#monitors")
+        assert await visit.open(f"/ui/monitors/{monitor_id}") == 200
+        diff = await visit.page.inner_text("pre.diff")
+        assert "<img src=x onerror=window.pwned=1>" in diff  # the origin echoes its decoded path
+        assert await visit.page.locator("main img[src='x']").count() == 0
+        assert await visit.page.evaluate("window.pwned === undefined")
+        assert "NEW" in await visit.page.inner_text("#changes")
+        assert "SUCCEEDED" in await visit.page.inner_text("#checks")
+        assert visit.errors == []
+    async with console.signed_in("svc-b") as visit:
+        assert await visit.open(f"/ui/monitors/{monitor_id}") == 404

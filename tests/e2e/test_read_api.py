@@ -335,14 +335,23 @@ async def test_the_openapi_document_is_valid_and_every_route_answers_as_it_docum
         validate_spec(document)
         assert (await admin.get("/docs")).status_code == 200
         job = (await answered(admin, "GET", f"/jobs/{job_id}")).json()
+        watched = {
+            "name": "walk",
+            "caller_identity": "svc-a",
+            "url": origin.url("/page/walk"),
+            "every_s": 3600,
+        }
+        monitor = (await answered(admin, "POST", "/monitors", json=watched)).json()
         # A job type no test here submits: the walk switches it off, then on again (posts in order).
         samples = {
             "job_id": str(job_id),
             "artifact_id": job["artifacts"][0]["artifact_id"],
             "name": "browser.render",
             "lease_id": str(uuid4()),
+            "monitor_id": monitor["monitor_id"],
         }
         unknown = {"job_id": str(uuid4()), "artifact_id": str(uuid4()), "name": "no.such-type"}
+        unknown["monitor_id"] = str(uuid4())
         unknown["lease_id"] = str(uuid4())
         routes = sorted(
             (

@@ -32,6 +32,8 @@ from streams.web.console.session import (
 RECENT = timedelta(hours=1)
 RECENT_PAGES = 4
 PAGE_SIZE = 50
+RECENT_CHECKS = 50
+RECENT_CHANGES = 20
 MAX_PAGE_SIZE = 500
 IMAGE_TYPES = ("image/png", "image/jpeg", "image/webp", "image/gif")
 MAX_IMAGE_BYTES = 16 * 1024 * 1024
@@ -325,6 +327,33 @@ async def redrive_dead_letters(request: Request) -> Response:
             "next_url": None,
             "may_redrive": False,
             "results": results,
+        }
+
+    return await _serve(request, build)
+
+
+@router.get("/monitors")
+async def monitors(request: Request) -> Response:
+    async def build(session: Session, api: ConsoleApi) -> Built:
+        cursor = request.query_params.get("cursor") or None
+        page = await api.get("/monitors", {"limit": PAGE_SIZE, "cursor": cursor})
+        next_url = (
+            None
+            if page["next_cursor"] is None
+            else "/ui/monitors?" + urlencode({"cursor": page["next_cursor"]})
+        )
+        return "monitors.html", {"monitors": page["items"], "next_url": next_url}
+
+    return await _serve(request, build)
+
+
+@router.get("/monitors/{monitor_id}")
+async def monitor_page(monitor_id: UUID, request: Request) -> Response:
+    async def build(session: Session, api: ConsoleApi) -> Built:
+        return "monitor.html", {
+            "monitor": await api.get(f"/monitors/{monitor_id}"),
+            "changes": (await api.get(f"/monitors/{monitor_id}/changes"))["items"][:RECENT_CHANGES],
+            "checks": (await api.get(f"/monitors/{monitor_id}/checks"))["items"][:RECENT_CHECKS],
         }
 
     return await _serve(request, build)
