@@ -23,12 +23,29 @@ from projections.lifecycle.identity import (
     job_id_for,
     name_based,
 )
-from projections.lifecycle.limits import clip, utf8_len
+from projections.lifecycle.limits import (
+    MAX_CALLBACK_URL_BYTES,
+    MAX_CALLER_BYTES,
+    MAX_URL_BYTES,
+    clip,
+    oversized_field,
+    oversized_labels,
+    utf8_len,
+)
 from projections.lifecycle.state import Monitor, State, updated
 from projections.lifecycle.submission import render_problem
 from projections.monitors.changes import GONE_STATUSES, Seen, change_of
 from projections.monitors.content import Focus, focus_problem
-from projections.monitors.schedule import Due, Schedule, Window, due_at, in_window, next_due, schedule_problem
+from projections.monitors.schedule import (
+    Due,
+    Schedule,
+    Window,
+    due_at,
+    in_window,
+    jitter_of,
+    next_due,
+    schedule_problem,
+)
 from schemas.commands import (
     CheckTimers,
     CreateMonitor,
@@ -40,7 +57,7 @@ from schemas.commands import (
     ReportCheckReading,
     ResumeMonitor,
 )
-from schemas.enums import ActorRole, AttemptOutcome, ChangeKind, JobStatus
+from schemas.enums import ActorRole, AttemptOutcome, CaptureMode, ChangeKind, JobStatus
 from schemas.events import (
     ChangeDetected,
     CheckFetched,
@@ -108,8 +125,11 @@ def spec_problem(spec: MonitorSpec) -> str | None:
     window = spec.schedule.window
     if window is not None and not all(0 <= m < 1440 for m in (window.start_minute, window.end_minute)):
         return "a window's start_minute and end_minute are from 0 to 1439"
+    if spec.capture_mode is CaptureMode.METADATA_ONLY:
+        return "a monitor compares what its checks store: capture_mode METADATA_ONLY stores no content"
     canonical = canonicalize(spec.request)
     problems = (
+        _oversized(spec),
         canonical.detail if isinstance(canonical, Rejection) else None,
         schedule_problem(schedule_of(spec.schedule)),
         focus_problem(Focus(spec.watch, spec.ignore)),
@@ -119,10 +139,22 @@ def spec_problem(spec: MonitorSpec) -> str | None:
     return next((problem for problem in problems if problem is not None), None)
 
 
-def name_problem(name: str) -> str | None:
+def _oversized(spec: MonitorSpec) -> str | None:
+    """A spec its checks' submissions could not carry."""
+    return oversized_field(
+        {
+            "url": (spec.request.url, MAX_URL_BYTES),
+            "callback_url": (spec.callback_url, MAX_CALLBACK_URL_BYTES),
+            "job_type": (spec.job_type, MAX_CALLER_BYTES),
+        }
+    ) or oversized_labels(spec.labels)
+
+
+def name_problem(caller_identity: str, name: str) -> str | None:
+    """Why a monitor cannot be named so (its id is derived from the caller and the name), or None."""
     if not 0 < utf8_len(name) <= MAX_NAME_BYTES or not name.isprintable():
         return f"a monitor's name is 1 to {MAX_NAME_BYTES} bytes of printable text"
-    return None
+    return oversized_field({"caller_identity": (caller_identity, MAX_CALLER_BYTES)})
 
 
 def creation_refusal(command: CreateMonitor) -> str | None:
@@ -142,16 +174,18 @@ def change_refusal(state: Monitor, actor_id: str, actor_role: ActorRole) -> str 
 
 
 def first_due(spec: MonitorSpec, monitor_id: UUID, created_at: datetime) -> datetime | None:
-    """A new monitor's first check: at once for a baseline, unless its window is closed."""
+    """A new monitor's first check, for a baseline: at once, later by its jitter (monitors created
+    together spread out from their first check on), unless its window is closed then."""
     schedule = schedule_of(spec.schedule)
-    return created_at if in_window(schedule, created_at) else next_due(schedule, monitor_id, created_at)
+    at = created_at + timedelta(seconds=jitter_of(schedule, monitor_id))
+    return at if in_window(schedule, at) else next_due(schedule, monitor_id, at)
 
 
 def decide_create(state: State, command: CreateMonitor, command_id: UUID, now: datetime) -> list[Event]:
     monitor_id = monitor_id_for(command.caller_identity, command.name)
-    if not (state is None or isinstance(state, Monitor)) or name_problem(command.name) is not None:
+    if not (state is None or isinstance(state, Monitor)):
         return []
-    if creation_refusal(command) is not None:
+    if name_problem(command.caller_identity, command.name) or creation_refusal(command):
         return []  # the API refuses it before it is sent; one written past it changes nothing
     emit = Emitter(command_id, monitor_id, 0 if state is None else state.sequence, now)
     if isinstance(state, Monitor) and not state.deleted:

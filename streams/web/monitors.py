@@ -91,7 +91,7 @@ async def create_monitor(body: MonitorBody, request: Request, principal: Caller)
         submitted_by=principal.name if verified else None,
         submitter_role=principal.role if verified else None,
     )
-    problem = name_problem(command.name) or spec_problem(command.spec)
+    problem = name_problem(command.caller_identity, command.name) or spec_problem(command.spec)
     if problem is not None:
         raise ApiError(400, "invalid_request", problem)
     refusal = creation_refusal(command)

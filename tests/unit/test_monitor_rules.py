@@ -28,7 +28,7 @@ from schemas.commands import (
     ReportCheckReading,
     ResumeMonitor,
 )
-from schemas.enums import ActorRole, AttemptOutcome, CacheMode, ChangeKind, JobStatus
+from schemas.enums import ActorRole, AttemptOutcome, CacheMode, CaptureMode, ChangeKind, JobStatus
 from schemas.events import ChangeDetected, CheckRecorded, CheckScheduled, Event, JobCompleted
 from schemas.records import Artifact, MonitorSchedule, MonitorSpec, MonitorWindow, Request
 from tests.lifecycle import POLICY, T0, Lifecycle, kinds, submit, tick
@@ -262,6 +262,11 @@ def test_an_unusable_spec_is_refused_before_any_check():
     )
     assert Lifecycle()(create(bad_window)) == []
     assert Lifecycle()(create(name="")) == []
+    assert Lifecycle()(create(msgspec.structs.replace(SPEC, capture_mode=CaptureMode.METADATA_ONLY))) == []
+    many_labels = msgspec.structs.replace(SPEC, labels={f"k{n}": "v" for n in range(100)})
+    assert Lifecycle()(create(many_labels)) == []
+    long_url = msgspec.structs.replace(SPEC, request=Request(url="https://example.com/" + "a" * 10_000))
+    assert Lifecycle()(create(long_url)) == []
     life = Lifecycle()
     life(create())
     (refused,) = life(act(EditMonitor, spec=every_second))
@@ -410,3 +415,14 @@ def test_a_change_and_only_a_change_is_delivered_to_the_monitors_callback():
     assert kinds(unchanged) == ["CheckRecorded"]
     assert consequences_of(life.state, unchanged, POLICY).callbacks == []
     assert replay(life.events) == life.state
+
+
+def test_monitors_created_together_spread_their_first_checks_by_their_jitter():
+    jittered = msgspec.structs.replace(SPEC, schedule=MonitorSchedule(every_s=60, jitter_s=60))
+    firsts = []
+    for n in range(20):
+        life = Lifecycle()
+        life(create(jittered, name=f"m{n}"))
+        firsts.append(next_due_at(life.state, POLICY))
+    assert all(first is not None and T0 <= first <= T0 + MINUTE for first in firsts)
+    assert len(set(firsts)) > 10
