@@ -18,7 +18,7 @@ from projections.lifecycle.callbacks import check_callbacks, report_callback
 from projections.lifecycle.dispatch import dispatch
 from projections.lifecycle.emit import Emitter, command_id_of
 from projections.lifecycle.monitors import decide_create, decide_monitor
-from projections.lifecycle.mutations import mutate, record_audit
+from projections.lifecycle.mutations import mutate, record_audit, replay_change
 from projections.lifecycle.policy import Policy, ceil_to_millis
 from projections.lifecycle.state import Job, Lease, Monitor, State, accepted_job, is_denial
 from projections.lifecycle.submission import decide_submit
@@ -93,6 +93,8 @@ def decide(state: State, command: Command, now: datetime, policy: Policy) -> lis
             check_callbacks(state.callbacks, emit, policy)
         elif isinstance(command, ReportCallback):
             report_callback(state.callbacks, command, emit, policy)
+        elif isinstance(command, ReplayCallback):
+            replay_change(state, command, emit)
         return emit.events
     job = accepted_job(state)
     match command:

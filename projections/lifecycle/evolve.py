@@ -12,7 +12,7 @@ import msgspec
 from projections.lifecycle.callbacks import finish_callback, start_callback, update_callback
 from projections.lifecycle.completion import callback_for, completion_of, rejection_completion, webhook_id_of
 from projections.lifecycle.dispatch import first_lease_of
-from projections.lifecycle.monitors import evolve_monitor
+from projections.lifecycle.monitors import evolve_monitor, replayed
 from projections.lifecycle.state import Job, Lease, Monitor, State, Unaccepted, remembered, updated
 from schemas.enums import ExpiryReason, JobStatus
 from schemas.events import (
@@ -80,6 +80,8 @@ def evolve(state: State, event: Event) -> State:
         folded: Job | Unaccepted | Monitor = monitor
     elif isinstance(state, Monitor | Job) and isinstance(event, MONITOR_EVENTS):
         folded = state  # another stream's event: nothing of it is kept
+    elif isinstance(state, Monitor) and isinstance(event, CallbackReplayed):
+        folded = replayed(state, event)
     elif isinstance(state, Monitor):
         folded = _callback(state, event) if isinstance(event, CALLBACK_EVENTS) else state
     elif isinstance(state, Job) and not isinstance(event, JobHistoryDeleted):

@@ -219,3 +219,8 @@ def _version_5(digest: bytes) -> UUID:
 def job_target(job_id: UUID) -> str:
     """How audit records name the job they are about."""
     return f"job:{job_id}"
+
+
+def monitor_target(monitor_id: UUID) -> str:
+    """How audit records name the monitor they are about."""
+    return f"monitor:{monitor_id}"

@@ -59,6 +59,7 @@ from schemas.commands import (
 )
 from schemas.enums import ActorRole, AttemptOutcome, CaptureMode, ChangeKind, JobStatus
 from schemas.events import (
+    CallbackReplayed,
     ChangeDetected,
     CheckFetched,
     CheckRecorded,
@@ -424,17 +425,29 @@ def evolve_monitor(state: State, event: MonitorEvent) -> Monitor | None:  # noqa
 
 def _changed(state: Monitor, event: ChangeDetected) -> Monitor:
     """One change more, and its callback to deliver when the monitor has a receiver."""
+    change, webhook_id = monitor_change(state, event), webhook_id_of(event)
+    state = updated(state, changes=state.changes + 1, last_change=change, last_change_webhook_id=webhook_id)
     url = state.spec.callback_url
     if url is None:
-        return updated(state, changes=state.changes + 1)
+        return state
+    due = CallbackDue(job_id=state.monitor_id, callback_url=url, webhook_id=webhook_id, change=change)
+    return updated(state, callbacks=(*state.callbacks, start_callback(due, event.occurred_at)))
+
+
+def replayed(state: Monitor, event: CallbackReplayed) -> Monitor:
+    """The latest change's callback to deliver again, under its first webhook-id."""
+    if state.last_change is None:
+        return state
+    replay = state.callback_replays + 1
     due = CallbackDue(
         job_id=state.monitor_id,
-        callback_url=url,
-        webhook_id=webhook_id_of(event),
-        change=monitor_change(state, event),
+        callback_url=event.callback_url,
+        webhook_id=event.webhook_id,
+        change=state.last_change,
+        replay=replay,
     )
     callbacks = (*state.callbacks, start_callback(due, event.occurred_at))
-    return updated(state, changes=state.changes + 1, callbacks=callbacks)
+    return updated(state, callbacks=callbacks, callback_replays=replay)
 
 
 def _after_check(state: Monitor, event: CheckRecorded) -> Monitor:

@@ -20,6 +20,7 @@ from projections.lifecycle.identity import (
     audit_stream_id,
     callback_url_problem,
     job_target,
+    monitor_target,
     name_based,
     shown_url,
 )
@@ -31,7 +32,7 @@ from projections.lifecycle.limits import (
     oversized_field,
 )
 from projections.lifecycle.policy import Policy
-from projections.lifecycle.state import TERMINAL_STATUSES, Job, State, Unaccepted, accepted_job
+from projections.lifecycle.state import TERMINAL_STATUSES, Job, Monitor, State, Unaccepted, accepted_job
 from schemas.commands import (
     CancelJob,
     Command,
@@ -122,7 +123,10 @@ def refusal_of(state: State, command: Command, now: datetime) -> RecordAudit | N
         return None
     if state is not None and command_id_of(command) in state.recent_command_ids:
         return None  # decided already: a redelivery is nothing new
-    _, denial = _checked(accepted_job(state), command, now)
+    if isinstance(state, Monitor):
+        denial = _envelope_denial(command, now) or _monitor_denial(state, command)
+    else:
+        _, denial = _checked(accepted_job(state), command, now)
     if denial is None:
         return None
     return RecordAudit(
@@ -189,17 +193,9 @@ def mutation_refusal(state: Job | None, command: MutationCommand, now: datetime)
 
 def _checked(state: Job | None, command: MutationCommand, now: datetime) -> tuple[Job | None, Refusal | None]:
     """The job, or why the mutation cannot go ahead: its size or age, no such job, or its rules."""
-    too_large = oversized_field(
-        {
-            "reason": (command.reason, MAX_REASON_BYTES),
-            "actor_id": (command.actor_id, MAX_ACTOR_BYTES),
-            "request_id": (command.request_id, MAX_ACTOR_BYTES),
-        }
-    )
-    if too_large is not None:
-        return None, Refusal(INVALID, too_large)
-    if command.expires_at is not None and command.expires_at < now:
-        return None, Refusal(INVALID, f"the command expired at {command.expires_at.isoformat()}")
+    envelope = _envelope_denial(command, now)
+    if envelope is not None:
+        return None, envelope
     job = state
     if job is None or _hidden_from(job, command):
         return None, Refusal(NOT_FOUND, "no such job")  # another service's job is answered as none
@@ -215,6 +211,63 @@ def _checked(state: Job | None, command: MutationCommand, now: datetime) -> tupl
         case _:
             assert_never(command)
     return job, denial
+
+
+def _envelope_denial(command: MutationCommand, now: datetime) -> Refusal | None:
+    """A mutation too large to record, or past its expiry."""
+    too_large = oversized_field(
+        {
+            "reason": (command.reason, MAX_REASON_BYTES),
+            "actor_id": (command.actor_id, MAX_ACTOR_BYTES),
+            "request_id": (command.request_id, MAX_ACTOR_BYTES),
+        }
+    )
+    if too_large is not None:
+        return Refusal(INVALID, too_large)
+    if command.expires_at is not None and command.expires_at < now:
+        return Refusal(INVALID, f"the command expired at {command.expires_at.isoformat()}")
+    return None
+
+
+def _monitor_denial(monitor: Monitor, command: MutationCommand) -> Refusal | None:
+    """Why a mutation of a monitor cannot go ahead: only its latest change's callback is replayed."""
+    if not isinstance(command, ReplayCallback):
+        return Refusal(NOT_FOUND, "no such job")  # a monitor is no job
+    if command.actor_role is ActorRole.SERVICE and command.actor_id != monitor.owner:
+        return Refusal(NOT_FOUND, "no such monitor")  # another service's is answered as none
+    if command.actor_role not in REPLAYING_ROLES:
+        return Refusal(FORBIDDEN, f"role {command.actor_role} may not replay callbacks; OPERATOR, ADMIN may")
+    if monitor.last_change is None:
+        return Refusal(CONFLICT, "the monitor has found no change yet: there is no callback to replay")
+    if monitor.callbacks:
+        return Refusal(CONFLICT, "a change's callback is still being delivered")
+    url = command.callback_url or monitor.spec.callback_url
+    if url is None:
+        return Refusal(INVALID, "the monitor has no callback URL: give one to deliver to")
+    problem = callback_url_problem(url)
+    return None if problem is None else Refusal(INVALID, problem)
+
+
+def replay_change(monitor: Monitor, command: ReplayCallback, emit: Emitter) -> None:
+    """The monitor's latest change delivered again, under its first webhook-id, and audited."""
+    if (
+        _envelope_denial(command, emit.now)
+        or _monitor_denial(monitor, command)
+        or monitor.last_change is None
+    ):
+        return
+    url = command.callback_url or monitor.spec.callback_url or ""
+    emit(
+        CallbackReplayed,
+        actor_id=_actor(command),
+        actor_role=command.actor_role,
+        reason=_reason(command),
+        webhook_id=monitor.last_change_webhook_id or "",
+        callback_url=url,
+    )
+    _audit(
+        emit, command, f"callback replayed to {clip(shown_url(url), 256)}", monitor_target(monitor.monitor_id)
+    )
 
 
 def _hidden_from(job: Job, command: MutationCommand) -> bool:
@@ -287,7 +340,7 @@ def _reason(command: MutationCommand) -> str:
     return clip(command.reason, MAX_REASON_BYTES)
 
 
-def _audit(emit: Emitter, command: MutationCommand, done: str) -> None:
+def _audit(emit: Emitter, command: MutationCommand, done: str, target: str | None = None) -> None:
     audit(
         emit,
         actor_id=command.actor_id,
@@ -295,7 +348,7 @@ def _audit(emit: Emitter, command: MutationCommand, done: str) -> None:
         action=ACTIONS[type(command)],
         outcome=AuditOutcome.ALLOWED,
         detail=done,
-        target=job_target(emit.job_id),
+        target=target or job_target(emit.job_id),
         reason=command.reason,
         request_id=command.request_id,
     )

@@ -12,7 +12,7 @@ from uuid import UUID
 from schemas.enums import AttemptOutcome, CacheMode, JobStatus, ReportKind
 from schemas.events import CheckScheduled, JobAccepted, JobRejected, MonitorCreated
 from schemas.records import Artifact, Attempt, Failure, MonitorSpec
-from schemas.work import CallbackDue
+from schemas.work import CallbackDue, MonitorChange
 
 TERMINAL_STATUSES = frozenset({JobStatus.SUCCEEDED, JobStatus.DEAD_LETTER, JobStatus.CANCELLED})
 RECENT_COMMANDS_KEPT = 64
@@ -135,6 +135,9 @@ class Monitor:
     checks: int = 0
     changes: int = 0
     missed: int = 0
+    last_change: MonitorChange | None = None  # what the latest change said, for a replay of its callback
+    last_change_webhook_id: str | None = None
+    callback_replays: int = 0
     callbacks: tuple[PendingCallback, ...] = ()
     callbacks_finished: int = 0
     recent_command_ids: tuple[UUID, ...] = ()

@@ -241,7 +241,7 @@ def _submitted(job_id: UUID, decided: Decided | None) -> Response:
 )
 async def cancel(job_id: UUID, body: MutationBody, request: Request, principal: Caller) -> Response:
     command = CancelJob(job_id=job_id, reason=body.reason, **_actor(principal, request))
-    return await _mutate(request, command)
+    return await mutate_through_lifecycle(request, command)
 
 
 @router.post(
@@ -258,7 +258,7 @@ async def redrive(job_id: UUID, body: RedriveBody, request: Request, principal: 
         cache_mode=body.cache_mode,
         **_actor(principal, request),
     )
-    return await _mutate(request, command)
+    return await mutate_through_lifecycle(request, command)
 
 
 @router.post(
@@ -277,7 +277,7 @@ async def replay_callback(job_id: UUID, body: ReplayBody, request: Request, prin
     if job is not None and mutation_refusal(job, command, utc_now()) is None:
         url = body.callback_url or job.accepted.callback_url or ""
         await context.replay_pacer.turn(urlsplit(url).hostname or "", context.replay_interval_s())
-    return await _mutate(request, command)
+    return await mutate_through_lifecycle(request, command)
 
 
 def replay_command(job_id: UUID, body: ReplayBody, principal: Principal, request: Request) -> ReplayCallback:
@@ -311,7 +311,7 @@ async def delete_history(job_id: UUID, body: MutationBody, request: Request, pri
             )
             context.refusals.refused(principal)
             raise ApiError(409, "conflict", refusal)
-    return await _mutate(request, command)
+    return await mutate_through_lifecycle(request, command)
 
 
 def _history(context: ApiContext, job_id: UUID, at: datetime) -> list[Event]:
@@ -347,7 +347,7 @@ async def _readable(context: ApiContext, job_id: UUID, request: Request, princip
     return job
 
 
-async def _mutate(request: Request, command: MutationCommand) -> Response:
+async def mutate_through_lifecycle(request: Request, command: MutationCommand) -> Response:
     """Decided by the job's lifecycle: this worker's, so it can wait for the audit record that ends it."""
     context = context_of(request)
     forwarded = await context.forwarded(request, command.job_id)

@@ -51,7 +51,9 @@ from streams.web.auth import Caller, PeerCaller
 from streams.web.context import ApiContext, Shard, context_of, page_json, shard_json
 from streams.web.cursor import decode_cursor, encode_cursor, filters_digest
 from streams.web.errors import ApiError, responses
+from streams.web.jobs import MUTATION_RESPONSES, mutate_through_lifecycle, replay_command
 from streams.web.listings import After, Cursor, Limit
+from streams.web.models import MutationResult, ReplayBody
 from streams.web.monitor_bodies import MonitorBody, SwitchBody, edited
 
 JSON = "application/json"
@@ -254,6 +256,18 @@ async def pause_monitor(monitor_id: UUID, body: SwitchBody, request: Request, pr
 )
 async def resume_monitor(monitor_id: UUID, body: SwitchBody, request: Request, principal: Caller) -> Response:
     return await _switch(request, monitor_id, principal, lambda m: not m.paused, ResumeMonitor, body.reason)
+
+
+@router.post(
+    "/monitors/{monitor_id}/replay-callback",
+    response_model=MutationResult,
+    responses=MUTATION_RESPONSES,
+    summary="Deliver the latest change's callback again, with its original webhook-id (operators, admins)",
+)
+async def replay_change_callback(
+    monitor_id: UUID, body: ReplayBody, request: Request, principal: Caller
+) -> Response:
+    return await mutate_through_lifecycle(request, replay_command(monitor_id, body, principal, request))
 
 
 @router.delete(

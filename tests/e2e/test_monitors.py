@@ -181,7 +181,18 @@ async def test_a_watched_page_announces_each_change_once_and_nothing_else(watchi
     assert len({headers["webhook-id"] for headers, _ in page.hooks}) == 4
     assert all(headers["webhook-signature"].startswith("v1,") for headers, _ in page.hooks)
     assert "+Price: 10 EUR" in page.hooks[1][1]["diff"]
+    async with api(watching.system, "svc-a") as http:
+        refused = await http.post(f"/monitors/{monitor_id}/replay-callback", json={"reason": "lost it"})
+        assert refused.status_code == 403, refused.text
     async with api(watching.system, "operator") as http:
+        replayed = await http.post(f"/monitors/{monitor_id}/replay-callback", json={"reason": "lost it"})
+        assert replayed.json()["outcome"] == "ALLOWED", replayed.text
+        for _ in range(100):
+            if len(page.hooks) >= 5:
+                break
+            await asyncio.sleep(0.1)
+        assert page.hooks[4][0]["webhook-id"] == page.hooks[3][0]["webhook-id"]  # the latest change's
+        assert page.hooks[4][1] == page.hooks[3][1]
         metrics = (await http.get("/metrics")).text
     assert 'scrapestream_monitor_checks_total{outcome="changed"} 4.0' in metrics
     assert "scrapestream_monitor_check_lateness_seconds_count" in metrics

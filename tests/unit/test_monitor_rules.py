@@ -24,11 +24,20 @@ from schemas.commands import (
     EditMonitor,
     PauseMonitor,
     RecordCheck,
+    ReplayCallback,
     ReportCallback,
     ReportCheckReading,
     ResumeMonitor,
 )
-from schemas.enums import ActorRole, AttemptOutcome, CacheMode, CaptureMode, ChangeKind, JobStatus
+from schemas.enums import (
+    ActorRole,
+    AttemptOutcome,
+    AuditOutcome,
+    CacheMode,
+    CaptureMode,
+    ChangeKind,
+    JobStatus,
+)
 from schemas.events import ChangeDetected, CheckRecorded, CheckScheduled, Event, JobCompleted
 from schemas.records import Artifact, MonitorSchedule, MonitorSpec, MonitorWindow, Request
 from tests.lifecycle import POLICY, T0, Lifecycle, kinds, submit, tick
@@ -426,3 +435,48 @@ def test_monitors_created_together_spread_their_first_checks_by_their_jitter():
         firsts.append(next_due_at(life.state, POLICY))
     assert all(first is not None and T0 <= first <= T0 + MINUTE for first in firsts)
     assert len(set(firsts)) > 10
+
+
+def test_operators_replay_the_latest_changes_callback_under_its_first_webhook_id():
+    hooked = msgspec.structs.replace(SPEC, callback_url="https://hooks.example.com/changes")
+    life = Lifecycle()
+    life(create(hooked))
+
+    def replay_as(actor: str, role: ActorRole, **fields: Any) -> list[Event]:
+        command = ReplayCallback(
+            command_id=uuid4(), job_id=MONITOR_ID, actor_id=actor, actor_role=role, reason="lost it", **fields
+        )
+        return life(command, T0)
+
+    (refused,) = replay_as("ops", ActorRole.OPERATOR)  # no change yet: refused in the actor's audit stream
+    assert (refused.outcome, refused.refusal) == (AuditOutcome.DENIED, "conflict")  # type: ignore[union-attr]
+    events = check(life, _content("a"), "f1", T0)
+    (due,) = consequences_of(life.state, events, POLICY).callbacks
+    delivered = ReportCallback(
+        command_id=uuid4(),
+        job_id=MONITOR_ID,
+        webhook_id=due.webhook_id,
+        attempt_number=1,
+        delivered=True,
+        retryable=False,
+        delivery_attempts=1,
+        http_status=204,
+        last_error="",
+    )
+    life(delivered, T0)
+    assert [e.refusal for e in replay_as("svc-a", ActorRole.SERVICE)] == ["forbidden"]  # type: ignore[attr-defined]
+    assert [e.refusal for e in replay_as("svc-b", ActorRole.SERVICE)] == ["not_found"]  # type: ignore[attr-defined]
+    replayed = replay_as("ops", ActorRole.OPERATOR, callback_url="https://other.example.com/hook")
+    assert kinds(replayed) == ["CallbackReplayed", "AuditRecorded"]
+    assert replayed[1].target == f"monitor:{MONITOR_ID}"  # type: ignore[union-attr]
+    (again,) = consequences_of(life.state, replayed, POLICY).callbacks
+    assert (again.webhook_id, again.replay, again.callback_url) == (
+        due.webhook_id,
+        1,
+        "https://other.example.com/hook",
+    )
+    assert again.change == due.change
+    in_flight = replay_as("ops", ActorRole.OPERATOR)  # the replay's own delivery is still under way
+    assert [e.refusal for e in in_flight] == ["conflict"]  # type: ignore[attr-defined]
+    assert monitor(life).callback_replays == 1
+    assert replay(life.events) == life.state
