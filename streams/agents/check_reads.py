@@ -98,12 +98,14 @@ def _compared(
 ) -> ReportCheckReading:
     focus = Focus(work.watch, work.ignore)
     now = reading_of(body, work.artifact.content_type, focus)
+    if work.previous is not None and previous is None:  # its copy expired: compared by fingerprint only
+        return msgspec.structs.replace(report, fingerprint=now.fingerprint)
     before = (
         None
         if previous is None or work.previous is None
-        else reading_of(previous, work.previous.content_type, focus).text
+        else reading_of(previous, work.previous.content_type, focus)
     )
-    diff = text_diff(before or "", now.text or "")
+    diff = text_diff("" if before is None else before.text or "", now.text or "")
     return msgspec.structs.replace(
         report,
         fingerprint=now.fingerprint,

@@ -83,4 +83,4 @@ async def test_content_gone_from_the_store_is_said_and_a_previous_one_gone_only_
     assert (missing.fingerprint, missing.problem) == (None, "the check's stored content is gone")
     without_before = await reads(store).read(work(now, gone))
     assert without_before.fingerprint == hashlib.sha256(b"now").hexdigest()
-    assert without_before.problem is None
+    assert (without_before.problem, without_before.diff) == (None, "")  # no diff against nothing
