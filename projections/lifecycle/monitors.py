@@ -155,6 +155,8 @@ def name_problem(caller_identity: str, name: str) -> str | None:
     """Why a monitor cannot be named so (its id is derived from the caller and the name), or None."""
     if not 0 < utf8_len(name) <= MAX_NAME_BYTES or not name.isprintable():
         return f"a monitor's name is 1 to {MAX_NAME_BYTES} bytes of printable text"
+    if not caller_identity:
+        return "a monitor belongs to a caller: caller_identity is empty"
     return oversized_field({"caller_identity": (caller_identity, MAX_CALLER_BYTES)})
 
 

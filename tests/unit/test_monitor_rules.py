@@ -271,6 +271,7 @@ def test_an_unusable_spec_is_refused_before_any_check():
     )
     assert Lifecycle()(create(bad_window)) == []
     assert Lifecycle()(create(name="")) == []
+    assert Lifecycle()(msgspec.structs.replace(create(), caller_identity="")) == []
     assert Lifecycle()(create(msgspec.structs.replace(SPEC, capture_mode=CaptureMode.METADATA_ONLY))) == []
     many_labels = msgspec.structs.replace(SPEC, labels={f"k{n}": "v" for n in range(100)})
     assert Lifecycle()(create(many_labels)) == []
