@@ -22,11 +22,31 @@ from datetime import UTC, datetime, timedelta
 import fastavro
 from confluent_kafka import Consumer, Producer, TopicPartition
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from fastavro.schema import expand_schema, fingerprint, to_parsing_canonical_form
+from fastavro.schema import fingerprint, to_parsing_canonical_form
 
 MARKER = b"\xc3\x01"
 LABEL = b"scrapestream-command/2\n"
 PATIENCE_S = 120
+
+
+def standing_alone(node, definitions, seen):
+    if isinstance(node, str):
+        if node in definitions and node not in seen:
+            return standing_alone(definitions[node], definitions, seen)
+        return node
+    if isinstance(node, list):
+        return [standing_alone(item, definitions, seen) for item in node]
+    if node.get("type") in ("record", "enum", "fixed"):
+        seen.add(f"{node.get('namespace', 'scrapestream.v1')}.{node['name']}")
+    copy = dict(node)
+    for key in ("items", "values"):
+        if key in copy:
+            copy[key] = standing_alone(copy[key], definitions, seen)
+    if isinstance(copy.get("type"), (dict, list)):
+        copy["type"] = standing_alone(copy["type"], definitions, seen)
+    if "fields" in copy:
+        copy["fields"] = [dict(f, type=standing_alone(f["type"], definitions, seen)) for f in copy["fields"]]
+    return copy
 
 
 class Contract:
@@ -34,7 +54,11 @@ class Contract:
 
     def __init__(self, bundle_path):
         with open(bundle_path) as bundle:
-            expanded = expand_schema(json.load(bundle))
+            types = json.load(bundle)
+        definitions = {f"{t['namespace']}.{t['name']}": t for t in types}
+        # Each type standing alone: a named type written out at its first use, named after that
+        # (fastavro's expand_schema writes it out at every use, which Avro refuses for a type used twice).
+        expanded = [standing_alone(t, definitions, set()) for t in types]
         self.schemas = {schema["name"].rsplit(".", 1)[-1]: schema for schema in expanded}
         self.writers = {self._fingerprint(schema): schema for schema in expanded}
 
