@@ -269,6 +269,7 @@ async def test_a_remote_type_switched_off_holds_its_queued_work_until_it_is_on_a
         assert done.status is JobStatus.SUCCEEDED
         # What the executor ran and reported while the type was off (its revocation can come after
         # it reports, on a busy machine) was never recorded: one attempt, the one after it came on.
+        await system.events.wait_for(lambda _: "JobSucceeded" in system.event_kinds(held))
         attempts = [e for e in system.events.of_job(held) if isinstance(e, AttemptRecorded)]
         assert len(attempts) == 1, said
         started = [e for e in system.events.of_job(held) if isinstance(e, StaleReportIgnored)]
