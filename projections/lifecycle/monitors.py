@@ -35,7 +35,7 @@ from projections.lifecycle.limits import (
 from projections.lifecycle.state import Monitor, State, updated
 from projections.lifecycle.submission import render_problem
 from projections.monitors.changes import GONE_STATUSES, Seen, change_of
-from projections.monitors.content import Focus, focus_problem
+from projections.monitors.content import MAX_DIFF_CHARS, Focus, focus_problem
 from projections.monitors.schedule import (
     Due,
     Schedule,
@@ -81,6 +81,7 @@ CHECK_KEY_PREFIX = "scrapestream.monitor:"
 MAX_NAME_BYTES = 200
 # A check gives up after this long; the monitor makes one check at a time, so a stuck one holds it no longer.
 CHECK_DEADLINE = timedelta(minutes=10)
+MAX_FINGERPRINT_CHARS = 128
 MONITOR_CONTROLLERS = frozenset({ActorRole.OPERATOR, ActorRole.ADMIN})
 
 
@@ -325,16 +326,9 @@ def _read(state: Monitor, command: ReportCheckReading, emit: Emitter) -> None:
         detail = clip(command.problem or "the content could not be read")
         _recorded(state, emit, JobStatus.SUCCEEDED, None, detail=detail)
         return
-    change, _ = change_of(Seen(state.fingerprint, state.gone), 200, command.fingerprint)
-    _recorded(
-        state,
-        emit,
-        JobStatus.SUCCEEDED,
-        200,
-        change=change,
-        fingerprint=command.fingerprint,
-        artifact=fetched,
-    )
+    fingerprint = command.fingerprint[:MAX_FINGERPRINT_CHARS]
+    change, _ = change_of(Seen(state.fingerprint, state.gone), 200, fingerprint)
+    _recorded(state, emit, JobStatus.SUCCEEDED, 200, change=change, fingerprint=fingerprint, artifact=fetched)
     if change is not None:
         emit(
             ChangeDetected,
@@ -342,9 +336,9 @@ def _read(state: Monitor, command: ReportCheckReading, emit: Emitter) -> None:
             kind=change,
             previous_artifact=state.artifact,
             current_artifact=fetched,
-            fingerprint=command.fingerprint,
-            diff=command.diff,
-            diff_truncated=command.diff_truncated,
+            fingerprint=fingerprint,
+            diff=command.diff[:MAX_DIFF_CHARS],  # as the reader bounds it, whoever wrote the report
+            diff_truncated=command.diff_truncated or len(command.diff) > MAX_DIFF_CHARS,
             lines_added=command.lines_added,
             lines_removed=command.lines_removed,
         )

@@ -2,7 +2,9 @@
 
 Text is read up to `MAX_PARSED_BYTES` and compared off the event loop (a hostile page's diff is
 bounded in size, not in the time `difflib` takes); anything else is compared by its stored hash,
-never read. A redelivered read reports the same command id, which the monitor decides once.
+never read. A key no store writes, a store that fails or content that defeats the reader is the
+check's outcome (`problem`), never a retried batch. A redelivered read reports the same command id,
+which the monitor decides once.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from datetime import datetime
 
 import msgspec
 
+from projections.artifacts import is_content_key
 from projections.lifecycle.identity import name_based
 from projections.monitors.content import MAX_PARSED_BYTES, Focus, is_text, reading_of, text_diff
 from schemas.codec import decode_as
@@ -22,6 +25,7 @@ from schemas.errors import CodecError
 from schemas.records import Artifact
 from schemas.work import ReadCheck
 from streams.artifacts.port import ArtifactStore
+from streams.artifacts.uploads import is_plain_key
 from streams.runtime.consumer import QuietStage, Record
 from streams.runtime.deadinput import DeadLetters
 from streams.runtime.publisher import Outgoing, Sink, outgoing
@@ -69,13 +73,22 @@ class CheckReads(QuietStage):
             command_id=name_based(work.check_job_id, "check-read"),
             check_job_id=work.check_job_id,
         )
+        keys = [work.artifact.key, *([] if work.previous is None else [work.previous.key])]
+        foreign = next((key for key in keys if not (is_content_key(key) or is_plain_key(key))), None)
+        if foreign is not None:
+            return msgspec.structs.replace(report, problem=f"{foreign[:80]!r} is no stored artifact's key")
         if not is_text(work.artifact.content_type):
             return msgspec.structs.replace(report, fingerprint=work.artifact.sha256)
-        body = await self._text(work.artifact)
-        if body is None:
-            return msgspec.structs.replace(report, problem="the check's stored content is gone")
-        previous = None if work.previous is None else await self._text(work.previous)
-        return await asyncio.to_thread(_compared, report, work, body, previous)
+        try:
+            body = await self._text(work.artifact)
+            if body is None:
+                return msgspec.structs.replace(report, problem="the check's stored content is gone")
+            previous = None if work.previous is None else await self._text(work.previous)
+            return await asyncio.to_thread(_compared, report, work, body, previous)
+        except Exception as exc:  # a store that fails, content that defeats the reader: the check's outcome
+            log.warning("check %s could not be read: %s", work.check_job_id, exc)
+            problem = f"the stored content could not be read: {type(exc).__name__}"
+            return msgspec.structs.replace(report, problem=problem)
 
     async def _text(self, artifact: Artifact) -> bytes | None:
         """The first `MAX_PARSED_BYTES` stored under the artifact's key, or None when none are."""

@@ -32,6 +32,11 @@ def default_output_key(work: DueWork) -> str:
     return f"{work.job_type}/{work.job_id}/{work.attempt_number}-{work.lease_id}"
 
 
+def is_plain_key(key: str) -> bool:
+    """A relative object key that names nothing outside the store (no `..` segment, no root)."""
+    return KEY_PATTERN.fullmatch(key) is not None and ".." not in key.split("/") and not key.startswith("/")
+
+
 class UploadRefusedError(ValueError):
     """An upload or a reported key this worker will not take; the message says why."""
 
@@ -55,7 +60,7 @@ class Uploads:
         """The object key the job's type chooses for this attempt's result."""
         hook = getattr(self._types.get(work.job_type), "output_key", None)
         key = str(hook(work)) if callable(hook) else default_output_key(work)
-        if not KEY_PATTERN.fullmatch(key) or ".." in key.split("/"):
+        if not is_plain_key(key):
             raise UploadRefusedError(f"{work.job_type}'s output key {key[:80]!r} is not a plain relative key")
         return key
 

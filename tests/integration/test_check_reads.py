@@ -84,3 +84,28 @@ async def test_content_gone_from_the_store_is_said_and_a_previous_one_gone_only_
     without_before = await reads(store).read(work(now, gone))
     assert without_before.fingerprint == hashlib.sha256(b"now").hexdigest()
     assert (without_before.problem, without_before.diff) == (None, "")  # no diff against nothing
+
+
+async def test_a_key_no_store_writes_is_refused_unread_and_a_failing_store_is_the_checks_outcome(
+    store, tmp_path
+):
+    secret = tmp_path / "secret.html"
+    secret.write_text("<p>not yours</p>")
+    forged = Artifact(
+        artifact_id=uuid4(), key="../secret.html", content_type="text/html", size_bytes=16, sha256="00" * 32
+    )
+    refused = await reads(store).read(work(forged, None))
+    assert refused.fingerprint is None
+    assert "no stored artifact's key" in (refused.problem or "")
+
+    class Failing(LocalArtifactStore):
+        async def open(self, key: str):  # type: ignore[no-untyped-def]
+            raise OSError("the disk is gone")
+
+    page = await stored(store, b"<p>page</p>")
+    failed = await CheckReads(
+        load_settings(), Failing(tmp_path / "x"), RecordingSink(), None, lambda: NOW
+    ).read(  # type: ignore[arg-type]
+        work(page, None)
+    )
+    assert (failed.fingerprint, failed.problem) == (None, "the stored content could not be read: OSError")

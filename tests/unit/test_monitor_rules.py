@@ -18,6 +18,7 @@ from projections.lifecycle.identity import job_id_for
 from projections.lifecycle.monitor_work import check_result
 from projections.lifecycle.monitors import check_key, checked_monitor, monitor_id_for
 from projections.lifecycle.state import Job, Monitor, updated
+from projections.monitors.content import MAX_DIFF_CHARS
 from schemas.commands import (
     CreateMonitor,
     DeleteMonitor,
@@ -481,3 +482,17 @@ def test_operators_replay_the_latest_changes_callback_under_its_first_webhook_id
     assert [e.refusal for e in in_flight] == ["conflict"]  # type: ignore[attr-defined]
     assert monitor(life).callback_replays == 1
     assert replay(life.events) == life.state
+
+
+def test_a_reading_report_larger_than_a_reader_writes_is_cut_to_the_bound():
+    life = Lifecycle()
+    life(create())
+    life(tick(MONITOR_ID), T0)
+    life(fetched(life, _content("a")), T0)
+    huge = reading(life, "f" * 10_000, diff="+x\n" * 100_000)
+    change = life(huge, T0)[-1]
+    assert isinstance(change, ChangeDetected)
+    assert len(change.diff) <= MAX_DIFF_CHARS
+    assert change.diff_truncated
+    assert change.fingerprint is not None
+    assert len(change.fingerprint) <= 128
