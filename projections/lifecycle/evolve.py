@@ -75,11 +75,11 @@ def start(accepted: JobAccepted, before: Unaccepted | None = None) -> Job:
 def evolve(state: State, event: Event) -> State:
     """Fold one event; a job id gets an `Unaccepted` state until a `JobAccepted` arrives, a monitor
     id a `Monitor` with its `MonitorCreated`."""
-    monitor = evolve_monitor(state, event) if isinstance(event, MONITOR_EVENTS) else None
-    if monitor is not None:
-        folded: Job | Unaccepted | Monitor = monitor
-    elif isinstance(state, Monitor | Job) and isinstance(event, MONITOR_EVENTS):
-        folded = state  # another stream's event: nothing of it is kept
+    if isinstance(event, MONITOR_EVENTS):
+        # A monitor's event on a job's stream (never written so) keeps nothing.
+        folded: Job | Unaccepted | Monitor = evolve_monitor(state, event) or state or _unaccepted(
+            Unaccepted(job_id=event.job_id, sequence=0), event
+        )
     elif isinstance(state, Monitor) and isinstance(event, CallbackReplayed):
         folded = replayed(state, event)
     elif isinstance(state, Monitor):
