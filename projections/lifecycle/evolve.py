@@ -77,8 +77,10 @@ def evolve(state: State, event: Event) -> State:
     id a `Monitor` with its `MonitorCreated`."""
     if isinstance(event, MONITOR_EVENTS):
         # A monitor's event on a job's stream (never written so) keeps nothing.
-        folded: Job | Unaccepted | Monitor = evolve_monitor(state, event) or state or _unaccepted(
-            Unaccepted(job_id=event.job_id, sequence=0), event
+        folded: Job | Unaccepted | Monitor = (
+            evolve_monitor(state, event)
+            or state
+            or _unaccepted(Unaccepted(job_id=event.job_id, sequence=0), event)
         )
     elif isinstance(state, Monitor) and isinstance(event, CallbackReplayed):
         folded = replayed(state, event)

@@ -69,6 +69,7 @@ AsOf = Annotated[
     datetime | None, Query(description="The monitor as it was then (RFC 3339, UTC unless it says)")
 ]
 Until = Annotated[datetime | None, Query(description="Only what had happened by then (RFC 3339)")]
+Newest = Annotated[int, Query(ge=1, le=1_000, description="At most this many, the newest")]
 router = APIRouter(tags=["monitors"])
 
 
@@ -185,13 +186,15 @@ async def get_monitor(monitor_id: UUID, request: Request, principal: Caller, as_
     responses=READ_ERRORS,
     summary="A monitor's checks, newest first: when each was due, its job, and what it found",
 )
-async def get_checks(monitor_id: UUID, request: Request, principal: Caller, until: Until = None) -> Response:
+async def get_checks(
+    monitor_id: UUID, request: Request, principal: Caller, until: Until = None, limit: Newest = 100
+) -> Response:
     return await _listed(
         request,
         monitor_id,
         principal,
         until,
-        lambda e: CheckList(monitor_id=monitor_id, items=check_views(e)),
+        lambda e: CheckList(monitor_id=monitor_id, items=check_views(e)[:limit]),
     )
 
 
@@ -201,13 +204,15 @@ async def get_checks(monitor_id: UUID, request: Request, principal: Caller, unti
     responses=READ_ERRORS,
     summary="The changes a monitor found, newest first, each with its bounded diff",
 )
-async def get_changes(monitor_id: UUID, request: Request, principal: Caller, until: Until = None) -> Response:
+async def get_changes(
+    monitor_id: UUID, request: Request, principal: Caller, until: Until = None, limit: Newest = 100
+) -> Response:
     return await _listed(
         request,
         monitor_id,
         principal,
         until,
-        lambda e: ChangeList(monitor_id=monitor_id, items=change_views(e)),
+        lambda e: ChangeList(monitor_id=monitor_id, items=change_views(e)[:limit]),
     )
 
 

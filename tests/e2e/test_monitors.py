@@ -160,6 +160,8 @@ async def test_a_watched_page_announces_each_change_once_and_nothing_else(watchi
 
         listed = (await http.get(f"/monitors/{monitor_id}/changes")).json()["items"]
         assert [item["kind"] for item in listed] == ["RESTORED", "REMOVED", "CHANGED", "NEW"]
+        newest = (await http.get(f"/monitors/{monitor_id}/changes", params={"limit": 2})).json()["items"]
+        assert [item["kind"] for item in newest] == ["RESTORED", "REMOVED"]
         checks = (await http.get(f"/monitors/{monitor_id}/checks")).json()["items"]
         assert [check["change"] for check in checks[-6:]][::-1] == [
             "NEW",
