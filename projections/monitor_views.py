@@ -137,7 +137,9 @@ def schedule_view(schedule: MonitorSchedule) -> ScheduleView:
         window=None
         if window is None
         else WindowView(
-            start=_clock(window.start_minute), end=_clock(window.end_minute), weekdays=list(window.weekdays)
+            start=clock_of(window.start_minute),
+            end=clock_of(window.end_minute),
+            weekdays=list(window.weekdays),
         ),
     )
 
@@ -194,5 +196,6 @@ def change_views(events: Iterable[Event]) -> list[ChangeView]:
     ]
 
 
-def _clock(minutes: int) -> str:
+def clock_of(minutes: int) -> str:
+    """Minutes after midnight as HH:MM, as windows are written."""
     return f"{minutes // 60:02d}:{minutes % 60:02d}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -49,6 +50,14 @@ def responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     return {status: {"model": ErrorBody, "description": STATUS_CODES[status]} for status in statuses}
 
 
+def problems_of(errors: Sequence[Any], skip: int = 0) -> str:
+    """Pydantic's errors as one line, each where it is (less the first `skip` parts) and what is wrong."""
+    return "; ".join(
+        f"{'.'.join(str(part) for part in error['loc'][skip:]) or 'request'}: {error['msg']}"
+        for error in errors
+    )
+
+
 def install(app: FastAPI) -> None:
     async def api_error(_: Request, exc: Exception) -> JSONResponse:
         if not isinstance(exc, ApiError):
@@ -58,11 +67,7 @@ def install(app: FastAPI) -> None:
     async def invalid(_: Request, exc: Exception) -> JSONResponse:
         if not isinstance(exc, RequestValidationError):
             raise exc
-        problems = "; ".join(
-            f"{'.'.join(str(part) for part in error['loc'][1:]) or 'request'}: {error['msg']}"
-            for error in exc.errors()
-        )
-        return error_response(400, "invalid_request", problems or "invalid request")
+        return error_response(400, "invalid_request", problems_of(exc.errors(), skip=1) or "invalid request")
 
     async def http_error(_: Request, exc: Exception) -> JSONResponse:
         if not isinstance(exc, HTTPException):

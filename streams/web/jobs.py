@@ -95,7 +95,7 @@ async def get_job(job_id: UUID, request: Request, principal: Caller, as_of: AsOf
         if as_of is None:
             return Response(context.views.json(job, own), media_type=JSON)
         at = as_utc(as_of)
-        then = await context.costly.run(principal, lambda: state_as_of(_history(context, job_id, at), at))
+        then = await context.costly.run(principal, lambda: state_as_of(kept_history(context, job_id, at), at))
         if not isinstance(then, Job) and (not isinstance(then, Unaccepted) or then.rejected is None):
             raise ApiError(422, "out_of_history", f"job {job_id} was not yet a job at {as_of.isoformat()}")
         view = listed_view(then)
@@ -114,7 +114,7 @@ async def get_events(job_id: UUID, request: Request, principal: Caller, until: U
     def listed() -> bytes:
         kept = context_of(request).store.events_of(job_id)
         if until is not None:
-            kept = events_until(_history(context_of(request), job_id, until), as_utc(until))
+            kept = events_until(kept_history(context_of(request), job_id, until), as_utc(until))
         shown = own_events(kept) if reads_own_only(principal.role) else kept
         events = [event_view(event) for event in shown]
         return EventList(job_id=job_id, items=events).model_dump_json().encode()
@@ -314,10 +314,11 @@ async def delete_history(job_id: UUID, body: MutationBody, request: Request, pri
     return await mutate_through_lifecycle(request, command)
 
 
-def _history(context: ApiContext, job_id: UUID, at: datetime) -> list[Event]:
-    """The job's kept events, when they tell how it was at `at` (else 422, naming what is kept)."""
+def kept_history(context: ApiContext, job_id: UUID, at: datetime, what: str = "job") -> list[Event]:
+    """The job's (or monitor's) kept events, when they tell how it was at `at` (else 422, naming
+    what is kept)."""
     events = context.store.events_of(job_id)
-    refusal = as_of_refusal(events, as_utc(at), utc_now())
+    refusal = as_of_refusal(events, as_utc(at), utc_now(), what)
     if refusal is not None:
         raise ApiError(422, "out_of_history", refusal)
     return events

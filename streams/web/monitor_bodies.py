@@ -9,6 +9,7 @@ import msgspec
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from projections.lifecycle.limits import MAX_REASON_BYTES
+from projections.monitor_views import clock_of
 from schemas.enums import CaptureMode, HttpMethod, PolicyClass, TransportPolicy
 from schemas.records import (
     ALL_WEEKDAYS,
@@ -149,8 +150,8 @@ def options_of(spec: MonitorSpec) -> dict[str, Any]:
         "window": None
         if window is None
         else {
-            "start": f"{window.start_minute // 60:02d}:{window.start_minute % 60:02d}",
-            "end": f"{window.end_minute // 60:02d}:{window.end_minute % 60:02d}",
+            "start": clock_of(window.start_minute),
+            "end": clock_of(window.end_minute),
             "weekdays": list(window.weekdays),
         },
         "job_type": spec.job_type,

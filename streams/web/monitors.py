@@ -14,7 +14,7 @@ from fastapi import APIRouter, Body, Query, Request, Response
 from pydantic import ValidationError
 
 from projections.access import job_read_refusal, listing_caller
-from projections.lifecycle.history import as_of_refusal, events_until, state_as_of
+from projections.lifecycle.history import events_until, state_as_of
 from projections.lifecycle.identity import public_command_id
 from projections.lifecycle.monitors import (
     change_refusal,
@@ -44,14 +44,13 @@ from schemas.commands import (
 )
 from schemas.events import Event, MonitorRefused
 from streams.auth.principals import Principal
-from streams.clock import utc_now
 from streams.moments import as_utc
 from streams.runtime.publisher import outgoing
 from streams.web.auth import Caller, PeerCaller
 from streams.web.context import ApiContext, Shard, context_of, page_json, shard_json
 from streams.web.cursor import decode_cursor, encode_cursor, filters_digest
-from streams.web.errors import ApiError, responses
-from streams.web.jobs import MUTATION_RESPONSES, mutate_through_lifecycle, replay_command
+from streams.web.errors import ApiError, problems_of, responses
+from streams.web.jobs import MUTATION_RESPONSES, kept_history, mutate_through_lifecycle, replay_command
 from streams.web.listings import After, Cursor, Limit
 from streams.web.models import MutationResult, ReplayBody
 from streams.web.monitor_bodies import MonitorBody, SwitchBody, edited
@@ -173,7 +172,7 @@ async def get_monitor(monitor_id: UUID, request: Request, principal: Caller, as_
     if as_of is None:
         return _view(monitor)
     at = as_utc(as_of)
-    history = _history(context, monitor_id, at)
+    history = kept_history(context, monitor_id, at, "monitor")
     then = await context.costly.run(principal, lambda: state_as_of(history, at))
     if not isinstance(then, Monitor):
         raise ApiError(422, "out_of_history", f"monitor {monitor_id} did not exist at {at.isoformat()}")
@@ -233,7 +232,7 @@ async def edit_monitor(
     try:
         spec = edited(monitor.spec, changes)
     except ValidationError as exc:
-        raise ApiError(400, "invalid_request", _first_error(exc)) from exc
+        raise ApiError(400, "invalid_request", problems_of(exc.errors())) from exc
     problem = spec_problem(spec)
     if problem is not None:
         raise ApiError(400, "invalid_request", problem)
@@ -376,23 +375,9 @@ def _monitor(context: ApiContext, monitor_id: UUID) -> Monitor:
     return state
 
 
-def _history(context: ApiContext, monitor_id: UUID, at: datetime) -> list[Event]:
-    events = context.store.events_of(monitor_id)
-    refusal = as_of_refusal(events, at, utc_now(), "monitor")
-    if refusal is not None:
-        raise ApiError(422, "out_of_history", refusal)
-    return events
-
-
 def _actor(principal: Principal) -> dict[str, Any]:
     return {"command_id": uuid4(), "actor_id": principal.name, "actor_role": principal.role}
 
 
 def _view(monitor: Monitor, status: int = 200) -> Response:
     return Response(monitor_view(monitor).model_dump_json(), status_code=status, media_type=JSON)
-
-
-def _first_error(exc: ValidationError) -> str:
-    error = exc.errors()[0]
-    where = ".".join(str(part) for part in error["loc"])
-    return f"{where}: {error['msg']}" if where else str(error["msg"])
