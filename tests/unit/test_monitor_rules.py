@@ -96,6 +96,22 @@ def reading(life: Lifecycle, fingerprint: str | None, **fields: Any) -> ReportCh
     )
 
 
+def callback_report(webhook_id: str, attempt_number: int, http_status: int) -> ReportCallback:
+    """The outbox's report of one try at a monitor's callback: delivered on a 2xx, else to retry."""
+    delivered = 200 <= http_status < 300
+    return ReportCallback(
+        command_id=uuid4(),
+        job_id=MONITOR_ID,
+        webhook_id=webhook_id,
+        attempt_number=attempt_number,
+        delivered=delivered,
+        retryable=not delivered,
+        delivery_attempts=attempt_number,
+        http_status=http_status,
+        last_error="" if delivered else f"HTTP {http_status}",
+    )
+
+
 def check(life: Lifecycle, content: Artifact, fingerprint: str, at: Any) -> list[Event]:
     """One whole check at `at`: scheduled, fetched, read; the events of its fetch and its reading."""
     assert kinds(life(tick(MONITOR_ID), at)) == ["CheckScheduled"]
@@ -398,27 +414,14 @@ def test_a_change_and_only_a_change_is_delivered_to_the_monitors_callback():
     assert due.completion is None
     assert due.change is not None
     assert (due.change.kind, due.change.monitor_id, due.job_id) == (ChangeKind.NEW, MONITOR_ID, MONITOR_ID)
-    failed = ReportCallback(
-        command_id=uuid4(),
-        job_id=MONITOR_ID,
-        webhook_id=due.webhook_id,
-        attempt_number=1,
-        delivered=False,
-        retryable=True,
-        delivery_attempts=1,
-        http_status=503,
-        last_error="HTTP 503",
-    )
+    failed = callback_report(due.webhook_id, 1, 503)
     assert kinds(life(failed, T0)) == ["CallbackRetryScheduled"]
     retry_at = next_due_at(life.state, POLICY)
     assert retry_at is not None
     assert kinds(life(tick(MONITOR_ID), retry_at)) == ["CallbackDispatched"]
     (again,) = consequences_of(life.state, life.events[-1:], POLICY).callbacks
     assert (again.webhook_id, again.attempt_number) == (due.webhook_id, 2)
-    delivered = msgspec.structs.replace(
-        failed, command_id=uuid4(), attempt_number=2, delivered=True, http_status=204
-    )
-    assert kinds(life(delivered, retry_at)) == ["CallbackDelivered"]
+    assert kinds(life(callback_report(due.webhook_id, 2, 204), retry_at)) == ["CallbackDelivered"]
     assert monitor(life).callbacks == ()
     at = T0 + MINUTE * 2
     life(tick(MONITOR_ID), at)
@@ -454,18 +457,7 @@ def test_operators_replay_the_latest_changes_callback_under_its_first_webhook_id
     assert (refused.outcome, refused.refusal) == (AuditOutcome.DENIED, "conflict")  # type: ignore[union-attr]
     events = check(life, _content("a"), "f1", T0)
     (due,) = consequences_of(life.state, events, POLICY).callbacks
-    delivered = ReportCallback(
-        command_id=uuid4(),
-        job_id=MONITOR_ID,
-        webhook_id=due.webhook_id,
-        attempt_number=1,
-        delivered=True,
-        retryable=False,
-        delivery_attempts=1,
-        http_status=204,
-        last_error="",
-    )
-    life(delivered, T0)
+    life(callback_report(due.webhook_id, 1, 204), T0)
     assert [e.refusal for e in replay_as("svc-a", ActorRole.SERVICE)] == ["forbidden"]  # type: ignore[attr-defined]
     assert [e.refusal for e in replay_as("svc-b", ActorRole.SERVICE)] == ["not_found"]  # type: ignore[attr-defined]
     replayed = replay_as("ops", ActorRole.OPERATOR, callback_url="https://other.example.com/hook")
