@@ -132,6 +132,9 @@ class Totals(View):
     cost_actual: str = Field(description="Decimal sum of the attempts' actual cost, as a string")
 
 
+HEX = frozenset("0123456789abcdef")
+
+
 class JobView(View):
     """A job, or a rejected submission (`state` `REJECTED`: only what the submission named is known,
     its options are null and its failure is the reason)."""
@@ -164,6 +167,13 @@ class JobView(View):
         description="The host its outcome is POSTed to (the URL itself may hold a secret); null: no callback"
     )
     sequence: int
+    trace_id: str | None = Field(
+        default=None, description="The W3C trace id every record of the job carries; null: none kept"
+    )
+    trace_url: str | None = Field(
+        default=None,
+        description="The trace in the deployment's trace viewer (SCRAPESTREAM_TRACE_URL_TEMPLATE)",
+    )
 
 
 class JobList(View):
@@ -322,6 +332,13 @@ def own_events(events: Iterable[Event]) -> list[Event]:
     ]
 
 
+def trace_id_of(traceparent: str | None) -> str | None:
+    """The trace id a W3C `traceparent` names, if it is well formed."""
+    parts = (traceparent or "").split("-")
+    found = parts[1] if len(parts) >= 4 else ""
+    return found if len(found) == 32 and found != "0" * 32 and all(c in HEX for c in found) else None
+
+
 def job_view(job: Job) -> JobView:
     """Built from the job's own validated state: no second validation on the read path."""
     accepted = job.accepted
@@ -331,6 +348,7 @@ def job_view(job: Job) -> JobView:
         state=job.status,
         caller_identity=accepted.caller_identity,
         callback_host=_host_of(accepted.callback_url),
+        trace_id=trace_id_of(accepted.traceparent),
         idempotency_key=accepted.idempotency_key,
         job_type=accepted.job_type,
         request=RequestSummary.model_construct(

@@ -42,6 +42,8 @@ class SubmitJob(Record, frozen=True, kw_only=True):
     render: RenderOptions | None = None
     expires_at: Instant | None = None
     credential: str | None = None
+    traceparent: str | None = None
+    tracestate: str | None = None
 
 
 class CancelJob(Record, frozen=True, kw_only=True):

@@ -51,6 +51,8 @@ class JobAccepted(EventEnvelope, frozen=True, kw_only=True):
     render: RenderOptions | None = None
     credential: str | None = None
     first_lease_expires_at: Instant | None = None
+    traceparent: str | None = None
+    tracestate: str | None = None
 
 
 class JobRejected(EventEnvelope, frozen=True, kw_only=True):

@@ -242,6 +242,7 @@ class Settings(BaseSettings):
     principals_file: Path | None = None
     principals: SecretStr | None = None
     advertised_url: str | None = None
+    trace_url_template: str | None = None
     peer_timeout_s: float = Field(default=5.0, gt=0, le=60)
     peer_secret: SecretStr | None = None
     peer_secret_file: Path | None = None
@@ -281,6 +282,13 @@ class Settings(BaseSettings):
     callback_retry_base_s: float = Field(default=1.0, gt=0)
     callback_retry_max_s: float = Field(default=3_600.0, gt=0)
     callback_timeout_s: float = Field(default=10.0, gt=0, le=300)
+
+    @field_validator("trace_url_template")
+    @classmethod
+    def _trace_viewer(cls, value: str | None) -> str | None:
+        if value is not None and (not value.startswith(("http://", "https://")) or "{trace_id}" not in value):
+            raise ValueError("must be an http(s) URL with {trace_id} in it")
+        return value
 
     @field_validator("callback_secret")
     @classmethod

@@ -81,6 +81,10 @@ SETTING_DOCS: dict[str, str] = {
     "SCRAPESTREAM_COMPRESSION": "how every producer of scrapestream compresses its record batches of 2 KiB and more (`none`: none; smaller ones, a lone job's, gain little and go as they are); every Kafka client since 2.1 reads `zstd`",
     "SCRAPESTREAM_SESSION_TIMEOUT_MS": "the consumer group's session timeout (unset: the broker profile's, 45 s with `kafka`): how long a dead worker's partitions wait before they move",
     "SCRAPESTREAM_TOPIC_PREFIX": "topic names are `PREFIX.submit`, `PREFIX.events`, …",
+    "SCRAPESTREAM_TRACE_URL_TEMPLATE": (
+        "a trace viewer's http(s) URL with `{trace_id}` in it: the console and `scrapestream get` link each"
+        " job's trace there"
+    ),
     "SCRAPESTREAM_WEB_HOST": "the address the HTTP API listens on",
     "SCRAPESTREAM_WEB_PORT": "the HTTP API's port (`0` picks a free one)",
 }

@@ -46,6 +46,7 @@ from streams.readers.fleet import Fleet
 from streams.readers.global_table import GlobalTable
 from streams.readers.ledger import LedgerReader
 from streams.readers.snapshots import Snapshots
+from streams.runtime import tracing
 from streams.runtime.consumer import Stage, StageConsumer
 from streams.runtime.deadinput import DeadLetters
 from streams.runtime.metrics import Metrics, ScrapeTimeGauges
@@ -57,7 +58,7 @@ from streams.runtime.transactions import PartitionTransactions
 from streams.runtime.watchdog import Watchdog
 from streams.settings import Settings
 from streams.web.api import build_api
-from streams.web.context import ApiContext
+from streams.web.context import ApiContext, JobViews
 from streams.web.peers import Peers
 from streams.web.refusals import RefusalLimiter
 from streams.web.server import ApiServer
@@ -99,6 +100,8 @@ class Worker:
 
     async def _start(self) -> None:
         settings, stack = self.settings, self._stack
+        if tracing.configure():
+            log.info("tracing: spans are exported as OTEL_TRACES_EXPORTER says")
         for warning in self.policy.warnings:
             log.warning(warning)
         if settings.callback_secret is None:
@@ -220,6 +223,7 @@ class Worker:
             refusals=RefusalLimiter(settings.refusals_per_minute),
             uploads=uploads,
             capabilities=fleet.own,
+            views=JobViews(settings.trace_url_template),
         )
         await server.serve(build_api(context))
         with contextlib.suppress(TimeoutError):

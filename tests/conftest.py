@@ -17,6 +17,8 @@ from streams.broker.embedded import EmbeddedBroker, free_loopback_port
 from tests.brokers import POM, TestBroker, kafka_or_skip, register
 from tests.registry import VERSION as REGISTRY_VERSION
 from tests.registry import running_registry
+from tests.zipkin import VERSION as ZIPKIN_VERSION
+from tests.zipkin import running_zipkin
 
 pytest_plugins = ["tests.phases"]
 
@@ -147,6 +149,15 @@ def s3() -> Iterator[S3Server]:
         yield S3Server(f"http://127.0.0.1:{port}")
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def zipkin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real trace backend (Zipkin's server, fetched once by Maven): its base URL."""
+    kafka_or_skip()  # the same Java and Maven
+    with running_zipkin(tmp_path_factory.mktemp("zipkin") / "zipkin.log") as url:
+        STARTED.append(f"trace backend: Zipkin {ZIPKIN_VERSION} at {url}")
+        yield url
 
 
 @pytest.fixture(scope="session")

@@ -54,6 +54,8 @@ HTTP_FETCH, BROWSER_RENDER = "http.fetch", "browser.render"
 BROWSER_CAPTURE_MODES = frozenset({CaptureMode.RENDERED_HTML, CaptureMode.SCREENSHOT})
 WAIT_EVENTS = frozenset({"load", "domcontentloaded", "networkidle"})
 MAX_SELECTOR_BYTES = 1_024
+MAX_TRACEPARENT_CHARS = 55  # W3C version 00: "00-" 32 hex "-" 16 hex "-" 2 hex
+MAX_TRACESTATE_CHARS = 512
 MIN_VIEWPORT, MAX_VIEWPORT = 16, 4_096
 SUBMITTING_ROLES = frozenset({ActorRole.SERVICE, ActorRole.OPERATOR, ActorRole.ADMIN})
 
@@ -395,4 +397,11 @@ def _accept(
         render=command.render,
         credential=command.credential,
         first_lease_expires_at=lease_until(profile.max_runtime_ms, emit.now, policy),
+        traceparent=_bounded(command.traceparent, MAX_TRACEPARENT_CHARS),
+        tracestate=_bounded(command.tracestate, MAX_TRACESTATE_CHARS),
     )
+
+
+def _bounded(text: str | None, limit: int) -> str | None:
+    """A trace header kept only within its W3C size: readers parse it and ignore a malformed one."""
+    return text if text is not None and len(text) <= limit else None

@@ -30,9 +30,12 @@ import itertools
 import logging
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime, timedelta
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import cast
 from uuid import UUID
+
+from opentelemetry.trace import SpanKind
 
 from projections.lifecycle.identity import name_based
 from projections.lifecycle.submission import BROWSER_RENDER, renders
@@ -42,6 +45,7 @@ from schemas.errors import CodecError
 from schemas.records import Attempt
 from schemas.types import uuid_text
 from schemas.work import DueWork, LeaseRevoked
+from streams.agents.attempt_spans import attempt_attributes, outcome_attributes
 from streams.agents.attempts import attempt_of
 from streams.agents.pipeline import AttemptPipeline, start_by
 from streams.agents.renewals import Renewals
@@ -53,12 +57,14 @@ from streams.fetch.http import HttpFetcher, local_result
 from streams.fetch.routes import Routes
 from streams.jobtypes import JobType
 from streams.readers.global_table import GlobalTable
+from streams.runtime import trace_context
 from streams.runtime.consumer import LocalRecord, QuietStage, Record
 from streams.runtime.deadinput import DeadLetters
 from streams.runtime.flusher import Flusher
 from streams.runtime.handover import Handover
 from streams.runtime.metrics import Metrics
 from streams.runtime.publisher import Outgoing, Sink, outgoing
+from streams.runtime.trace_context import TraceContext
 from streams.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -150,6 +156,7 @@ class HttpExecutor(QuietStage):
     async def handle(self, records: Sequence[Record]) -> None:
         now = self._clock()
         startable: list[DueWork] = []
+        traces: dict[UUID, Queued] = {}
         immediate: list[Outgoing] = []
         not_started = self.not_started
         for record in records:
@@ -171,11 +178,12 @@ class HttpExecutor(QuietStage):
             elif work.lease_id not in self._started:  # due work published twice carries the same lease
                 self._remember_started(work.lease_id)
                 startable.append(work)
+                traces[work.lease_id] = Queued.of(record)
         _log_not_started(self.not_started - not_started)
         if immediate:
             await self._publisher.send_all(immediate)
         for work in startable:
-            self._running[work.lease_id] = self._slots.start(self._attempt(work))
+            self._running[work.lease_id] = self._slots.start(self._attempt(work, traces[work.lease_id]))
 
     def _runs(self, work: DueWork) -> bool:
         rendered = renders(work.job_type, work.transport_policy)
@@ -204,26 +212,52 @@ class HttpExecutor(QuietStage):
             command_id=name_based(work.lease_id, "report"), job_id=work.job_id, attempt=attempt
         )
 
-    async def _attempt(self, work: DueWork) -> None:
-        try:
-            attempt = await self.pipeline.run(work)
-        finally:
-            self._running.pop(work.lease_id, None)  # a revocation from here on finds nothing to stop
+    async def _attempt(self, work: DueWork, queued: Queued) -> None:
+        trace_context.working_on(work.job_id, queued.context)  # this task's log lines name both
+        with trace_context.span(
+            "scrapestream attempt", queued.context, SpanKind.CLIENT, attempt_attributes(work)
+        ) as opened:
+            if opened is not None and queued.since is not None:
+                waited = {"scrapestream.wait": "queued"}
+                trace_context.waited("scrapestream wait queued", None, queued.since, self._clock(), waited)
+            try:
+                attempt = await self.pipeline.run(work)
+            finally:
+                self._running.pop(work.lease_id, None)  # a revocation from here on finds nothing to stop
+            if attempt is not None:
+                trace_context.set_attributes(opened, outcome_attributes(attempt))
+                if attempt.failure is not None:
+                    trace_context.failed(opened, attempt.failure.code)
         if attempt is not None:
-            await self._report(work, attempt)
+            await self._report(work, attempt, trace_context.context_of(opened, queued.context))
 
-    async def _report(self, work: DueWork, attempt: Attempt) -> None:
+    async def _report(self, work: DueWork, attempt: Attempt, context: TraceContext | None) -> None:
         """Hand over or publish the report, waiting out broker failures; the fetch is never redone for it."""
         report = self._report_of(work, attempt)
         key = uuid_text(work.job_id).encode()
         what = f"the report of job {work.job_id}"
-        await self.reports.deliver(self._commands, key, report, self._clock(), what)
+        headers = () if context is None else context.headers()
+        await self.reports.deliver(self._commands, key, report, self._clock(), what, headers)
 
     async def close(self) -> None:
         """Let running attempts finish within the shutdown grace; the rest are left to the reaper."""
         await self._slots.close(self._settings.shutdown_grace_s)
         await self._renewals.close()
         await self.reports.close()
+
+
+@dataclass(frozen=True)
+class Queued:
+    """Where due work's trace goes on, and since when it waited (its record's time)."""
+
+    context: TraceContext | None
+    since: datetime | None
+
+    @staticmethod
+    def of(record: Record) -> Queued:
+        timed = record.timestamp is not None and trace_context.enabled()
+        since = datetime.fromtimestamp(record.timestamp / 1000, UTC) if timed else None
+        return Queued(trace_context.from_headers(record.headers) if record.headers else None, since)
 
 
 def _work_of(record: Record) -> DueWork | LeaseRevoked:

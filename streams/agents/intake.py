@@ -38,6 +38,7 @@ from schemas.errors import CodecError, ScrapestreamError
 from schemas.types import uuid_text
 from streams.auth.principals import Principal, Principals
 from streams.auth.signing import Binding, claimed_principal, verify
+from streams.runtime import trace_context
 from streams.runtime.answers import AnswerAddress, dead_answer
 from streams.runtime.consumer import QuietStage, Record
 from streams.runtime.deadinput import DeadLetters
@@ -166,7 +167,12 @@ class Intake(QuietStage):
         command = msgspec.structs.replace(command, command_id=public_command_id(sender, given))
         # Keyed by the job of the command as forwarded: the one the lifecycle decides.
         job_id = submission_identity(command)[0] if isinstance(command, SubmitJob) else command.job_id
-        return Forward(self._commands, job_id, command, (address.header(),))
+        traced = trace_context.intake(
+            trace_context.from_headers(record.headers), "scrapestream intake", _attributes(command, job_id)
+        )
+        if isinstance(command, SubmitJob):
+            command = trace_context.submitted_in(command, traced)
+        return Forward(self._commands, job_id, command, (address.header(), *traced.headers()))
 
 
 @dataclass(frozen=True)
@@ -180,6 +186,12 @@ class Forward:
 
     def message(self, now: datetime) -> Outgoing:
         return replace(outgoing(self.topic, self.job_id, self.command, at=now), headers=self.headers)
+
+
+def _attributes(command: PublicCommand, job_id: UUID) -> dict[str, str]:
+    if isinstance(command, SubmitJob):
+        return trace_context.job_attributes(job_id, command.caller_identity, command.job_type)
+    return {"scrapestream.job.id": str(job_id), "scrapestream.command": type(command).__name__}
 
 
 def _validity_problem(command: PublicCommand, now: datetime) -> str | None:

@@ -62,13 +62,16 @@ from streams.agents.catch_up import PartitionCatchUp
 from streams.agents.remote import RemoteResults
 from streams.broker.compat import BrokerProfile
 from streams.readers.fleet import Capabilities
+from streams.runtime import trace_context
 from streams.runtime.answers import AnswerAddress, answer, dead_answer
 from streams.runtime.consumer import LocalRecord, PartitionControl, QuietStage, Record
 from streams.runtime.deadinput import DeadLetters
+from streams.runtime.decision_spans import carried, decision_span, job_trace
 from streams.runtime.decisions import Decisions
 from streams.runtime.flusher import Flusher
 from streams.runtime.handover import Handover
 from streams.runtime.publisher import Outgoing, Sink, outgoing, tombstone
+from streams.runtime.trace_context import TraceContext
 from streams.runtime.transactions import after_commit, open_transaction, when_ended
 from streams.settings import Settings
 
@@ -90,6 +93,10 @@ def _replied(record: Record | None, messages: list[Outgoing]) -> list[Outgoing]:
         record.replies += messages
         return []
     return messages
+
+
+def _record_trace(record: Record | None) -> TraceContext | None:
+    return None if record is None or not record.headers else trace_context.from_headers(record.headers)
 
 
 def target_job(command: Command) -> UUID:
@@ -245,11 +252,12 @@ class Lifecycle(QuietStage):
         decided: dict[int, list[Event]] = defaultdict(list)
         published: list[Outgoing] = list(dead)
         states: dict[UUID, State] = {}
+        traces: dict[UUID, TraceContext] = {}  # the context each job's events go on in
         policy = self._current_policy()  # once a batch: switches and running workers change slowly
         # Step 1
         for item in commands:
             try:
-                events, consequences = self._decide(item, states, policy)
+                events, consequences = self._decide(item, states, policy, traces)
             except Exception as exc:  # a command the rules cannot take: dead input, not a wedge
                 if item.record is None:
                     raise
@@ -266,12 +274,16 @@ class Lifecycle(QuietStage):
                 self._unfolded.setdefault(partition, {}).update(states)
                 when_ended(functools.partial(self._folded_or_dropped, partition))
         try:
-            return await self._publish_append_fold(decided, published, states)
+            return await self._publish_append_fold(decided, published, states, traces)
         finally:
             when_ended(ended)  # with a transaction: once it committed and folded, or aborted
 
     async def _publish_append_fold(
-        self, decided: dict[int, list[Event]], published: list[Outgoing], states: dict[UUID, State]
+        self,
+        decided: dict[int, list[Event]],
+        published: list[Outgoing],
+        states: dict[UUID, State],
+        traces: dict[UUID, TraceContext],
     ) -> list[Event]:
         # Step 2
         if self._cache_entries is not None:  # this worker reads its own entries before any completion
@@ -293,7 +305,13 @@ class Lifecycle(QuietStage):
         appending = {p: events for p, events in decided.items() if events and self.partitions.may_write(p)}
         topic = self._settings.topic("events")
         appended = [
-            (partition, outgoing(topic, event.job_id, event, partition=partition, at=event.occurred_at))
+            (
+                partition,
+                carried(
+                    outgoing(topic, event.job_id, event, partition, event.occurred_at),
+                    traces.get(event.job_id),
+                ),
+            )
             for partition, events in appending.items()
             for event in events
         ]
@@ -319,13 +337,14 @@ class Lifecycle(QuietStage):
             self._decided(folded)
             for message, work in local:  # this worker's executor reads its partition: no due record
                 at = datetime.fromtimestamp((message.timestamp_ms or 0) / 1000, UTC)
-                await self.due.deliver(message.topic, message.key, work, at, f"due work of job {work.job_id}")
+                what = f"due work of job {work.job_id}"
+                await self.due.deliver(message.topic, message.key, work, at, what, message.headers)
 
         await after_commit(fold)
         return folded
 
     def _decide(
-        self, item: Incoming, states: dict[UUID, State], policy: Policy
+        self, item: Incoming, states: dict[UUID, State], policy: Policy, traces: dict[UUID, TraceContext]
     ) -> tuple[list[Event], list[Outgoing]]:
         job_id = target_job(item.command)
         unfolded = self._unfolded.get(item.partition, {})
@@ -342,7 +361,13 @@ class Lifecycle(QuietStage):
             return [], [audited, *self._answered(item, job_id, state, state, [], refused)]
         events = decide(state, item.command, item.at, policy)
         after = replay(events, state)
-        consequences = self._consequences(after, events, state) if events else []
+        job = accepted_job(after)
+        parent = _record_trace(item.record) or (None if job is None else job_trace(job.accepted))
+        with decision_span(item.command, events, after, parent) as traced:
+            consequences = self._consequences(after, events, state) if events else []
+            consequences = traced.carrying(consequences, self._settings.topic("completions"))
+        if traced.context is not None:
+            traces[job_id] = traced.context
         states[job_id] = after
         return events, [*consequences, *self._answered(item, job_id, state, after, events, None)]
 

@@ -10,7 +10,10 @@ import logging
 from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import datetime
+from urllib.parse import urlsplit
 from uuid import uuid5
+
+from opentelemetry.trace import SpanKind
 
 from schemas.codec import decode_as
 from schemas.commands import ReportCallback
@@ -19,12 +22,14 @@ from schemas.types import uuid_text
 from schemas.work import CallbackDue
 from streams.agents.slots import Slots
 from streams.callbacks.sender import CallbackSender, TryResult
+from streams.runtime import trace_context
 from streams.runtime.consumer import QuietStage, Record
 from streams.runtime.deadinput import DeadLetters
 from streams.runtime.flusher import Flusher
 from streams.runtime.handover import Handover
 from streams.runtime.metrics import Metrics
 from streams.runtime.publisher import Sink
+from streams.runtime.trace_context import TraceContext
 from streams.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -72,19 +77,27 @@ class Outbox(QuietStage):
             except CodecError as exc:
                 dead.append(self._dead.of(record, f"undecodable callback: {exc}"))
                 continue
-            self._slots.start(self._deliver(due))
+            self._slots.start(self._deliver(due, trace_context.from_headers(record.headers)))
         if dead:
             await self._publisher.send_all(dead)
 
-    async def _deliver(self, due: CallbackDue) -> None:
-        result = await self._sender.attempt(due)
+    async def _deliver(self, due: CallbackDue, parent: TraceContext | None) -> None:
+        trace_context.working_on(due.job_id, parent)  # this task's log lines name both
+        attributes = callback_attributes(due)
+        with trace_context.span("scrapestream callback", parent, SpanKind.CLIENT, attributes) as opened:
+            tried_in = trace_context.context_of(opened, parent)
+            result = await self._sender.attempt(due, tried_in)
+            if result.http_status is not None:
+                trace_context.set_attributes(opened, {"http.response.status_code": result.http_status})
+            if not result.delivered:
+                trace_context.failed(opened, result.error or "not delivered")
         if self._metrics is not None:
             self._metrics.callbacks.labels("delivered" if result.delivered else "failed").inc()
         if not result.delivered:
             log.info("callback %s try %d failed: %s", due.webhook_id, due.attempt_number, result.error)
-        await self._report(due, result)
+        await self._report(due, result, tried_in)
 
-    async def _report(self, due: CallbackDue, result: TryResult) -> None:
+    async def _report(self, due: CallbackDue, result: TryResult, tried_in: TraceContext | None) -> None:
         delivery = due.webhook_id if due.replay == 0 else f"{due.webhook_id}:replay-{due.replay}"
         report = ReportCallback(
             command_id=uuid5(due.job_id, f"callback:{delivery}:{due.attempt_number}"),
@@ -99,8 +112,24 @@ class Outbox(QuietStage):
         )
         key = uuid_text(due.job_id).encode()
         what = f"the report of callback {due.webhook_id}"
-        await self.reports.deliver(self._settings.topic("commands"), key, report, self._clock(), what)
+        headers = () if tried_in is None else tried_in.headers()
+        await self.reports.deliver(
+            self._settings.topic("commands"), key, report, self._clock(), what, headers
+        )
 
     async def close(self) -> None:
         await self._slots.close(self._settings.shutdown_grace_s)
         await self.reports.close()
+
+
+def callback_attributes(due: CallbackDue) -> dict[str, str | int]:
+    """A try's span: the receiver's address without its path's query or credentials."""
+    url = urlsplit(due.callback_url)
+    return {
+        "scrapestream.job.id": str(due.job_id),
+        "scrapestream.webhook.id": due.webhook_id,
+        "scrapestream.callback.try": due.attempt_number,
+        "http.request.method": "POST",
+        "server.address": url.hostname or "",
+        "url.scheme": url.scheme,
+    }

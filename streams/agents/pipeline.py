@@ -31,6 +31,7 @@ from streams.fetch.robots import RobotsRules, Verdict
 from streams.fetch.routes import Denial, Passage, Routes
 from streams.jobtypes import JobType, carrying
 from streams.runtime.metrics import Metrics
+from streams.runtime.trace_context import span
 from streams.settings import ResponseLimits, Settings
 
 log = logging.getLogger(__name__)
@@ -95,8 +96,10 @@ class AttemptPipeline:
                 cached = await self._from_cache(work, entry, limits)
                 if cached is not None:
                     return cached
-            await gate.ready()  # before taking a fetch place, so a slow host holds none
-            passage = await self._reserve(work, limits)  # waits on the ledger holding no fetch place
+            with span("scrapestream wait politeness"):
+                await gate.ready()  # before taking a fetch place, so a slow host holds none
+            with span("scrapestream wait route_budget"):
+                passage = await self._reserve(work, limits)  # waits on the ledger holding no fetch place
             if isinstance(passage, Denial):
                 return self._route_denied(work, passage)
             async with self._fetching:
@@ -203,13 +206,14 @@ class AttemptPipeline:
     ) -> Attempt:
         """The page rendered by the browser, its HTML (and screenshot) stored."""
         await gate.request()
-        rendered = await browser.render(
-            work.request,
-            work.render or RenderOptions(),
-            FetchLimits.of(limits),
-            call_deadline_s(work.max_runtime_ms, limits),
-            screenshot=work.capture_mode is CaptureMode.SCREENSHOT,
-        )
+        with span("scrapestream render", attributes={"scrapestream.capture": work.capture_mode.value}):
+            rendered = await browser.render(
+                work.request,
+                work.render or RenderOptions(),
+                FetchLimits.of(limits),
+                call_deadline_s(work.max_runtime_ms, limits),
+                screenshot=work.capture_mode is CaptureMode.SCREENSHOT,
+            )
         self._observe(rendered.result)
         reconciled = await self._reconcile(passage, rendered.result.wire_bytes, rendered.browser_seconds)
         passage = replace(reconciled, blocked=rendered.blocked)
@@ -225,10 +229,11 @@ class AttemptPipeline:
         """The attempt with its body (and screenshot) stored; a store that fails makes it a counted
         failure."""
         try:
-            artifacts = await self._store(work, result)
-            if screenshot is not None and result.outcome is AttemptOutcome.FETCHED:
-                shot = await self._artifacts.put(screenshot, PNG, work.retention_class, self._clock())
-                artifacts = (*artifacts, shot)
+            with span("scrapestream store", attributes={"scrapestream.bytes": len(result.body)}):
+                artifacts = await self._store(work, result)
+                if screenshot is not None and result.outcome is AttemptOutcome.FETCHED:
+                    shot = await self._artifacts.put(screenshot, PNG, work.retention_class, self._clock())
+                    artifacts = (*artifacts, shot)
         except Exception as exc:
             log.warning("job %s: storing the body failed: %s", work.job_id, exc)
             return self._failed(work, "ARTIFACT_STORE_FAILED", exc, result, passage)

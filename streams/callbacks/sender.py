@@ -20,6 +20,7 @@ from streams.callbacks.signing import signature_headers
 from streams.fetch.addresses import IPNetwork
 from streams.fetch.guard import AddressPolicy, AddressRefusedError, guarded_session
 from streams.fetch.http import classify
+from streams.runtime.trace_context import TraceContext
 
 MAX_RESPONSE_BYTES = 64 * 1024
 
@@ -49,7 +50,8 @@ class CallbackSender:
     async def close(self) -> None:
         await self._session.close()
 
-    async def attempt(self, due: CallbackDue) -> TryResult:
+    async def attempt(self, due: CallbackDue, trace: TraceContext | None = None) -> TryResult:
+        """One try; the receiver's request carries `trace` (W3C headers) to join the job's trace."""
         payload = due.completion or due.change  # a job's end, or a monitor's change
         if payload is None:
             return TryResult(False, None, "the delivery carries nothing to send", retryable=False)
@@ -58,6 +60,8 @@ class CallbackSender:
         timestamp_s = int(self._clock().timestamp())
         headers = {"content-type": "application/json"}
         headers |= signature_headers(signing, due.webhook_id, timestamp_s, body)
+        if trace is not None:
+            headers |= {name: value.decode() for name, value in trace.headers()}
         try:
             async with asyncio.timeout(self._timeout_s):
                 status = await self._post(due.callback_url, body, headers)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from rich.console import Console
@@ -38,6 +39,16 @@ def _short(text: str | None, width: int = URL_WIDTH) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def _trace(job: dict[str, Any]) -> str:
+    """The job's trace id, and its link in the trace viewer this terminal's or the server's setting names."""
+    trace_id = job.get("trace_id")
+    if not trace_id:
+        return "-"
+    template = os.environ.get("SCRAPESTREAM_TRACE_URL_TEMPLATE", "")
+    url = template.replace("{trace_id}", trace_id) if "{trace_id}" in template else job.get("trace_url")
+    return trace_id if not url else f"{trace_id}  {url}"
+
+
 def job_table(job: dict[str, Any]) -> list[Table]:
     summary = Table(show_header=False, box=None)
     summary.add_column(style="bold")
@@ -55,6 +66,7 @@ def job_table(job: dict[str, Any]) -> list[Table]:
         ("attempts", _attempts(job)),
         ("reused", str(job["reuse_count"])),
         ("failure", "-" if not failure else f"{failure['code']}: {failure['message']}"),
+        ("trace", _trace(job)),
     ]
     for name, value in rows:
         summary.add_row(name, str(value))

@@ -7,7 +7,10 @@ reads it."""
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections import Counter
+from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -51,24 +54,28 @@ class Handover:
     def takes(self, topic: str, key: bytes) -> bool:
         return self.local is not None and self.local.takes(topic, key)
 
-    async def deliver(self, topic: str, key: bytes, record: Record, at: datetime, what: str) -> None:
+    async def deliver(
+        self, topic: str, key: bytes, record: Record, at: datetime, what: str, headers: Headers = ()
+    ) -> None:
         """Hand over or publish `record`, decided at `at`; waits out broker failures when publishing."""
         local = self.local
-        handed = None if local is None else local.hand_over(topic, key, record, int(at.timestamp() * 1000))
+        timestamp_ms = int(at.timestamp() * 1000)
+        handed = None if local is None else local.hand_over(topic, key, record, timestamp_ms, headers)
         if handed is None:
             self._counters[f"{self._kind}.published"] += 1
-            await self._flusher.deliver(outgoing(topic, key, record, at=at), what)
+            await self._flusher.deliver(replace(outgoing(topic, key, record, at=at), headers=headers), what)
             return
         self._counters[f"{self._kind}.handed_over"] += 1
-        handed.taken.add_done_callback(lambda _: self._after(handed, topic, key, record, at, what))
+        left = functools.partial(outgoing, topic, key, record, at=at)  # encoded only if handed back
+        handed.taken.add_done_callback(lambda _: self._after(handed, left, headers, what))
 
-    def _after(self, handed: Handed, topic: str, key: bytes, record: Record, at: datetime, what: str) -> None:
+    def _after(self, handed: Handed, left: Callable[[], Outgoing], headers: Headers, what: str) -> None:
         """Publish what the stage replied, or the record itself when the stage left it."""
         if handed.taken.result():
             messages = handed.replies
         else:
             self._counters[f"{self._kind}.handed_back"] += 1
-            messages = [outgoing(topic, key, record, at=at)]
+            messages = [replace(left(), headers=headers)]
         for message in messages:
             task = asyncio.create_task(self._flusher.deliver(message, what))
             self._left.add(task)

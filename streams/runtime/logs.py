@@ -12,6 +12,8 @@ import logging
 import time
 from collections.abc import Callable
 
+from streams.runtime.trace_context import working
+
 WINDOW_S = 30.0
 
 
@@ -38,11 +40,20 @@ class Repeats(logging.Filter):
         return False
 
 
+class JobIds(logging.Filter):
+    """Gives each record the job and trace its task works on (`trace_context.working_on`), if any."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.job = working()
+        return True
+
+
 def configure(verbose: bool) -> None:
     logging.basicConfig(
         level=logging.INFO if verbose else logging.WARNING,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s%(job)s",
     )
-    repeats = Repeats()
+    repeats, job_ids = Repeats(), JobIds()
     for handler in logging.getLogger().handlers:
         handler.addFilter(repeats)
+        handler.addFilter(job_ids)

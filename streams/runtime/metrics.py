@@ -18,6 +18,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from schemas.events import AttemptRecorded, CheckRecorded, CheckScheduled, Event
+from streams.runtime.tracing import SPAN_COUNTS
 
 FETCH_BUCKETS_S = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 LATENESS_BUCKETS_S = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 3600.0)
@@ -33,6 +34,7 @@ class Metrics:
         ProcessCollector(registry=self.registry)
         self.registry.register(PLATFORM_COLLECTOR)
         self.registry.register(GC_COLLECTOR)
+        self.registry.register(SPAN_COUNTS)  # the process's, whichever worker exports them
         self.http_requests = Histogram(
             "scrapestream_http_request_duration_seconds",
             "HTTP API requests this worker answered, by method, route and status",

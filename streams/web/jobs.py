@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from datetime import datetime
 from typing import Annotated, Any
 from urllib.parse import urlsplit
@@ -48,6 +49,7 @@ from streams.auth.principals import Principal
 from streams.clock import utc_now
 from streams.jobtypes import history_deletion_veto
 from streams.moments import as_utc
+from streams.runtime import trace_context
 from streams.runtime.decisions import Decided
 from streams.runtime.publisher import outgoing
 from streams.web.auth import Caller
@@ -98,7 +100,7 @@ async def get_job(job_id: UUID, request: Request, principal: Caller, as_of: AsOf
         then = await context.costly.run(principal, lambda: state_as_of(kept_history(context, job_id, at), at))
         if not isinstance(then, Job) and (not isinstance(then, Unaccepted) or then.rejected is None):
             raise ApiError(422, "out_of_history", f"job {job_id} was not yet a job at {as_of.isoformat()}")
-        view = listed_view(then)
+        view = context.views.linked(listed_view(then))
         return Response((own_view(view) if own else view).model_dump_json(), media_type=JSON)
 
     return await _read(request, job_id, principal, answer)
@@ -200,10 +202,14 @@ async def submit(body: SubmitBody, request: Request, principal: Caller) -> Respo
     forwarded = await context.forwarded(request, job_id)
     if forwarded is not None:
         return forwarded
+    attributes = trace_context.job_attributes(job_id, command.caller_identity, command.job_type)
+    traced = trace_context.intake(trace_context.from_mapping(request.headers), "POST /jobs", attributes)
+    command = trace_context.submitted_in(command, traced)
     command_id = command.command_id or uuid4()
     waiting = asyncio.ensure_future(context.decisions.decision(command_id, DECISION_TIMEOUT_S))
     try:
-        await context.publisher.send_all([outgoing(context.settings.topic("commands"), job_id, command)])
+        message = outgoing(context.settings.topic("commands"), job_id, command)
+        await context.publisher.send_all([replace(message, headers=traced.headers())])
     except BaseException:
         waiting.cancel()
         raise

@@ -25,7 +25,7 @@ from streams.clock import utc_now
 from streams.web.errors import ApiError
 
 FORWARDED_HEADER = "scrapestream-forwarded"
-PASSED_HEADERS = ("authorization", "content-type", "x-request-id")
+PASSED_HEADERS = ("authorization", "content-type", "x-request-id", "traceparent", "tracestate")
 CHUNK_BYTES = 256 * 1024
 WORKER = Principal("scrapestream-worker", ActorRole.VIEWER)  # who a worker is when it tells its peers
 M = TypeVar("M", bound=BaseModel)

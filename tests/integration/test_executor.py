@@ -86,6 +86,7 @@ class DueRecord:
         self.topic, self.partition, self.offset, self.key = "due", 0, 0, b"k"
         self.value = encode(work)
         self.timestamp = timestamp
+        self.headers: tuple[tuple[str, bytes], ...] = ()  # as aiokafka's records: none here
 
 
 def executor(tmp_path, fetcher, sink) -> HttpExecutor:

@@ -1,8 +1,12 @@
-"""A process without its broker logs each kind of failure once a window, saying how many it held back."""
+"""A process without its broker logs each kind of failure once a window, saying how many it held back;
+a line logged for a job names the job and its trace."""
 
+import asyncio
 import logging
+from uuid import UUID
 
-from streams.runtime.logs import WINDOW_S, Repeats
+from streams.runtime.logs import WINDOW_S, JobIds, Repeats
+from streams.runtime.trace_context import TraceContext, working_on
 
 
 def record(message: str, level: int = logging.ERROR) -> logging.LogRecord:
@@ -25,3 +29,21 @@ def test_other_kinds_and_lower_levels_pass():
     assert repeats.filter(record("one"))
     assert repeats.filter(record("another"))
     assert all(repeats.filter(record("detail", logging.INFO)) for _ in range(5))
+
+
+def test_a_line_logged_while_a_task_works_on_a_job_names_the_job_and_its_trace():
+    job_id = UUID("3d1f0a2b-8c4e-5d6f-9a1b-2c3d4e5f6a7b")
+    formatter = logging.Formatter("%(message)s%(job)s")
+    ids = JobIds()
+
+    def line() -> str:
+        record = logging.LogRecord("x", logging.WARNING, __file__, 1, "fetch failed", None, None)
+        ids.filter(record)
+        return formatter.format(record)
+
+    async def attempt() -> str:
+        working_on(job_id, TraceContext("4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7", True))
+        return line()
+
+    assert asyncio.run(attempt()) == f"fetch failed job={job_id} trace=4bf92f3577b34da6a3ce929d0e0e4736"
+    assert line() == "fetch failed"  # outside the job's task: nothing to name

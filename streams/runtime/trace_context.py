@@ -1,0 +1,208 @@
+"""W3C trace context on a job's records and requests, and the spans a stage opens under it.
+
+A job keeps one context from intake on (`JobAccepted.traceparent`); every record of the job carries
+it as the `traceparent` and `tracestate` headers, naming the span that published the record when
+tracing is on. Spans are opened here only while the OpenTelemetry SDK is set up
+(`streams.runtime.tracing`); otherwise `span` yields None at the cost of one test.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import secrets
+from collections.abc import Iterator, Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+import msgspec
+from opentelemetry import trace
+from opentelemetry.trace import NonRecordingSpan, Span, SpanContext, SpanKind, TraceFlags, TraceState
+from opentelemetry.trace.status import Status, StatusCode
+
+from schemas.commands import SubmitJob
+
+TRACEPARENT = "traceparent"
+TRACESTATE = "tracestate"
+MAX_TRACESTATE_CHARS = 512  # W3C: a vendor may drop a longer one
+_TRACEPARENT = re.compile(r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-[^ ]*)?")
+_NO_TRACE = "0" * 32
+_NO_SPAN = "0" * 16
+Headers = tuple[tuple[str, bytes], ...]
+Attributes = Mapping[str, str | int | float | bool]
+
+
+@dataclass(frozen=True, slots=True)
+class TraceContext:
+    """Where a span sits: its trace, its own id, whether it is sampled, and the vendors' state."""
+
+    trace_id: str
+    span_id: str
+    sampled: bool
+    state: str = ""
+
+    @property
+    def traceparent(self) -> str:
+        return f"00-{self.trace_id}-{self.span_id}-{'01' if self.sampled else '00'}"
+
+    def headers(self) -> Headers:
+        parent = ((TRACEPARENT, self.traceparent.encode()),)
+        return (*parent, (TRACESTATE, self.state.encode())) if self.state else parent
+
+
+def parsed(traceparent: str | bytes | None, tracestate: str | bytes | None = None) -> TraceContext | None:
+    """The context a W3C `traceparent` names, or None for a missing or malformed one (a new trace then)."""
+    if traceparent is None:
+        return None
+    text = traceparent.decode("ascii", "replace") if isinstance(traceparent, bytes) else traceparent
+    found = _TRACEPARENT.fullmatch(text.strip())
+    if found is None:
+        return None
+    version, trace_id, span_id, flags, rest = found.groups()
+    if version == "ff" or (version == "00" and rest) or trace_id == _NO_TRACE or span_id == _NO_SPAN:
+        return None
+    state = tracestate.decode("ascii", "replace") if isinstance(tracestate, bytes) else tracestate or ""
+    state = state.strip() if len(state) <= MAX_TRACESTATE_CHARS and state.isprintable() else ""
+    return TraceContext(trace_id, span_id, bool(int(flags, 16) & 1), state)
+
+
+def from_headers(headers: Headers | None) -> TraceContext | None:
+    found = dict(headers or ())
+    return parsed(found.get(TRACEPARENT), found.get(TRACESTATE))
+
+
+def from_mapping(headers: Mapping[str, str]) -> TraceContext | None:
+    """From HTTP request headers (any case)."""
+    return parsed(headers.get(TRACEPARENT), headers.get(TRACESTATE))
+
+
+def fresh() -> TraceContext:
+    """A new trace's context, not sampled: nothing records it while tracing is off."""
+    return TraceContext(secrets.token_hex(16), secrets.token_hex(8), False)
+
+
+_working: ContextVar[str] = ContextVar("scrapestream_working_on", default="")
+_tracer: trace.Tracer | None = None  # set while the SDK exports (streams.runtime.tracing)
+
+
+def enabled() -> bool:
+    return _tracer is not None
+
+
+def use_tracer(tracer: trace.Tracer | None) -> None:
+    global _tracer
+    _tracer = tracer
+
+
+@contextlib.contextmanager
+def span(
+    name: str,
+    parent: TraceContext | None = None,
+    kind: SpanKind = SpanKind.INTERNAL,
+    attributes: Attributes | None = None,
+) -> Iterator[Span | None]:
+    """A span current for the block, under `parent` (None: under the current span); None while off."""
+    tracer = _tracer
+    if tracer is None:
+        yield None
+        return
+    context = None if parent is None else _remote(parent)
+    with tracer.start_as_current_span(name, context, kind, attributes) as opened:
+        yield opened
+
+
+def started(
+    name: str,
+    parent: TraceContext | None,
+    kind: SpanKind = SpanKind.INTERNAL,
+    attributes: Attributes | None = None,
+    at: datetime | None = None,
+) -> Span | None:
+    """A span its caller ends (`Span.end`), not made current; None while off."""
+    tracer = _tracer
+    if tracer is None:
+        return None
+    context = None if parent is None else _remote(parent)
+    return tracer.start_span(name, context, kind, attributes, start_time=_ns(at))
+
+
+def waited(
+    name: str, parent: TraceContext | None, since: datetime, until: datetime, attributes: Attributes
+) -> None:
+    """A span that stands for a wait already over (a retry's backoff, queued due work)."""
+    opened = started(name, parent, attributes=attributes, at=since)
+    if opened is not None:
+        opened.end(_ns(until))
+
+
+def context_of(opened: Span | None, parent: TraceContext | None) -> TraceContext | None:
+    """What a record published under `opened` carries: its span's context, else its parent's."""
+    if opened is None:
+        return parent
+    found = opened.get_span_context()
+    if not found.is_valid:
+        return parent
+    state = parent.state if parent is not None else ""
+    return TraceContext(
+        format(found.trace_id, "032x"), format(found.span_id, "016x"), found.trace_flags.sampled, state
+    )
+
+
+def current(parent: TraceContext | None) -> TraceContext | None:
+    """The current span's context (within `span`), else `parent`."""
+    if _tracer is None:
+        return parent
+    return context_of(trace.get_current_span(), parent)
+
+
+def set_attributes(opened: Span | None, attributes: Mapping[str, Any]) -> None:
+    if opened is not None and opened.is_recording():
+        opened.set_attributes({key: value for key, value in attributes.items() if value is not None})
+
+
+def _remote(parent: TraceContext) -> Any:
+    flags = TraceFlags(TraceFlags.SAMPLED if parent.sampled else TraceFlags.DEFAULT)
+    state = TraceState.from_header([parent.state]) if parent.state else None
+    context = SpanContext(int(parent.trace_id, 16), int(parent.span_id, 16), True, flags, state)
+    return trace.set_span_in_context(NonRecordingSpan(context))
+
+
+def _ns(at: datetime | None) -> int | None:
+    return None if at is None else int(at.timestamp() * 1_000_000_000)
+
+
+def intake(incoming: TraceContext | None, name: str, attributes: Attributes) -> TraceContext:
+    """The context a new command of a job goes on with: an intake span's under the producer's (or a
+    new trace's), or, while tracing is off, the producer's own or a fresh one."""
+    with span(name, incoming, SpanKind.CONSUMER, attributes) as opened:
+        return context_of(opened, incoming) or fresh()
+
+
+def job_attributes(job_id: UUID, caller: str, job_type: str) -> dict[str, str]:
+    return {
+        "scrapestream.job.id": str(job_id),
+        "scrapestream.caller": caller,
+        "scrapestream.job.type": job_type,
+    }
+
+
+def submitted_in(command: SubmitJob, traced: TraceContext) -> SubmitJob:
+    """The submission in the trace it goes on in: from intake, never from what its body says."""
+    return msgspec.structs.replace(command, traceparent=traced.traceparent, tracestate=traced.state or None)
+
+
+def working_on(job_id: UUID, context: TraceContext | None) -> None:
+    """The log lines of the calling task from here on name the job and its trace."""
+    _working.set(f" job={job_id}" + ("" if context is None else f" trace={context.trace_id}"))
+
+
+def working() -> str:
+    return _working.get()
+
+
+def failed(opened: Span | None, description: str) -> None:
+    if opened is not None and opened.is_recording():
+        opened.set_status(Status(StatusCode.ERROR, description))

@@ -1,0 +1,146 @@
+"""Trace context: W3C headers read strictly, kept in the job, never trusted beyond their size; the SDK
+set up only from its standard environment, its export queue bounded and its losses counted."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Sequence
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+from projections.lifecycle.decide import decide
+from projections.views import trace_id_of
+from schemas.commands import SubmitJob
+from schemas.events import JobAccepted
+from streams.runtime import trace_context, tracing
+from streams.runtime.decision_spans import rule_of
+from streams.runtime.trace_context import TraceContext, from_headers, parsed
+from tests.lifecycle import POLICY, T0, submit
+
+HEX = "0123456789abcdef"
+ids = st.text(HEX, min_size=32, max_size=32).filter(lambda text: text != "0" * 32)
+span_ids = st.text(HEX, min_size=16, max_size=16).filter(lambda text: text != "0" * 16)
+
+
+@given(ids, span_ids, st.booleans())
+def test_a_context_reads_back_from_the_headers_it_writes(trace_id, span_id, sampled):
+    context = TraceContext(trace_id, span_id, sampled, "team=blue")
+    assert from_headers(context.headers()) == context
+    assert trace_id_of(context.traceparent) == trace_id
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        None,
+        "",
+        "garbage",
+        "00-" + "0" * 32 + "-00f067aa0ba902b7-01",  # no trace
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-" + "0" * 16 + "-01",  # no parent span
+        "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",  # a version never valid
+        "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",  # upper case
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra",  # version 00 has four parts
+        "00-4bf92f3577b34da6a3ce929d0e0e473-00f067aa0ba902b7-01",  # short
+        b"\xff\xfe-not-ascii",
+    ],
+)
+def test_a_malformed_traceparent_is_no_context(header):
+    assert parsed(header) is None
+
+
+def test_a_later_version_is_read_for_what_version_00_defines():
+    found = parsed("01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-03-future")
+    assert found == TraceContext("4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7", True)
+
+
+def test_an_oversized_or_unprintable_tracestate_is_dropped_and_the_parent_kept():
+    traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00"
+    assert parsed(traceparent, "a=" + "b" * 600) == TraceContext(
+        "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7", False
+    )
+    assert parsed(traceparent, "a=b\nc=d").state == ""  # type: ignore[union-attr]
+
+
+def test_the_lifecycle_keeps_the_submissions_trace_and_nothing_longer_than_w3c_allows():
+    traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    (accepted, *_) = decide(None, submit(traceparent=traceparent, tracestate="x=1"), T0, POLICY)
+    assert isinstance(accepted, JobAccepted)
+    assert (accepted.traceparent, accepted.tracestate) == (traceparent, "x=1")
+    (hostile, *_) = decide(None, submit(traceparent="0" * 10_000, tracestate="s" * 10_000), T0, POLICY)
+    assert isinstance(hostile, JobAccepted)
+    assert (hostile.traceparent, hostile.tracestate) == (None, None)
+    assert trace_id_of("0" * 10_000) is None
+
+
+def test_intake_sets_a_submissions_trace_from_its_context_whatever_the_body_said():
+    command = submit(traceparent="00-" + "a" * 32 + "-" + "b" * 16 + "-01")
+    context = trace_context.intake(None, "intake", {})  # tracing off: a new trace, not sampled
+    kept = trace_context.submitted_in(command, context)
+    assert isinstance(kept, SubmitJob)
+    assert kept.traceparent == context.traceparent
+    assert not context.sampled
+    assert context.trace_id != "a" * 32
+    given_context = parsed("00-" + "c" * 32 + "-" + "d" * 16 + "-01", "k=v")
+    assert trace_context.intake(given_context, "intake", {}) == given_context
+
+
+def test_the_rule_names_why_a_job_failed_or_nothing_changed():
+    assert rule_of([]) == "unchanged"
+
+
+def test_tracing_is_off_unless_an_exporter_is_named_and_refuses_what_it_does_not_know():
+    assert not tracing.configure({})
+    assert not tracing.configure({"OTEL_TRACES_EXPORTER": "none"})
+    assert not tracing.configure({"OTEL_TRACES_EXPORTER": "zipkin", "OTEL_SDK_DISABLED": "true"})
+    with pytest.raises(tracing.TracingError, match="jaeger"):
+        tracing.configure({"OTEL_TRACES_EXPORTER": "jaeger"})
+    with pytest.raises(tracing.TracingError, match="OTEL_BSP_MAX_QUEUE_SIZE"):
+        tracing.configure({"OTEL_TRACES_EXPORTER": "console", "OTEL_BSP_MAX_QUEUE_SIZE": "many"})
+    assert not trace_context.enabled()
+    with trace_context.span("off") as opened:
+        assert opened is None
+
+
+class StuckCollector(SpanExporter):
+    """A collector that takes every batch and answers only when let go."""
+
+    def __init__(self) -> None:
+        self.let_go = threading.Event()
+        self.batches: list[int] = []
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        self.let_go.wait(10)
+        self.batches.append(len(spans))
+        return SpanExportResult.FAILURE
+
+    def shutdown(self) -> None:
+        self.let_go.set()
+
+
+@pytest.fixture
+def stuck() -> Iterator[tuple[TracerProvider, StuckCollector]]:
+    collector = StuckCollector()
+    provider = TracerProvider()
+    provider.add_span_processor(tracing.BoundedExport(collector, max_queue=4, max_batch=2, delay_s=0.01))
+    try:
+        yield provider, collector
+    finally:
+        provider.shutdown()
+
+
+def test_a_stuck_collector_drops_and_counts_spans_and_never_holds_the_caller(stuck):
+    provider, collector = stuck
+    tracer = provider.get_tracer("test")
+    counts = dict(tracing._spans)
+    for n in range(50):  # each returns at once though nothing leaves the queue
+        with tracer.start_as_current_span(f"span {n}"):
+            pass
+    dropped = tracing._spans["dropped"] - counts.get("dropped", 0)
+    assert dropped >= 50 - 4 - 2  # the queue holds four, the exporter has a batch of two in hand
+    collector.let_go.set()
+    assert provider.force_flush(5_000)
+    assert tracing._spans["failed"] - counts.get("failed", 0) == 50 - dropped
