@@ -5,6 +5,8 @@
     .venv/bin/python -m bench.e2e --jobs 6000 --runs 5     # each run, then the medians
     .venv/bin/python -m bench.e2e --jobs 3000 --broker kafka   # Apache Kafka, one node
     .venv/bin/python -m bench.e2e --jobs 3000 --broker kafka --guarantee at_least_once
+    .venv/bin/python -m bench.e2e --jobs 6000 --trace 1      # every job traced, into a Zipkin server
+    .venv/bin/python -m bench.e2e --jobs 6000 --trace 0.01   # 1% of jobs sampled
 
 The broker is the embedded tansu, or one Apache Kafka node started for the run (its jars fetched
 once through `tests/kafka/pom.xml`).
@@ -30,7 +32,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -47,6 +49,7 @@ from bench.processes import (
     start_worker,
     worker_environment,
 )
+from bench.zipkin import running_zipkin
 from projections.lifecycle.submission import submission_identity
 from schemas.commands import SubmitJob
 from schemas.records import Request
@@ -253,6 +256,22 @@ async def drive_sequential(
     return {"mode": "sequential", "jobs": jobs} | latency(latencies_ms) | cpu_per_job(before, after, jobs)
 
 
+@contextlib.contextmanager
+def traced(ratio: float | None) -> Iterator[dict[str, object]]:
+    """With a ratio, the workers export spans (OTEL_* in their environment) to a Zipkin server."""
+    if ratio is None:
+        yield {"tracing": "off"}
+        return
+    with tempfile.TemporaryDirectory() as directory, running_zipkin(Path(directory) / "zipkin.log") as url:
+        os.environ |= {
+            "OTEL_TRACES_EXPORTER": "zipkin",
+            "OTEL_EXPORTER_ZIPKIN_ENDPOINT": f"{url}/api/v2/spans",
+            "OTEL_TRACES_SAMPLER": "parentbased_traceidratio",
+            "OTEL_TRACES_SAMPLER_ARG": str(ratio),
+        }
+        yield {"tracing": f"zipkin, sampled {ratio:g}"}
+
+
 def median_of(results: list[dict[str, object]]) -> dict[str, object]:
     """Each numeric figure's median over the runs (other values from the first run)."""
     summary = dict(results[0])
@@ -275,6 +294,11 @@ if __name__ == "__main__":
         "--hosts", type=int, default=1, help="origin hosts (127.0.0.1 and on) the jobs spread over"
     )
     parser.add_argument(
+        "--trace",
+        type=float,
+        help="export spans to a Zipkin server started for the run, sampling this share of jobs (unset: off)",
+    )
+    parser.add_argument(
         "--guarantee",
         choices=["exactly_once", "at_least_once"],
         help="SCRAPESTREAM_PROCESSING_GUARANTEE (unset: the broker profile's default)",
@@ -291,9 +315,10 @@ if __name__ == "__main__":
     )
     more = {"hosts": arguments.hosts}
     results = []
-    for _ in range(arguments.runs):
-        results.append(asyncio.run(main(*options, **more)))
-        sys.stdout.write(json.dumps(results[-1]) + "\n")
-        sys.stdout.flush()
+    with traced(arguments.trace) as tracing:
+        for _ in range(arguments.runs):
+            results.append(asyncio.run(main(*options, **more)) | tracing)
+            sys.stdout.write(json.dumps(results[-1]) + "\n")
+            sys.stdout.flush()
     if arguments.runs > 1:
         sys.stdout.write(json.dumps(median_of(results)) + "\n")

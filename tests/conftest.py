@@ -13,12 +13,12 @@ import pytest
 from moto.server import ThreadedMotoServer
 
 from bench.kafka import KAFKA_VERSION, KafkaCluster, fetch_kafka
+from bench.zipkin import VERSION as ZIPKIN_VERSION
+from bench.zipkin import running_zipkin
 from streams.broker.embedded import EmbeddedBroker, free_loopback_port
 from tests.brokers import POM, TestBroker, kafka_or_skip, register
 from tests.registry import VERSION as REGISTRY_VERSION
 from tests.registry import running_registry
-from tests.zipkin import VERSION as ZIPKIN_VERSION
-from tests.zipkin import running_zipkin
 
 pytest_plugins = ["tests.phases"]
 

@@ -99,6 +99,17 @@ def _record_trace(record: Record | None) -> TraceContext | None:
     return None if record is None or not record.headers else trace_context.from_headers(record.headers)
 
 
+def _traced(item: Incoming, job_id: UUID) -> Command:
+    """A submission made inside the deployment (a monitor's check) goes on in its record's trace, or
+    starts one, as intake gives every submission from outside."""
+    command = item.command
+    if not isinstance(command, SubmitJob) or command.traceparent is not None:
+        return command
+    attributes = trace_context.job_attributes(job_id, command.caller_identity, command.job_type)
+    context = trace_context.intake(_record_trace(item.record), "scrapestream intake", attributes)
+    return trace_context.submitted_in(command, context)
+
+
 def target_job(command: Command) -> UUID:
     if isinstance(command, SubmitJob):
         return submission_identity(command)[0]
@@ -359,11 +370,12 @@ class Lifecycle(QuietStage):
             self.decisions.answer(command_id_of(item.command), refused)
             audited = outgoing(self._settings.topic("commands"), refused.job_id, refused, at=item.at)
             return [], [audited, *self._answered(item, job_id, state, state, [], refused)]
-        events = decide(state, item.command, item.at, policy)
+        command = _traced(item, job_id)
+        events = decide(state, command, item.at, policy)
         after = replay(events, state)
         job = accepted_job(after)
         parent = _record_trace(item.record) or (None if job is None else job_trace(job.accepted))
-        with decision_span(item.command, events, after, parent) as traced:
+        with decision_span(command, events, after, parent) as traced:
             consequences = self._consequences(after, events, state) if events else []
             consequences = traced.carrying(consequences, self._settings.topic("completions"))
         if traced.context is not None:

@@ -28,6 +28,7 @@ from schemas.commands import SubmitJob
 TRACEPARENT = "traceparent"
 TRACESTATE = "tracestate"
 MAX_TRACESTATE_CHARS = 512  # W3C: a vendor may drop a longer one
+MAX_TRACEPARENT_CHARS = 256  # a later version's may be longer than 00's 55; no sane one is this long
 _TRACEPARENT = re.compile(r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-[^ ]*)?")
 _NO_TRACE = "0" * 32
 _NO_SPAN = "0" * 16
@@ -55,7 +56,7 @@ class TraceContext:
 
 def parsed(traceparent: str | bytes | None, tracestate: str | bytes | None = None) -> TraceContext | None:
     """The context a W3C `traceparent` names, or None for a missing or malformed one (a new trace then)."""
-    if traceparent is None:
+    if traceparent is None or len(traceparent) > MAX_TRACEPARENT_CHARS:
         return None
     text = traceparent.decode("ascii", "replace") if isinstance(traceparent, bytes) else traceparent
     found = _TRACEPARENT.fullmatch(text.strip())

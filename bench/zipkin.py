@@ -1,4 +1,4 @@
-"""A real trace backend for the suite: Zipkin's server, one executable jar with in-memory storage.
+"""A real trace backend for the suite and the benchmarks: Zipkin's server, one executable jar.
 
 The jar comes from Maven Central (`tests/zipkin/pom.xml`) into the user's cache, once; a session
 starts one JVM on a free loopback port and stops it, even when a test fails.
@@ -19,7 +19,8 @@ import httpx
 
 from bench.kafka import CACHE
 from streams.broker.embedded import free_loopback_port
-from tests.brokers import ROOT
+
+ROOT = Path(__file__).resolve().parent.parent
 
 VERSION = "3.6.1"
 POM = ROOT / "tests" / "zipkin" / "pom.xml"
@@ -36,7 +37,7 @@ def fetch_zipkin() -> Path:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be fetching it
         if not (target / JAR).exists():
             command = ["mvn", "-q", "-B", "-f", str(POM), "dependency:copy", f"-DoutputDirectory={target}"]
-            done = subprocess.run(command, capture_output=True, text=True, check=False)
+            done = subprocess.run(command, capture_output=True, text=True, check=False)  # noqa: S603
             if done.returncode != 0 or not (target / JAR).exists():
                 raise RuntimeError(f"fetching Zipkin {VERSION} failed:\n{done.stdout[-2000:]}")
     return target
@@ -58,7 +59,7 @@ def running_zipkin(log_path: Path) -> Iterator[str]:
         "--server.address=127.0.0.1",
     ]
     with log_path.open("wb") as log:
-        process = subprocess.Popen(
+        process = subprocess.Popen(  # noqa: S603
             command, cwd=home, stdout=log, stderr=subprocess.STDOUT, env=os.environ.copy()
         )
     url = f"http://127.0.0.1:{port}"
