@@ -73,6 +73,7 @@ STARTED_REMEMBERED = 50_000
 WAITING_PER_FETCH = 4  # work taken in beyond the fetch places, waiting for its host's turn
 STALE_PER_BATCH = 500  # due records past their start window one batch may skip besides its work
 NOTHING_SWITCHED_OFF: Mapping[str, str] = {}
+MIN_WAIT = timedelta(milliseconds=1)  # due work read sooner waited too little for a span
 
 
 class HttpExecutor(QuietStage):
@@ -214,17 +215,21 @@ class HttpExecutor(QuietStage):
 
     async def _attempt(self, work: DueWork, queued: Queued) -> None:
         trace_context.working_on(work.job_id, queued.context)  # this task's log lines name both
-        with trace_context.span(
-            "scrapestream attempt", queued.context, SpanKind.CLIENT, attempt_attributes(work)
-        ) as opened:
-            if opened is not None and queued.since is not None:
+        recorded = (
+            trace_context.enabled() if queued.context is None else trace_context.sampled(queued.context)
+        )
+        attributes = attempt_attributes(work) if recorded else None
+        span = trace_context.span("scrapestream attempt", queued.context, SpanKind.CLIENT, attributes)
+        with span as opened:
+            now = self._clock()
+            if opened is not None and queued.since is not None and now - queued.since >= MIN_WAIT:
                 waited = {"scrapestream.wait": "queued"}
-                trace_context.waited("scrapestream wait queued", None, queued.since, self._clock(), waited)
+                trace_context.waited("scrapestream wait queued", None, queued.since, now, waited)
             try:
                 attempt = await self.pipeline.run(work)
             finally:
                 self._running.pop(work.lease_id, None)  # a revocation from here on finds nothing to stop
-            if attempt is not None:
+            if attempt is not None and opened is not None:
                 trace_context.set_attributes(opened, outcome_attributes(attempt))
                 if attempt.failure is not None:
                     trace_context.failed(opened, attempt.failure.code)

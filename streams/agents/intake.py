@@ -167,12 +167,15 @@ class Intake(QuietStage):
         command = msgspec.structs.replace(command, command_id=public_command_id(sender, given))
         # Keyed by the job of the command as forwarded: the one the lifecycle decides.
         job_id = submission_identity(command)[0] if isinstance(command, SubmitJob) else command.job_id
-        traced = trace_context.intake(
-            trace_context.from_headers(record.headers), "scrapestream intake", _attributes(command, job_id)
-        )
-        if isinstance(command, SubmitJob):
-            command = trace_context.submitted_in(command, traced)
-        return Forward(self._commands, job_id, command, (address.header(), *traced.headers()))
+        headers: tuple[tuple[str, bytes], ...] = (address.header(),)
+        if isinstance(command, SubmitJob) or trace_context.enabled():  # a job's trace starts here
+            incoming = trace_context.from_headers(record.headers)
+            traced = trace_context.intake(incoming, "scrapestream intake", _attributes(command, job_id))
+            if isinstance(command, SubmitJob):
+                command = trace_context.submitted_in(command, traced)
+            if traced is not None and trace_context.enabled():
+                headers += traced.headers()
+        return Forward(self._commands, job_id, command, headers)
 
 
 @dataclass(frozen=True)

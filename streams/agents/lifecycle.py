@@ -100,10 +100,10 @@ def _record_trace(record: Record | None) -> TraceContext | None:
 
 
 def _traced(item: Incoming, job_id: UUID) -> Command:
-    """A submission made inside the deployment (a monitor's check) goes on in its record's trace, or
-    starts one, as intake gives every submission from outside."""
+    """With tracing on, a submission made inside the deployment (a monitor's check) goes on in its
+    record's trace, or starts one, as intake gives every submission from outside."""
     command = item.command
-    if not isinstance(command, SubmitJob) or command.traceparent is not None:
+    if not isinstance(command, SubmitJob) or command.traceparent is not None or not trace_context.enabled():
         return command
     attributes = trace_context.job_attributes(job_id, command.caller_identity, command.job_type)
     context = trace_context.intake(_record_trace(item.record), "scrapestream intake", attributes)
@@ -170,6 +170,7 @@ class Lifecycle(QuietStage):
         self._dead = dead_letters
         self._clock = clock
         self.topics = frozenset({settings.topic("commands")})
+        self._leaving = (settings.topic("completions"), settings.topic("outbox"))  # carry a job's trace out
 
     @property
     def owned(self) -> list[int]:
@@ -374,11 +375,12 @@ class Lifecycle(QuietStage):
         events = decide(state, command, item.at, policy)
         after = replay(events, state)
         job = accepted_job(after)
-        parent = _record_trace(item.record) or (None if job is None else job_trace(job.accepted))
+        kept = None if job is None else job_trace(job.accepted)
+        parent = (_record_trace(item.record) or kept) if trace_context.enabled() else kept
         with decision_span(command, events, after, parent) as traced:
             consequences = self._consequences(after, events, state) if events else []
-            consequences = traced.carrying(consequences, self._settings.topic("completions"))
-        if traced.context is not None:
+            consequences = traced.carrying(consequences, self._leaving)
+        if traced.spans and traced.context is not None:
             traces[job_id] = traced.context
         states[job_id] = after
         return events, [*consequences, *self._answered(item, job_id, state, after, events, None)]

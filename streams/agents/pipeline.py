@@ -31,7 +31,7 @@ from streams.fetch.robots import RobotsRules, Verdict
 from streams.fetch.routes import Denial, Passage, Routes
 from streams.jobtypes import JobType, carrying
 from streams.runtime.metrics import Metrics
-from streams.runtime.trace_context import span
+from streams.runtime.trace_context import span, waiting
 from streams.settings import ResponseLimits, Settings
 
 log = logging.getLogger(__name__)
@@ -96,9 +96,9 @@ class AttemptPipeline:
                 cached = await self._from_cache(work, entry, limits)
                 if cached is not None:
                     return cached
-            with span("scrapestream wait politeness"):
+            with waiting("scrapestream wait politeness", "politeness"):
                 await gate.ready()  # before taking a fetch place, so a slow host holds none
-            with span("scrapestream wait route_budget"):
+            with waiting("scrapestream wait route_budget", "route_budget"):
                 passage = await self._reserve(work, limits)  # waits on the ledger holding no fetch place
             if isinstance(passage, Denial):
                 return self._route_denied(work, passage)
@@ -206,7 +206,9 @@ class AttemptPipeline:
     ) -> Attempt:
         """The page rendered by the browser, its HTML (and screenshot) stored."""
         await gate.request()
-        with span("scrapestream render", attributes={"scrapestream.capture": work.capture_mode.value}):
+        with span(
+            "scrapestream render", attributes={"scrapestream.capture": work.capture_mode.value}, nested=True
+        ):
             rendered = await browser.render(
                 work.request,
                 work.render or RenderOptions(),
@@ -229,7 +231,7 @@ class AttemptPipeline:
         """The attempt with its body (and screenshot) stored; a store that fails makes it a counted
         failure."""
         try:
-            with span("scrapestream store", attributes={"scrapestream.bytes": len(result.body)}):
+            with span("scrapestream store", attributes={"scrapestream.bytes": len(result.body)}, nested=True):
                 artifacts = await self._store(work, result)
                 if screenshot is not None and result.outcome is AttemptOutcome.FETCHED:
                     shot = await self._artifacts.put(screenshot, PNG, work.retention_class, self._clock())

@@ -27,7 +27,9 @@ from streams.runtime.trace_context import (
     TraceContext,
     context_of,
     enabled,
+    job_attributes,
     parsed,
+    sampled,
     span,
     started,
     waited,
@@ -55,12 +57,18 @@ class Traced:
 
     context: TraceContext | None
     opened: Span | None
+    spans: bool = False  # tracing is on: every record of the job carries its context
 
-    def carrying(self, messages: Sequence[Outgoing], completions: str) -> list[Outgoing]:
+    def carrying(self, messages: Sequence[Outgoing], leaving: tuple[str, str]) -> list[Outgoing]:
         """The decision's records, each with the context it goes on in: a completion under a span
-        of its own, which a consumer of completions continues."""
+        of its own, which a consumer of completions continues. With tracing off, only what leaves
+        the deployment (`leaving`: the completions and the callbacks) carries it; nothing inside
+        reads it then."""
         if self.context is None:
             return list(messages)
+        completions = leaving[0]
+        if not self.spans:
+            return [carried(m, self.context) if m.topic in leaving else m for m in messages]
         carrying = []
         for message in messages:
             if message.topic.endswith(UNTRACED_TOPIC_KINDS):
@@ -86,6 +94,9 @@ def decision_span(
     if parent is None or not enabled():
         yield Traced(parent, None)
         return
+    if not sampled(parent):  # no span below a dropped one: the context goes on as it came
+        yield Traced(parent, None, spans=True)
+        return
     job = accepted_job(after)
     attributes = {
         "scrapestream.command": type(command).__name__,
@@ -93,12 +104,14 @@ def decision_span(
         "scrapestream.events": ",".join(type(event).__name__ for event in events),
     }
     if job is not None:
-        attributes |= {"scrapestream.job.id": str(job.job_id), "scrapestream.job.state": job.status.value}
+        accepted = job.accepted
+        attributes |= job_attributes(job.job_id, accepted.caller_identity, accepted.job_type)
+        attributes["scrapestream.job.state"] = job.status.value
     with span(f"scrapestream decide {type(command).__name__}", parent, attributes=attributes) as opened:
         context = context_of(opened, parent)
         if opened is not None and job is not None:
             _waits(events, after, context)
-        yield Traced(context, opened)
+        yield Traced(context, opened, spans=True)
 
 
 def rule_of(events: Sequence[Event]) -> str:

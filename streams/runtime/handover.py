@@ -63,7 +63,8 @@ class Handover:
         handed = None if local is None else local.hand_over(topic, key, record, timestamp_ms, headers)
         if handed is None:
             self._counters[f"{self._kind}.published"] += 1
-            await self._flusher.deliver(replace(outgoing(topic, key, record, at=at), headers=headers), what)
+            message = outgoing(topic, key, record, at=at)
+            await self._flusher.deliver(replace(message, headers=headers) if headers else message, what)
             return
         self._counters[f"{self._kind}.handed_over"] += 1
         left = functools.partial(outgoing, topic, key, record, at=at)  # encoded only if handed back
@@ -75,7 +76,7 @@ class Handover:
             messages = handed.replies
         else:
             self._counters[f"{self._kind}.handed_back"] += 1
-            messages = [replace(left(), headers=headers)]
+            messages = [replace(left(), headers=headers) if headers else left()]
         for message in messages:
             task = asyncio.create_task(self._flusher.deliver(message, what))
             self._left.add(task)

@@ -1,16 +1,17 @@
 """W3C trace context on a job's records and requests, and the spans a stage opens under it.
 
-A job keeps one context from intake on (`JobAccepted.traceparent`); every record of the job carries
-it as the `traceparent` and `tracestate` headers, naming the span that published the record when
-tracing is on. Spans are opened here only while the OpenTelemetry SDK is set up
-(`streams.runtime.tracing`); otherwise `span` yields None at the cost of one test.
+A job keeps one context from intake on (`JobAccepted.traceparent`). While tracing is on
+(`streams.runtime.tracing`) every record of the job carries the context of the span that published
+it as the `traceparent` and `tracestate` headers; while it is off no span is opened (`span` yields
+None at the cost of one test) and only the completion and the callback carry the job's context.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
-import secrets
+import time
 from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -36,7 +37,7 @@ Headers = tuple[tuple[str, bytes], ...]
 Attributes = Mapping[str, str | int | float | bool]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class TraceContext:
     """Where a span sits: its trace, its own id, whether it is sampled, and the vendors' state."""
 
@@ -49,9 +50,14 @@ class TraceContext:
     def traceparent(self) -> str:
         return f"00-{self.trace_id}-{self.span_id}-{'01' if self.sampled else '00'}"
 
-    def headers(self) -> Headers:
+    @functools.cached_property
+    def encoded(self) -> Headers:
         parent = ((TRACEPARENT, self.traceparent.encode()),)
         return (*parent, (TRACESTATE, self.state.encode())) if self.state else parent
+
+    def headers(self) -> Headers:
+        """As Kafka headers: written once for a context however many records carry it."""
+        return self.encoded
 
 
 def parsed(traceparent: str | bytes | None, tracestate: str | bytes | None = None) -> TraceContext | None:
@@ -80,22 +86,36 @@ def from_mapping(headers: Mapping[str, str]) -> TraceContext | None:
     return parsed(headers.get(TRACEPARENT), headers.get(TRACESTATE))
 
 
-def fresh() -> TraceContext:
-    """A new trace's context, not sampled: nothing records it while tracing is off."""
-    return TraceContext(secrets.token_hex(16), secrets.token_hex(8), False)
-
-
 _working: ContextVar[str] = ContextVar("scrapestream_working_on", default="")
 _tracer: trace.Tracer | None = None  # set while the SDK exports (streams.runtime.tracing)
+_follows_parent = True  # the sampler keeps a span exactly when its parent was kept (parent-based)
+MIN_WAIT_NS = 1_000_000  # a wait shorter than a millisecond is not worth a span
 
 
 def enabled() -> bool:
     return _tracer is not None
 
 
-def use_tracer(tracer: trace.Tracer | None) -> None:
-    global _tracer
-    _tracer = tracer
+def use_tracer(tracer: trace.Tracer | None, follows_parent: bool = True) -> None:
+    global _tracer, _follows_parent
+    _tracer, _follows_parent = tracer, follows_parent
+
+
+def sampled(parent: TraceContext) -> bool:
+    """Whether a span under `parent` may be sampled."""
+    return _tracer_for(parent) is not None
+
+
+def _tracer_for(parent: TraceContext | None) -> trace.Tracer | None:
+    """The tracer when a span under `parent` (None: the current span) may be sampled: a trace the
+    sampler dropped costs no span at all below its first."""
+    tracer = _tracer
+    if tracer is None or not _follows_parent:
+        return tracer
+    if parent is not None:
+        return tracer if parent.sampled else None
+    current = trace.get_current_span().get_span_context()
+    return tracer if current.is_valid and current.trace_flags.sampled else None
 
 
 @contextlib.contextmanager
@@ -104,9 +124,11 @@ def span(
     parent: TraceContext | None = None,
     kind: SpanKind = SpanKind.INTERNAL,
     attributes: Attributes | None = None,
+    nested: bool = False,
 ) -> Iterator[Span | None]:
-    """A span current for the block, under `parent` (None: under the current span); None while off."""
-    tracer = _tracer
+    """A span current for the block, under `parent`, or a new trace's first when None came (`nested`:
+    under the current span, if any); None while off, or when the trace is not sampled."""
+    tracer = _tracer if parent is None and not nested else _tracer_for(parent)
     if tracer is None:
         yield None
         return
@@ -121,13 +143,15 @@ def started(
     kind: SpanKind = SpanKind.INTERNAL,
     attributes: Attributes | None = None,
     at: datetime | None = None,
+    at_ns: int | None = None,
 ) -> Span | None:
-    """A span its caller ends (`Span.end`), not made current; None while off."""
-    tracer = _tracer
+    """A span its caller ends (`Span.end`), not made current, under `parent` (None: the current
+    span); None while off or not sampled."""
+    tracer = _tracer_for(parent)
     if tracer is None:
         return None
     context = None if parent is None else _remote(parent)
-    return tracer.start_span(name, context, kind, attributes, start_time=_ns(at))
+    return tracer.start_span(name, context, kind, attributes, start_time=_ns(at) if at_ns is None else at_ns)
 
 
 def waited(
@@ -137,6 +161,21 @@ def waited(
     opened = started(name, parent, attributes=attributes, at=since)
     if opened is not None:
         opened.end(_ns(until))
+
+
+@contextlib.contextmanager
+def waiting(name: str, kind: str) -> Iterator[None]:
+    """A wait within the current span, recorded as a span of its own only if it lasted."""
+    if _tracer_for(None) is None:
+        yield
+        return
+    since = time.time_ns()
+    yield
+    until = time.time_ns()
+    if until - since >= MIN_WAIT_NS:
+        opened = started(name, None, attributes={"scrapestream.wait": kind}, at_ns=since)
+        if opened is not None:
+            opened.end(until)
 
 
 def context_of(opened: Span | None, parent: TraceContext | None) -> TraceContext | None:
@@ -175,11 +214,11 @@ def _ns(at: datetime | None) -> int | None:
     return None if at is None else int(at.timestamp() * 1_000_000_000)
 
 
-def intake(incoming: TraceContext | None, name: str, attributes: Attributes) -> TraceContext:
+def intake(incoming: TraceContext | None, name: str, attributes: Attributes) -> TraceContext | None:
     """The context a new command of a job goes on with: an intake span's under the producer's (or a
-    new trace's), or, while tracing is off, the producer's own or a fresh one."""
+    new trace's); while tracing is off, the producer's own, if any (no trace is made up then)."""
     with span(name, incoming, SpanKind.CONSUMER, attributes) as opened:
-        return context_of(opened, incoming) or fresh()
+        return context_of(opened, incoming)
 
 
 def job_attributes(job_id: UUID, caller: str, job_type: str) -> dict[str, str]:
@@ -190,8 +229,14 @@ def job_attributes(job_id: UUID, caller: str, job_type: str) -> dict[str, str]:
     }
 
 
-def submitted_in(command: SubmitJob, traced: TraceContext) -> SubmitJob:
+def submitted_in(command: SubmitJob, traced: TraceContext | None) -> SubmitJob:
     """The submission in the trace it goes on in: from intake, never from what its body says."""
+    if traced is None:
+        return (
+            command
+            if command.traceparent is None and command.tracestate is None
+            else msgspec.structs.replace(command, traceparent=None, tracestate=None)
+        )
     return msgspec.structs.replace(command, traceparent=traced.traceparent, tracestate=traced.state or None)
 
 

@@ -22,6 +22,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.sampling import ParentBased
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
 
@@ -54,7 +55,8 @@ def configure(environ: Mapping[str, str] = os.environ) -> bool:
         for exporter in exporters:
             provider.add_span_processor(BoundedExport(exporter, **_batching(environ)))
         _provider = provider
-        trace_context.use_tracer(provider.get_tracer("scrapestream"))
+        follows_parent = isinstance(provider.sampler, ParentBased)
+        trace_context.use_tracer(provider.get_tracer("scrapestream"), follows_parent)
         atexit.register(shutdown)
         return True
 

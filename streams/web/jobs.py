@@ -209,7 +209,9 @@ async def submit(body: SubmitBody, request: Request, principal: Caller) -> Respo
     waiting = asyncio.ensure_future(context.decisions.decision(command_id, DECISION_TIMEOUT_S))
     try:
         message = outgoing(context.settings.topic("commands"), job_id, command)
-        await context.publisher.send_all([replace(message, headers=traced.headers())])
+        if traced is not None and trace_context.enabled():  # the lifecycle's decision span continues it
+            message = replace(message, headers=traced.headers())
+        await context.publisher.send_all([message])
     except BaseException:
         waiting.cancel()
         raise

@@ -10,11 +10,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.sampling import ALWAYS_ON, ParentBased
 
 from projections.lifecycle.decide import decide
 from projections.views import trace_id_of
-from schemas.commands import SubmitJob
 from schemas.events import JobAccepted
 from streams.runtime import trace_context, tracing
 from streams.runtime.decision_spans import rule_of
@@ -77,15 +78,15 @@ def test_the_lifecycle_keeps_the_submissions_trace_and_nothing_longer_than_w3c_a
 
 
 def test_intake_sets_a_submissions_trace_from_its_context_whatever_the_body_said():
-    command = submit(traceparent="00-" + "a" * 32 + "-" + "b" * 16 + "-01")
-    context = trace_context.intake(None, "intake", {})  # tracing off: a new trace, not sampled
-    kept = trace_context.submitted_in(command, context)
-    assert isinstance(kept, SubmitJob)
-    assert kept.traceparent == context.traceparent
-    assert not context.sampled
-    assert context.trace_id != "a" * 32
+    command = submit(traceparent="00-" + "a" * 32 + "-" + "b" * 16 + "-01", tracestate="forged=1")
+    assert trace_context.intake(None, "intake", {}) is None  # tracing off, none came: none made up
+    untraced = trace_context.submitted_in(command, None)
+    assert (untraced.traceparent, untraced.tracestate) == (None, None)
     given_context = parsed("00-" + "c" * 32 + "-" + "d" * 16 + "-01", "k=v")
+    assert given_context is not None
     assert trace_context.intake(given_context, "intake", {}) == given_context
+    kept = trace_context.submitted_in(command, given_context)
+    assert (kept.traceparent, kept.tracestate) == (given_context.traceparent, "k=v")
 
 
 def test_the_rule_names_why_a_job_failed_or_nothing_changed():
@@ -144,3 +145,40 @@ def test_a_stuck_collector_drops_and_counts_spans_and_never_holds_the_caller(stu
     collector.let_go.set()
     assert provider.force_flush(5_000)
     assert tracing._spans["failed"] - counts.get("failed", 0) == 50 - dropped
+
+
+@pytest.fixture
+def recorded() -> Iterator[InMemorySpanExporter]:
+    """Spans made through `trace_context` while a parent-based sampler keeps every new trace."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(sampler=ParentBased(ALWAYS_ON))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    trace_context.use_tracer(provider.get_tracer("test"), follows_parent=True)
+    try:
+        yield exporter
+    finally:
+        trace_context.use_tracer(None)
+        provider.shutdown()
+
+
+def test_a_dropped_trace_costs_no_span_below_its_first_and_goes_on_as_it_came(recorded):
+    dropped = TraceContext("a" * 32, "b" * 16, False)
+    with trace_context.span("under a dropped parent", dropped) as opened:
+        assert opened is None
+        assert trace_context.context_of(opened, dropped) == dropped
+        with trace_context.span("nested", nested=True) as inner:
+            assert inner is None  # no current span to hang it on: not a new trace either
+    kept = TraceContext("c" * 32, "d" * 16, True, "k=v")
+    with trace_context.span("under a kept parent", kept) as opened:
+        with trace_context.span("nested", nested=True), trace_context.waiting("a wait", "politeness"):
+            pass  # too short for a span of its own
+        carried = trace_context.context_of(opened, kept)
+    with trace_context.span("a new trace") as root:
+        assert root is not None
+    names = {span.name: span for span in recorded.get_finished_spans()}
+    assert set(names) == {"under a kept parent", "nested", "a new trace"}
+    assert carried is not None
+    assert carried.trace_id == kept.trace_id
+    assert carried.state == "k=v"
+    assert names["nested"].parent.span_id == int(carried.span_id, 16)  # type: ignore[union-attr]
+    assert names["a new trace"].parent is None
