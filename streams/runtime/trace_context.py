@@ -61,7 +61,7 @@ class TraceContext:
 
 
 def parsed(traceparent: str | bytes | None, tracestate: str | bytes | None = None) -> TraceContext | None:
-    """The context a W3C `traceparent` names, or None for a missing or malformed one (a new trace then)."""
+    """The context a W3C `traceparent` names; None for a missing or malformed one (W3C: ignore it)."""
     if traceparent is None or len(traceparent) > MAX_TRACEPARENT_CHARS:
         return None
     text = traceparent.decode("ascii", "replace") if isinstance(traceparent, bytes) else traceparent
@@ -189,13 +189,6 @@ def context_of(opened: Span | None, parent: TraceContext | None) -> TraceContext
     return TraceContext(
         format(found.trace_id, "032x"), format(found.span_id, "016x"), found.trace_flags.sampled, state
     )
-
-
-def current(parent: TraceContext | None) -> TraceContext | None:
-    """The current span's context (within `span`), else `parent`."""
-    if _tracer is None:
-        return parent
-    return context_of(trace.get_current_span(), parent)
 
 
 def set_attributes(opened: Span | None, attributes: Mapping[str, Any]) -> None:
