@@ -206,9 +206,7 @@ class AttemptPipeline:
     ) -> Attempt:
         """The page rendered by the browser, its HTML (and screenshot) stored."""
         await gate.request()
-        with span(
-            "scrapestream render", attributes={"scrapestream.capture": work.capture_mode.value}, nested=True
-        ):
+        with span("scrapestream render", attributes={"scrapestream.capture": work.capture_mode.value}):
             rendered = await browser.render(
                 work.request,
                 work.render or RenderOptions(),
@@ -231,7 +229,7 @@ class AttemptPipeline:
         """The attempt with its body (and screenshot) stored; a store that fails makes it a counted
         failure."""
         try:
-            with span("scrapestream store", attributes={"scrapestream.bytes": len(result.body)}, nested=True):
+            with span("scrapestream store", attributes={"scrapestream.bytes": len(result.body)}):
                 artifacts = await self._store(work, result)
                 if screenshot is not None and result.outcome is AttemptOutcome.FETCHED:
                     shot = await self._artifacts.put(screenshot, PNG, work.retention_class, self._clock())

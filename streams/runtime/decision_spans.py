@@ -57,13 +57,13 @@ class Traced:
 
     context: TraceContext | None
     opened: Span | None
-    spans: bool = False  # tracing is on: every record of the job carries its context
+    spans: bool = False  # the trace is recorded: every record of the job carries its context
 
     def carrying(self, messages: Sequence[Outgoing], leaving: tuple[str, str]) -> list[Outgoing]:
         """The decision's records, each with the context it goes on in: a completion under a span
-        of its own, which a consumer of completions continues. With tracing off, only what leaves
-        the deployment (`leaving`: the completions and the callbacks) carries it; nothing inside
-        reads it then."""
+        of its own, which a consumer of completions continues. With tracing off, or for a trace the
+        sampler dropped, only what leaves the deployment (`leaving`: the completions and the
+        callbacks) carries it: no span inside would be made under it."""
         if self.context is None:
             return list(messages)
         completions = leaving[0]
@@ -94,8 +94,8 @@ def decision_span(
     if parent is None or not enabled():
         yield Traced(parent, None)
         return
-    if not sampled(parent):  # no span below a dropped one: the context goes on as it came
-        yield Traced(parent, None, spans=True)
+    if not sampled(parent):  # no span below a dropped one; only what leaves carries the context
+        yield Traced(parent, None)
         return
     job = accepted_job(after)
     attributes = {

@@ -78,7 +78,12 @@ def parsed(traceparent: str | bytes | None, tracestate: str | bytes | None = Non
 
 def from_headers(headers: Headers | None) -> TraceContext | None:
     found = dict(headers or ())
-    return parsed(found.get(TRACEPARENT), found.get(TRACESTATE))
+    return _parsed_once(found.get(TRACEPARENT), found.get(TRACESTATE))
+
+
+@functools.lru_cache(maxsize=4096)
+def _parsed_once(traceparent: bytes | None, tracestate: bytes | None) -> TraceContext | None:
+    return parsed(traceparent, tracestate)  # the records of one job repeat the same headers
 
 
 def from_mapping(headers: Mapping[str, str]) -> TraceContext | None:
@@ -124,11 +129,11 @@ def span(
     parent: TraceContext | None = None,
     kind: SpanKind = SpanKind.INTERNAL,
     attributes: Attributes | None = None,
-    nested: bool = False,
+    root: bool = False,
 ) -> Iterator[Span | None]:
-    """A span current for the block, under `parent`, or a new trace's first when None came (`nested`:
-    under the current span, if any); None while off, or when the trace is not sampled."""
-    tracer = _tracer if parent is None and not nested else _tracer_for(parent)
+    """A span current for the block, under `parent` (None: under the current span, if any, or with
+    `root` a new trace's first); None while off, or when the trace is not sampled."""
+    tracer = _tracer if parent is None and root else _tracer_for(parent)
     if tracer is None:
         yield None
         return
@@ -210,7 +215,7 @@ def _ns(at: datetime | None) -> int | None:
 def intake(incoming: TraceContext | None, name: str, attributes: Attributes) -> TraceContext | None:
     """The context a new command of a job goes on with: an intake span's under the producer's (or a
     new trace's); while tracing is off, the producer's own, if any (no trace is made up then)."""
-    with span(name, incoming, SpanKind.CONSUMER, attributes) as opened:
+    with span(name, incoming, SpanKind.CONSUMER, attributes, root=True) as opened:
         return context_of(opened, incoming)
 
 

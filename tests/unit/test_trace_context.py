@@ -18,7 +18,8 @@ from projections.lifecycle.decide import decide
 from projections.views import trace_id_of
 from schemas.events import JobAccepted
 from streams.runtime import trace_context, tracing
-from streams.runtime.decision_spans import rule_of
+from streams.runtime.decision_spans import Traced, rule_of
+from streams.runtime.publisher import Outgoing
 from streams.runtime.trace_context import TraceContext, from_headers, parsed
 from tests.lifecycle import POLICY, T0, submit
 
@@ -166,19 +167,32 @@ def test_a_dropped_trace_costs_no_span_below_its_first_and_goes_on_as_it_came(re
     with trace_context.span("under a dropped parent", dropped) as opened:
         assert opened is None
         assert trace_context.context_of(opened, dropped) == dropped
-        with trace_context.span("nested", nested=True) as inner:
+        with trace_context.span("nested") as inner:
             assert inner is None  # no current span to hang it on: not a new trace either
     kept = TraceContext("c" * 32, "d" * 16, True, "k=v")
     with trace_context.span("under a kept parent", kept) as opened:
-        with trace_context.span("nested", nested=True), trace_context.waiting("a wait", "politeness"):
+        with trace_context.span("nested"), trace_context.waiting("a wait", "politeness"):
             pass  # too short for a span of its own
         carried = trace_context.context_of(opened, kept)
-    with trace_context.span("a new trace") as root:
+    with trace_context.span("a new trace", root=True) as root:
+        assert root is not None
+    with trace_context.span("no parent, not a root") as none:
+        assert none is None
+    with trace_context.span("again", root=True) as root:
         assert root is not None
     names = {span.name: span for span in recorded.get_finished_spans()}
-    assert set(names) == {"under a kept parent", "nested", "a new trace"}
+    assert set(names) == {"under a kept parent", "nested", "a new trace", "again"}
     assert carried is not None
     assert carried.trace_id == kept.trace_id
     assert carried.state == "k=v"
     assert names["nested"].parent.span_id == int(carried.span_id, 16)  # type: ignore[union-attr]
     assert names["a new trace"].parent is None
+
+
+def test_a_decision_without_a_recorded_span_sends_its_context_only_out_of_the_deployment():
+    context = TraceContext("a" * 32, "b" * 16, False)
+    messages = [Outgoing(topic, b"k", b"v") for topic in ("p.completions", "p.outbox", "p.due", "p.events")]
+    carrying = Traced(context, None).carrying(messages, ("p.completions", "p.outbox"))
+    assert [from_headers(m.headers) for m in carrying] == [context, context, None, None]
+    everywhere = Traced(context, None, spans=True).carrying(messages[1:], ("p.completions", "p.outbox"))
+    assert all(from_headers(m.headers) == context for m in everywhere)
