@@ -13,21 +13,30 @@ Attributes = dict[str, str | int | bool]
 
 
 def attempt_attributes(work: DueWork) -> Attributes:
-    url = urlsplit(work.request.url)
-    port = url.port
-    host = url.hostname or ""
-    where = f"{url.scheme}://{host}{'' if port is None else f':{port}'}{url.path or '/'}"
     attributes: Attributes = {
         "scrapestream.job.id": str(work.job_id),
         "scrapestream.job.type": work.job_type,
         "scrapestream.attempt.number": work.attempt_number,
         "http.request.method": work.request.method.value,
-        "url.full": where,
-        "url.scheme": url.scheme,
-        "server.address": host,
     }
+    return attributes | address_attributes(work.request.url, with_path=True)
+
+
+def address_attributes(url: str, with_path: bool) -> Attributes:
+    """Where a request goes: scheme, host, port (and path), never the query, fragment or userinfo;
+    nothing for a URL that does not parse (a span never fails what it describes)."""
+    try:
+        parts = urlsplit(url)
+        host, port = parts.hostname or "", parts.port
+    except ValueError:
+        return {}
+    attributes: Attributes = {"url.scheme": parts.scheme, "server.address": host}
     if port is not None:
         attributes["server.port"] = port
+    if with_path:
+        attributes["url.full"] = (
+            f"{parts.scheme}://{host}{'' if port is None else f':{port}'}{parts.path or '/'}"
+        )
     return attributes
 
 

@@ -10,7 +10,6 @@ import logging
 from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from urllib.parse import urlsplit
 from uuid import uuid5
 
 from opentelemetry.trace import SpanKind
@@ -20,6 +19,7 @@ from schemas.commands import ReportCallback
 from schemas.errors import CodecError
 from schemas.types import uuid_text
 from schemas.work import CallbackDue
+from streams.agents.attempt_spans import address_attributes
 from streams.agents.slots import Slots
 from streams.callbacks.sender import CallbackSender, TryResult
 from streams.runtime import trace_context
@@ -83,7 +83,9 @@ class Outbox(QuietStage):
 
     async def _deliver(self, due: CallbackDue, parent: TraceContext | None) -> None:
         trace_context.working_on(due.job_id, parent)  # this task's log lines name both
-        attributes = callback_attributes(due)
+        attributes = (
+            callback_attributes(due) if parent is not None and trace_context.sampled(parent) else None
+        )
         with trace_context.span("scrapestream callback", parent, SpanKind.CLIENT, attributes) as opened:
             tried_in = trace_context.context_of(opened, parent)
             result = await self._sender.attempt(due, tried_in)
@@ -95,7 +97,7 @@ class Outbox(QuietStage):
             self._metrics.callbacks.labels("delivered" if result.delivered else "failed").inc()
         if not result.delivered:
             log.info("callback %s try %d failed: %s", due.webhook_id, due.attempt_number, result.error)
-        await self._report(due, result, tried_in)
+        await self._report(due, result, tried_in if opened is not None else None)
 
     async def _report(self, due: CallbackDue, result: TryResult, tried_in: TraceContext | None) -> None:
         delivery = due.webhook_id if due.replay == 0 else f"{due.webhook_id}:replay-{due.replay}"
@@ -123,13 +125,11 @@ class Outbox(QuietStage):
 
 
 def callback_attributes(due: CallbackDue) -> dict[str, str | int]:
-    """A try's span: the receiver's address without its path's query or credentials."""
-    url = urlsplit(due.callback_url)
+    """A try's span: the receiver's address without its path, query or credentials."""
     return {
         "scrapestream.job.id": str(due.job_id),
         "scrapestream.webhook.id": due.webhook_id,
         "scrapestream.callback.try": due.attempt_number,
         "http.request.method": "POST",
-        "server.address": url.hostname or "",
-        "url.scheme": url.scheme,
+        **address_attributes(due.callback_url, with_path=False),
     }

@@ -17,6 +17,7 @@ from opentelemetry.sdk.trace.sampling import ALWAYS_ON, ParentBased
 from projections.lifecycle.decide import decide
 from projections.views import trace_id_of
 from schemas.events import JobAccepted
+from streams.agents.attempt_spans import address_attributes
 from streams.runtime import trace_context, tracing
 from streams.runtime.decision_spans import Traced, rule_of
 from streams.runtime.publisher import Outgoing
@@ -196,3 +197,14 @@ def test_a_decision_without_a_recorded_span_sends_its_context_only_out_of_the_de
     assert [from_headers(m.headers) for m in carrying] == [context, context, None, None]
     everywhere = Traced(context, None, spans=True).carrying(messages[1:], ("p.completions", "p.outbox"))
     assert all(from_headers(m.headers) == context for m in everywhere)
+
+
+@pytest.mark.parametrize(
+    "url", ["http://[::1/x", "http://host:99999/x", "http://user:pw@host:8080/p?token=s#f", "not a url"]
+)
+def test_a_span_names_where_a_request_goes_without_its_secrets_and_never_fails_on_a_url(url):
+    found = address_attributes(url, with_path=True)
+    assert "token" not in str(found)
+    assert "pw" not in str(found)
+    if url.startswith("http://user"):
+        assert found["url.full"] == "http://host:8080/p"
