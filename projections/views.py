@@ -168,7 +168,7 @@ class JobView(View):
     )
     sequence: int
     trace_id: str | None = Field(
-        default=None, description="The W3C trace id every record of the job carries; null: none kept"
+        default=None, description="The W3C trace id of the job (its completion and callback carry it)"
     )
     trace_url: str | None = Field(
         default=None,
