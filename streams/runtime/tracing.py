@@ -11,6 +11,7 @@ batch, both counted (`scrapestream_trace_spans_total`), so a slow or absent coll
 from __future__ import annotations
 
 import atexit
+import contextlib
 import logging
 import os
 import queue
@@ -126,7 +127,7 @@ class BoundedExport(SpanProcessor):
 
     def __init__(self, exporter: SpanExporter, max_queue: float, max_batch: float, delay_s: float) -> None:
         self._exporter = exporter
-        self._queue: queue.Queue[ReadableSpan] = queue.Queue(int(max_queue))
+        self._queue: queue.Queue[ReadableSpan | None] = queue.Queue(int(max_queue))  # None: wake up
         self._max_batch = max(int(max_batch), 1)
         self._delay_s = delay_s
         self._stopping = threading.Event()
@@ -153,9 +154,12 @@ class BoundedExport(SpanProcessor):
         while len(taken) < self._max_batch:
             try:
                 left = give_up - time.monotonic()
-                taken.append(self._queue.get(timeout=left) if left > 0 else self._queue.get_nowait())
+                found = self._queue.get(timeout=left) if left > 0 else self._queue.get_nowait()
             except queue.Empty:
                 break
+            if found is None:  # stopping: export what is here now
+                break
+            taken.append(found)
         if not taken:
             self._idle.set()
         return taken
@@ -181,6 +185,8 @@ class BoundedExport(SpanProcessor):
 
     def shutdown(self) -> None:
         self._stopping.set()
+        with contextlib.suppress(queue.Full):  # a full queue keeps the thread busy: it sees the stop
+            self._queue.put_nowait(None)
         self._thread.join(SHUTDOWN_FLUSH_S)
         self._exporter.shutdown()
 

@@ -208,3 +208,16 @@ def test_a_span_names_where_a_request_goes_without_its_secrets_and_never_fails_o
     assert "pw" not in str(found)
     if url.startswith("http://user"):
         assert found["url.full"] == "http://host:8080/p"
+
+
+def test_a_stopping_exporter_leaves_at_once_though_its_wait_for_spans_is_long():
+    collector = StuckCollector()
+    collector.let_go.set()
+    processor = tracing.BoundedExport(collector, max_queue=4, max_batch=2, delay_s=3_600)
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    with provider.get_tracer("test").start_as_current_span("the last span"):
+        pass
+    provider.shutdown()
+    assert not processor._thread.is_alive()  # it did not sleep out its hour
+    assert collector.batches == [1]  # and what was queued left first
