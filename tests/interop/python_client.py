@@ -171,7 +171,8 @@ def publish(env, topics, framing):
                 raise RuntimeError(f"{name} not delivered: {error}")
             placed[(message.partition(), message.offset())] = name
 
-        producer.produce(topics["submit"], value, key=name.encode(), headers=headers, on_delivery=delivered)
+        key = "created" if name == "repeated" else name  # one partition keeps the repeat after the first
+        producer.produce(topics["submit"], value, key=key.encode(), headers=headers, on_delivery=delivered)
         producer.flush(30)
     return first, placed
 
