@@ -55,7 +55,7 @@ BROWSER_CAPTURE_MODES = frozenset({CaptureMode.RENDERED_HTML, CaptureMode.SCREEN
 WAIT_EVENTS = frozenset({"load", "domcontentloaded", "networkidle"})
 MAX_SELECTOR_BYTES = 1_024
 MAX_TRACEPARENT_CHARS = 55  # W3C version 00: "00-" 32 hex "-" 16 hex "-" 2 hex
-MAX_TRACESTATE_CHARS = 512
+MAX_TRACESTATE_CHARS = 512  # W3C: a vendor may drop a longer one
 MIN_VIEWPORT, MAX_VIEWPORT = 16, 4_096
 SUBMITTING_ROLES = frozenset({ActorRole.SERVICE, ActorRole.OPERATOR, ActorRole.ADMIN})
 

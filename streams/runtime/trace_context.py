@@ -24,11 +24,11 @@ from opentelemetry import trace
 from opentelemetry.trace import NonRecordingSpan, Span, SpanContext, SpanKind, TraceFlags, TraceState
 from opentelemetry.trace.status import Status, StatusCode
 
+from projections.lifecycle.submission import MAX_TRACESTATE_CHARS
 from schemas.commands import SubmitJob
 
 TRACEPARENT = "traceparent"
 TRACESTATE = "tracestate"
-MAX_TRACESTATE_CHARS = 512  # W3C: a vendor may drop a longer one
 MAX_TRACEPARENT_CHARS = 256  # a later version's may be longer than 00's 55; no sane one is this long
 _TRACEPARENT = re.compile(r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-[^ ]*)?")
 _NO_TRACE = "0" * 32
@@ -72,7 +72,9 @@ def parsed(traceparent: str | bytes | None, tracestate: str | bytes | None = Non
     if version == "ff" or (version == "00" and rest) or trace_id == _NO_TRACE or span_id == _NO_SPAN:
         return None
     state = tracestate.decode("ascii", "replace") if isinstance(tracestate, bytes) else tracestate or ""
-    state = state.strip() if len(state) <= MAX_TRACESTATE_CHARS and state.isprintable() else ""
+    # HTTP headers (a callback's) take printable ASCII only: anything else would fail every try.
+    usable = len(state) <= MAX_TRACESTATE_CHARS and state.isascii() and state.isprintable()
+    state = state.strip() if usable else ""
     return TraceContext(trace_id, span_id, bool(int(flags, 16) & 1), state)
 
 

@@ -66,6 +66,8 @@ def test_an_oversized_or_unprintable_tracestate_is_dropped_and_the_parent_kept()
         "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7", False
     )
     assert parsed(traceparent, "a=b\nc=d").state == ""  # type: ignore[union-attr]
+    assert parsed(traceparent, "a=\u00e9t\u00e9").state == ""  # type: ignore[union-attr]  # not ASCII: no HTTP header
+    assert parsed(traceparent, b"a=\xff").state == ""  # type: ignore[union-attr]
 
 
 def test_the_lifecycle_keeps_the_submissions_trace_and_nothing_longer_than_w3c_allows():
