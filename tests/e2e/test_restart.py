@@ -24,6 +24,7 @@ async def test_jobs_in_flight_across_a_restart_finish_exactly_once(broker, tmp_p
             tmp_path,
             profiles={"http.fetch": (3_000, 5)},
             lease_grace_ms=1_000,
+            start_window_ms=5_000,  # work handed over but not started when the worker stops waits this out
             shutdown_grace_s=1.0,
         )
         async with running_system(settings) as system:
