@@ -14,10 +14,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
-import fcntl
 import json
-import os
-import shutil
 import signal
 import subprocess
 import uuid
@@ -28,12 +25,12 @@ from types import TracebackType
 from aiokafka import AIOKafkaClient
 from aiokafka.errors import KafkaError
 
+from bench.jvm import CACHE, fetched
 from streams.broker.clients import kafka_admin
-from streams.broker.embedded import _die_with_parent, free_loopback_port
+from streams.broker.embedded import die_with_parent, free_loopback_port
 from streams.errors import BrokerError
 
 KAFKA_VERSION = "4.4.0"
-CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "scrapestream"
 READY_TIMEOUT_S = 90.0
 STOP_TIMEOUT_S = 15.0
 JVM_OPTIONS = (
@@ -69,38 +66,12 @@ def kafka_jars(version: str = KAFKA_VERSION) -> Path:
 
 def fetch_kafka(pom: Path, version: str = KAFKA_VERSION) -> Path:
     """The directory of the broker's jars, fetched with Maven from the pinned descriptor if missing."""
-    target = kafka_jars(version)
-    if (target / f"kafka_2.13-{version}.jar").exists():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with (target.parent / f"{target.name}.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be fetching the same release
-        if not (target / f"kafka_2.13-{version}.jar").exists():
-            _fetch(pom, version, target)
-    return target
-
-
-def _fetch(pom: Path, version: str, target: Path) -> None:
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        raise BrokerError(
-            "Apache Kafka's jars are not cached and Maven (`mvn`) is not installed to fetch them"
+    try:
+        return fetched(
+            kafka_jars(version).name, pom, "dependency:copy-dependencies", f"kafka_2.13-{version}.jar"
         )
-    partial = target.with_name(target.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    command = [
-        mvn,
-        "-q",
-        "-B",
-        "-f",
-        str(pom),
-        "dependency:copy-dependencies",
-        f"-DoutputDirectory={partial}",
-    ]
-    finished = subprocess.run(command, capture_output=True, text=True, check=False)  # noqa: S603
-    if finished.returncode != 0:
-        raise BrokerError(f"fetching Apache Kafka {version} with Maven failed:\n{finished.stdout[-2000:]}")
-    partial.rename(target)
+    except RuntimeError as exc:
+        raise BrokerError(f"Apache Kafka {version}: {exc}") from exc
 
 
 @dataclass
@@ -229,7 +200,7 @@ class KafkaCluster:
             [*self._java(node), "kafka.Kafka", str(node.directory / "server.properties")],
             stdout=output,
             stderr=subprocess.STDOUT,
-            preexec_fn=_die_with_parent,  # only sets the parent-death signal
+            preexec_fn=die_with_parent,  # only sets the parent-death signal
         )
         output.close()
 

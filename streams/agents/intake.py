@@ -38,6 +38,7 @@ from schemas.errors import CodecError, ScrapestreamError
 from schemas.types import uuid_text
 from streams.auth.principals import Principal, Principals
 from streams.auth.signing import Binding, claimed_principal, verify
+from streams.broker.headers import Headers
 from streams.runtime import trace_context
 from streams.runtime.answers import AnswerAddress, dead_answer
 from streams.runtime.consumer import QuietStage, Record
@@ -167,14 +168,16 @@ class Intake(QuietStage):
         command = msgspec.structs.replace(command, command_id=public_command_id(sender, given))
         # Keyed by the job of the command as forwarded: the one the lifecycle decides.
         job_id = submission_identity(command)[0] if isinstance(command, SubmitJob) else command.job_id
-        headers: tuple[tuple[str, bytes], ...] = (address.header(),)
+        headers: Headers = (address.header(),)
         if isinstance(command, SubmitJob) or trace_context.enabled():  # a job's trace starts here
             incoming = trace_context.from_headers(record.headers)
-            traced = trace_context.intake(incoming, "scrapestream intake", _attributes(command, job_id))
+            traced = trace_context.intake(
+                incoming, "scrapestream intake", lambda: _attributes(command, job_id)
+            )
             if isinstance(command, SubmitJob):
                 command = trace_context.submitted_in(command, traced)
             if traced is not None and trace_context.enabled():
-                headers += traced.headers()
+                headers = (*headers, *traced.headers())
         return Forward(self._commands, job_id, command, headers)
 
 
@@ -185,7 +188,7 @@ class Forward:
     topic: str
     job_id: UUID
     command: PublicCommand
-    headers: tuple[tuple[str, bytes], ...]
+    headers: Headers
 
     def message(self, now: datetime) -> Outgoing:
         return replace(outgoing(self.topic, self.job_id, self.command, at=now), headers=self.headers)

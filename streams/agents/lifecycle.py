@@ -59,6 +59,7 @@ from schemas.errors import CodecError
 from schemas.events import Event
 from schemas.work import DueWork
 from streams.agents.catch_up import PartitionCatchUp
+from streams.agents.decision_spans import carried, decision_span, job_trace
 from streams.agents.remote import RemoteResults
 from streams.broker.compat import BrokerProfile
 from streams.readers.fleet import Capabilities
@@ -66,7 +67,6 @@ from streams.runtime import trace_context
 from streams.runtime.answers import AnswerAddress, answer, dead_answer
 from streams.runtime.consumer import LocalRecord, PartitionControl, QuietStage, Record
 from streams.runtime.deadinput import DeadLetters
-from streams.runtime.decision_spans import carried, decision_span, job_trace
 from streams.runtime.decisions import Decisions
 from streams.runtime.flusher import Flusher
 from streams.runtime.handover import Handover
@@ -105,8 +105,11 @@ def _traced(item: Incoming, job_id: UUID) -> Command:
     command = item.command
     if not isinstance(command, SubmitJob) or command.traceparent is not None or not trace_context.enabled():
         return command
-    attributes = trace_context.job_attributes(job_id, command.caller_identity, command.job_type)
-    context = trace_context.intake(_record_trace(item.record), "scrapestream intake", attributes)
+    context = trace_context.intake(
+        _record_trace(item.record),
+        "scrapestream intake",
+        lambda: trace_context.job_attributes(job_id, command.caller_identity, command.job_type),
+    )
     return trace_context.submitted_in(command, context)
 
 

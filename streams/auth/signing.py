@@ -10,19 +10,18 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from streams.auth.principals import Principal, Principals
+from streams.broker.headers import Headers
 
 PRINCIPAL_HEADER = "scrapestream-principal"
 SIGNATURE_HEADER = "scrapestream-signature"
 LABEL = b"scrapestream-command/2\n"
 OLD_LABEL = b"scrapestream-command/1\n"
-Headers = Sequence[tuple[str, bytes]]
 
 
 @dataclass(frozen=True)

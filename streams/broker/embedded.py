@@ -34,7 +34,7 @@ def free_loopback_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     if sys.platform == "linux":
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
@@ -111,7 +111,7 @@ class EmbeddedBroker:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
-                preexec_fn=_die_with_parent,
+                preexec_fn=die_with_parent,
             )
 
     async def _wait_until_serving(self) -> None:

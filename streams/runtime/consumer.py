@@ -39,11 +39,11 @@ from aiokafka.errors import KafkaError
 from schemas.codec import encode
 from streams.broker.clients import kafka_consumer
 from streams.broker.compat import BrokerProfile, FetchPacer, partitions_known, refresh_metadata, start_whole
+from streams.broker.headers import Headers
 from streams.errors import BrokerError
 from streams.runtime.commit_order import commit_order
 from streams.runtime.deadinput import DeadLetters
 from streams.runtime.failures import waiting_for
-from streams.runtime.handover import Headers
 from streams.runtime.publisher import partition_of
 from streams.runtime.routing import Routing
 from streams.runtime.transactions import FencedError, NotHeldError, PartitionTransactions

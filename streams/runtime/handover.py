@@ -15,10 +15,9 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from schemas.types import Record
+from streams.broker.headers import Headers
 from streams.runtime.flusher import Flusher
 from streams.runtime.publisher import Outgoing, outgoing
-
-Headers = tuple[tuple[str, bytes], ...]
 
 
 class Handed(Protocol):

@@ -25,6 +25,7 @@ from aiokafka.producer.message_accumulator import BatchBuilder
 from schemas.codec import encode
 from schemas.types import Record, uuid_text
 from streams.broker.compat import MAX_BATCH_BYTES, BrokerProfile, new_producer, start_whole
+from streams.broker.headers import Headers
 from streams.errors import BrokerError
 from streams.runtime.transactions import open_transaction
 
@@ -43,7 +44,7 @@ class Outgoing:
     value: bytes
     partition: int | None = None
     timestamp_ms: int | None = None
-    headers: tuple[tuple[str, bytes], ...] = ()
+    headers: Headers = ()
     tombstone: bool = False  # no value at all: removes the key from a compacted topic
     record: Record | None = field(default=None, compare=False)  # what `value` encodes, as made here
 

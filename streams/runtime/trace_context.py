@@ -12,7 +12,7 @@ import contextlib
 import functools
 import re
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime
@@ -26,6 +26,7 @@ from opentelemetry.trace.status import Status, StatusCode
 
 from projections.lifecycle.submission import MAX_TRACESTATE_CHARS
 from schemas.commands import SubmitJob
+from streams.broker.headers import Headers
 
 TRACEPARENT = "traceparent"
 TRACESTATE = "tracestate"
@@ -33,7 +34,6 @@ MAX_TRACEPARENT_CHARS = 256  # a later version's may be longer than 00's 55; no 
 _TRACEPARENT = re.compile(r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-[^ ]*)?")
 _NO_TRACE = "0" * 32
 _NO_SPAN = "0" * 16
-Headers = tuple[tuple[str, bytes], ...]
 Attributes = Mapping[str, str | int | float | bool]
 
 
@@ -214,10 +214,15 @@ def _ns(at: datetime | None) -> int | None:
     return None if at is None else int(at.timestamp() * 1_000_000_000)
 
 
-def intake(incoming: TraceContext | None, name: str, attributes: Attributes) -> TraceContext | None:
+def intake(
+    incoming: TraceContext | None, name: str, attributes: Callable[[], Attributes]
+) -> TraceContext | None:
     """The context a new command of a job goes on with: an intake span's under the producer's (or a
-    new trace's); while tracing is off, the producer's own, if any (no trace is made up then)."""
-    with span(name, incoming, SpanKind.CONSUMER, attributes, root=True) as opened:
+    new trace's); while tracing is off, the producer's own, if any (no trace is made up then, and
+    no attributes are made)."""
+    if not enabled():
+        return incoming
+    with span(name, incoming, SpanKind.CONSUMER, attributes(), root=True) as opened:
         return context_of(opened, incoming)
 
 

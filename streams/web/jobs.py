@@ -202,8 +202,11 @@ async def submit(body: SubmitBody, request: Request, principal: Caller) -> Respo
     forwarded = await context.forwarded(request, job_id)
     if forwarded is not None:
         return forwarded
-    attributes = trace_context.job_attributes(job_id, command.caller_identity, command.job_type)
-    traced = trace_context.intake(trace_context.from_mapping(request.headers), "POST /jobs", attributes)
+    traced = trace_context.intake(
+        trace_context.from_mapping(request.headers),
+        "POST /jobs",
+        lambda: trace_context.job_attributes(job_id, command.caller_identity, command.job_type),
+    )
     command = trace_context.submitted_in(command, traced)
     command_id = command.command_id or uuid4()
     waiting = asyncio.ensure_future(context.decisions.decision(command_id, DECISION_TIMEOUT_S))

@@ -18,8 +18,8 @@ from projections.lifecycle.decide import decide
 from projections.views import trace_id_of
 from schemas.events import JobAccepted
 from streams.agents.attempt_spans import address_attributes
+from streams.agents.decision_spans import Traced, rule_of
 from streams.runtime import trace_context, tracing
-from streams.runtime.decision_spans import Traced, rule_of
 from streams.runtime.publisher import Outgoing
 from streams.runtime.trace_context import TraceContext, from_headers, parsed
 from tests.lifecycle import POLICY, T0, submit
@@ -83,12 +83,12 @@ def test_the_lifecycle_keeps_the_submissions_trace_and_nothing_longer_than_w3c_a
 
 def test_intake_sets_a_submissions_trace_from_its_context_whatever_the_body_said():
     command = submit(traceparent="00-" + "a" * 32 + "-" + "b" * 16 + "-01", tracestate="forged=1")
-    assert trace_context.intake(None, "intake", {}) is None  # tracing off, none came: none made up
+    assert trace_context.intake(None, "intake", dict) is None  # tracing off, none came: none made up
     untraced = trace_context.submitted_in(command, None)
     assert (untraced.traceparent, untraced.tracestate) == (None, None)
     given_context = parsed("00-" + "c" * 32 + "-" + "d" * 16 + "-01", "k=v")
     assert given_context is not None
-    assert trace_context.intake(given_context, "intake", {}) == given_context
+    assert trace_context.intake(given_context, "intake", dict) == given_context
     kept = trace_context.submitted_in(command, given_context)
     assert (kept.traceparent, kept.tracestate) == (given_context.traceparent, "k=v")
 
