@@ -73,7 +73,7 @@ SETTING_DOCS: dict[str, str] = {
     "SCRAPESTREAM_SCHEMA_REGISTRY_URL": "a schema registry speaking Confluent's REST API (`…/apis/ccompat/v7` on Apicurio): the worker registers the public topics' schemas with their compatibility rules at start (refusing to start on an incompatible change), writes completions, answers and dead input in the Confluent framing, and reads submissions in either framing (docs/CONTRACT.md); unset: single-object encoding everywhere",
     "SCRAPESTREAM_SCHEMA_REGISTRY_BASIC_AUTH": "`user:password` for the schema registry (a secret)",
     "SCRAPESTREAM_SCHEMA_REGISTRY_TIMEOUT_S": "one request to the schema registry; a registry that does not answer holds intake back (nothing is dead-lettered for it)",
-    "SCRAPESTREAM_SHUTDOWN_GRACE_S": "how long a stopping worker lets running fetches and callback tries finish",
+    "SCRAPESTREAM_SHUTDOWN_GRACE_S": "how long a stopping worker lets begun fetches and callback tries finish (work not begun is given back at once)",
     "SCRAPESTREAM_SNAPSHOT_INTERVAL_S": "seconds between snapshot rounds: each owned partition's changed jobs written to the snapshot topic",
     "SCRAPESTREAM_START_WINDOW_MS": "how long dispatched work may wait for an executor; later it is re-dispatched without charge",
     "SCRAPESTREAM_TIMER_INTERVAL_MS": "how often due retries, lapsed leases and callback tries are looked for",

@@ -50,6 +50,11 @@ LOCAL_FAILURES: dict[str, tuple[AttemptOutcome, FailureDisposition, str]] = {
         "the origin used a content encoding scrapestream does not decode",
     ),
     "UNSUPPORTED_JOB_TYPE": (AttemptOutcome.DENIED, _TERMINAL, "no executor for this job type"),
+    "WORKER_STOPPED": (
+        AttemptOutcome.DENIED,
+        _RETRYABLE,
+        "its worker stopped before the attempt began: the page was not requested",
+    ),
     "ROBOTS_DISALLOWED": (AttemptOutcome.DENIED, _TERMINAL, "the origin's robots.txt disallows this URL"),
     "ROBOTS_UNAVAILABLE": (
         AttemptOutcome.DENIED,

@@ -20,12 +20,15 @@ second tells the lifecycle it started (`Renewals`), so its lease runs from there
 then on is charged; when the job is cancelled, or the lifecycle answers a start or renewal as
 stale, a `LeaseRevoked` follows the work on its due topic and the attempt is stopped without a
 report. Whatever a fetch or its storage raises is
-itself a recorded, budget-counted attempt.
+itself a recorded, budget-counted attempt. A stopping executor gives back the work it took in but
+had not begun (a zero-cost `WORKER_STOPPED` report: the lifecycle dispatches it again at its first
+backoff) and lets begun attempts finish within the shutdown grace.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 from collections import Counter, OrderedDict
@@ -74,6 +77,7 @@ WAITING_PER_FETCH = 4  # work taken in beyond the fetch places, waiting for its 
 STALE_PER_BATCH = 500  # due records past their start window one batch may skip besides its work
 NOTHING_SWITCHED_OFF: Mapping[str, str] = {}
 MIN_WAIT = timedelta(milliseconds=1)  # due work read sooner waited too little for a span
+GIVE_BACK_WITHIN_S = 5.0
 
 
 class HttpExecutor(QuietStage):
@@ -111,6 +115,7 @@ class HttpExecutor(QuietStage):
         self.revocations = 0
         self._started: OrderedDict[UUID, None] = OrderedDict()
         self._running: dict[UUID, asyncio.Task[None]] = {}  # by lease
+        self._closing = False
         self._renewals = Renewals(self._flusher, self._commands, clock)
         self.cache = ResponseCache(table, artifacts, publisher, settings.topic("cache"), clock)
         self.pipeline = AttemptPipeline(
@@ -227,8 +232,13 @@ class HttpExecutor(QuietStage):
                 trace_context.waited("scrapestream wait queued", None, queued.since, now, waited)
             try:
                 attempt = await self.pipeline.run(work)
+            except asyncio.CancelledError:
+                if self._closing and work.lease_id not in self.pipeline.begun:
+                    await self._give_back(work, queued.context)
+                raise
             finally:
                 self._running.pop(work.lease_id, None)  # a revocation from here on finds nothing to stop
+                self.pipeline.begun.discard(work.lease_id)
             if attempt is not None and opened is not None:
                 trace_context.set_attributes(opened, outcome_attributes(attempt))
                 if attempt.failure is not None:
@@ -244,8 +254,24 @@ class HttpExecutor(QuietStage):
         headers = () if context is None else context.headers()
         await self.reports.deliver(self._commands, key, report, self._clock(), what, headers)
 
+    async def _give_back(self, work: DueWork, context: TraceContext | None) -> None:
+        """Report work this stopping worker never began as a zero-cost attempt, so the lifecycle
+        dispatches it again after its backoff, not after its start window."""
+        stopped = local_result("WORKER_STOPPED", "")
+        attempt = attempt_of(work.attempt_number, work.lease_id, stopped, self._clock())
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(GIVE_BACK_WITHIN_S):  # a broker that is away: the window then
+                await self._report(work, attempt, context)
+
     async def close(self) -> None:
-        """Let running attempts finish within the shutdown grace; the rest are left to the reaper."""
+        """Give back the work not begun, let begun attempts finish within the shutdown grace; the rest
+        are left to the reaper."""
+        self._closing = True
+        await asyncio.sleep(0)  # work given a slot just now takes its first step, so it can be given back
+        waiting = [task for lease_id, task in self._running.items() if lease_id not in self.pipeline.begun]
+        for task in waiting:
+            task.cancel()
+        await asyncio.gather(*waiting, return_exceptions=True)
         await self._slots.close(self._settings.shutdown_grace_s)
         await self._renewals.close()
         await self.reports.close()

@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
 from decimal import Decimal
+from uuid import UUID
 
 import msgspec
 
@@ -70,6 +71,7 @@ class AttemptPipeline:
         self._politeness = politeness_of(settings)
         self._robots = RobotsRules()
         self.not_started = 0  # work whose start window passed while it waited for its turn
+        self.begun: set[UUID] = set()  # leases whose work took a fetch place: a request may have gone out
         self.held_back = 0  # work not started because its job type is switched off
 
     async def run(self, work: DueWork) -> Attempt | None:
@@ -106,11 +108,15 @@ class AttemptPipeline:
                 if not self._startable(work):
                     await self._reconcile(passage, 0, ZERO)  # released: it carried nothing
                     return None
-                self._renewals.add(work)
+                self._begin(work)
                 try:
                     return await self._run_fetch(work, entry, gate, limits, passage)
                 finally:
                     self._renewals.discard(work)
+
+    def _begin(self, work: DueWork) -> None:
+        self.begun.add(work.lease_id)
+        self._renewals.add(work)
 
     def _switched_off(self, work: DueWork) -> bool:
         if work.job_type not in self._switched():
@@ -133,7 +139,7 @@ class AttemptPipeline:
         async with self._fetching:
             if not self._startable(work):
                 return None
-            self._renewals.add(work)
+            self._begin(work)
             try:
                 async with asyncio.timeout(self._run_ceiling_s(work)):
                     with carrying(self._credentials.headers(work)):

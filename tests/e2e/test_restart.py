@@ -4,8 +4,8 @@ import asyncio
 
 import pytest
 
-from schemas.enums import JobStatus
-from schemas.events import JobCancelled, JobDeadLettered, JobSucceeded
+from schemas.enums import AttemptOutcome, JobStatus
+from schemas.events import AttemptRecorded, JobCancelled, JobDeadLettered, JobSucceeded
 from streams.settings import Settings
 from streams.worker import Worker
 from tests.e2e.conftest import Origin, System, running_system, worker_settings
@@ -24,7 +24,6 @@ async def test_jobs_in_flight_across_a_restart_finish_exactly_once(broker, tmp_p
             tmp_path,
             profiles={"http.fetch": (3_000, 5)},
             lease_grace_ms=1_000,
-            start_window_ms=5_000,  # work handed over but not started when the worker stops waits this out
             shutdown_grace_s=1.0,
         )
         async with running_system(settings) as system:
@@ -43,7 +42,9 @@ async def restarted_with_work_in_flight(system: System, held: Origin, settings: 
     held.release.set()
     system.worker = Worker(settings)
     await system.worker.start()
-    for job_id in job_ids:
+    for (
+        job_id
+    ) in job_ids:  # work the stopped worker had not begun was given back, not left to its start window
         assert (await system.completion(job_id)).status is JobStatus.SUCCEEDED
     await system.events.wait_for(
         lambda events: sum(isinstance(e, TERMINAL) for e in events) >= JOBS, timeout_s=30
@@ -53,3 +54,11 @@ async def restarted_with_work_in_flight(system: System, held: Origin, settings: 
         assert len(system.completions.of_job(job_id)) == 1
         assert sum(isinstance(e, TERMINAL) for e in system.events.of_job(job_id)) == 1
         assert system.event_kinds(job_id).count("JobAccepted") == 1
+    given_back = [
+        event
+        for event in system.events.records
+        if isinstance(event, AttemptRecorded) and event.attempt.failure is not None
+        if event.attempt.failure.code == "WORKER_STOPPED"
+    ]
+    assert given_back, "the stopped worker gives back the work it had not begun"
+    assert all(event.attempt.outcome is AttemptOutcome.DENIED for event in given_back)  # uncharged

@@ -13,7 +13,7 @@ from aiokafka.errors import KafkaConnectionError
 
 from schemas.codec import decode
 from schemas.commands import RenewLease, ReportAttempt, StartAttempt
-from schemas.enums import AttemptOutcome
+from schemas.enums import AttemptOutcome, FailureDisposition
 from schemas.records import Request
 from schemas.work import DueWork, LeaseRevoked
 from streams.agents.executor import HttpExecutor
@@ -89,8 +89,8 @@ class DueRecord:
         self.headers: tuple[tuple[str, bytes], ...] = ()  # as aiokafka's records: none here
 
 
-def executor(tmp_path, fetcher, sink) -> HttpExecutor:
-    settings = load_settings(data_dir=tmp_path)
+def executor(tmp_path, fetcher, sink, **overrides: Any) -> HttpExecutor:
+    settings = load_settings(data_dir=tmp_path, **overrides)
     dead = DeadLetters(settings, sink, Counter())
     return HttpExecutor(settings, fetcher, LocalArtifactStore(tmp_path / "artifacts"), sink, dead, utc_now)
 
@@ -150,6 +150,25 @@ async def test_work_of_a_type_this_executor_does_not_run_is_reported_not_dropped
     assert report.attempt.outcome is AttemptOutcome.DENIED
     assert fetcher.calls == 0
     assert not isinstance(report, StartAttempt)
+
+
+async def test_a_stopping_executor_gives_back_the_work_it_had_not_begun_and_only_that(tmp_path):
+    sink, fetcher = LosingRenewals(), SlowFetcher()
+    running = executor(tmp_path, fetcher, sink, host_concurrency=1, shutdown_grace_s=0.1)
+    begun, waiting = due(), due()  # one host: the second waits for the first's place
+    await running.handle([DueRecord(begun), DueRecord(waiting)])
+    for _ in range(500):
+        if fetcher.calls:
+            break
+        await asyncio.sleep(0.01)
+    await running.close()
+    (report,) = sink.sent
+    assert isinstance(report, ReportAttempt)
+    assert (report.job_id, report.attempt.lease_id) == (waiting.job_id, waiting.lease_id)
+    assert report.attempt.outcome is AttemptOutcome.DENIED  # not charged: no request was made
+    assert report.attempt.failure.code == "WORKER_STOPPED"
+    assert report.attempt.failure.disposition is FailureDisposition.RETRYABLE
+    assert fetcher.calls == 1
 
 
 def revocation_of(work: DueWork) -> LeaseRevoked:

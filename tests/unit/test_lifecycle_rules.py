@@ -13,6 +13,7 @@ from projections.lifecycle.decide import decide
 from projections.lifecycle.dispatch import dispatch_of
 from projections.lifecycle.evolve import replay
 from projections.lifecycle.identity import lease_id_for
+from projections.lifecycle.outcomes import local_failure
 from projections.lifecycle.policy import UNBOUNDED_RUN_LEASE_MS, Policy
 from projections.lifecycle.state import Lease, Unaccepted, updated
 from projections.lifecycle.submission import submission_identity
@@ -327,6 +328,16 @@ def test_local_capacity_denial_retries_and_costs_no_budget():
     assert kinds(events) == ["AttemptRecorded", "RetryScheduled"]
     assert lifecycle.job.budget_spent == 0
     assert lifecycle.job.attempts == (denied,)
+
+
+def test_work_a_stopping_worker_gives_back_is_dispatched_again_after_the_backoff_uncharged():
+    lifecycle = accepted(attempt_limit=1)
+    outcome, stopped = local_failure("WORKER_STOPPED")
+    given_back = attempt_under(lifecycle.job, outcome, failure=stopped)
+    assert kinds(lifecycle(report(lifecycle.job, given_back), T0)) == ["AttemptRecorded", "RetryScheduled"]
+    assert lifecycle.job.budget_spent == 0
+    assert lifecycle.job.next_attempt_at <= T0 + POLICY.backoff(1)  # not the start window's minute
+    assert kinds(lifecycle(tick(lifecycle.job.job_id), lifecycle.job.next_attempt_at)) == ["JobDispatched"]
 
 
 def test_a_job_denied_past_the_bound_dead_letters_with_the_last_denial_and_a_redrive_grants_a_new_bound():

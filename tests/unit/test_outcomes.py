@@ -85,7 +85,13 @@ def test_retry_after_is_carried_on_a_retryable_failure():
 
 @pytest.mark.parametrize(
     ("code", "retryable"),
-    [("TIMEOUT", True), ("CONNECTION_FAILED", True), ("ADDRESS_REFUSED", False), ("BODY_TOO_LARGE", False)],
+    [
+        ("TIMEOUT", True),
+        ("CONNECTION_FAILED", True),
+        ("ADDRESS_REFUSED", False),
+        ("BODY_TOO_LARGE", False),
+        ("WORKER_STOPPED", True),
+    ],
 )
 def test_local_failures_are_typed(code, retryable):
     _, failure = local_failure(code, "detail")
