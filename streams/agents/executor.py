@@ -28,7 +28,6 @@ backoff) and lets begun attempts finish within the shutdown grace.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import logging
 from collections import Counter, OrderedDict
@@ -258,10 +257,9 @@ class HttpExecutor(QuietStage):
         """Report work this stopping worker never began as a zero-cost attempt, so the lifecycle
         dispatches it again after its backoff, not after its start window."""
         stopped = local_result("WORKER_STOPPED", "")
-        attempt = attempt_of(work.attempt_number, work.lease_id, stopped, self._clock())
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(GIVE_BACK_WITHIN_S):  # a broker that is away: the window then
-                await self._report(work, attempt, context)
+        await self._report(
+            work, attempt_of(work.attempt_number, work.lease_id, stopped, self._clock()), context
+        )
 
     async def close(self) -> None:
         """Give back the work not begun, let begun attempts finish within the shutdown grace; the rest
@@ -271,7 +269,9 @@ class HttpExecutor(QuietStage):
         waiting = [task for lease_id, task in self._running.items() if lease_id not in self.pipeline.begun]
         for task in waiting:
             task.cancel()
-        await asyncio.gather(*waiting, return_exceptions=True)
+        if waiting:  # a broker that is away leaves the rest to their start window
+            await asyncio.wait(waiting, timeout=GIVE_BACK_WITHIN_S)
+            log.info("stopping: %d attempts not begun given back, to be dispatched again", len(waiting))
         await self._slots.close(self._settings.shutdown_grace_s)
         await self._renewals.close()
         await self.reports.close()

@@ -104,6 +104,19 @@ class AttemptPipeline:
                 passage = await self._reserve(work, limits)  # waits on the ledger holding no fetch place
             if isinstance(passage, Denial):
                 return self._route_denied(work, passage)
+            return await self._in_fetch_place(work, entry, gate, limits, passage)
+
+    async def _in_fetch_place(
+        self,
+        work: DueWork,
+        entry: CacheEntry | None,
+        gate: HostGate,
+        limits: ResponseLimits,
+        passage: Passage,
+    ) -> Attempt | None:
+        """The fetch, once it holds one of the worker's fetch places; its route's reservation is
+        released if it is stopped or revoked before that."""
+        try:
             async with self._fetching:
                 if not self._startable(work):
                     await self._reconcile(passage, 0, ZERO)  # released: it carried nothing
@@ -113,6 +126,10 @@ class AttemptPipeline:
                     return await self._run_fetch(work, entry, gate, limits, passage)
                 finally:
                     self._renewals.discard(work)
+        except asyncio.CancelledError:
+            if work.lease_id not in self.begun:
+                await self._reconcile(passage, 0, ZERO)
+            raise
 
     def _begin(self, work: DueWork) -> None:
         self.begun.add(work.lease_id)

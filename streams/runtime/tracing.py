@@ -42,9 +42,11 @@ class TracingError(ScrapestreamError):
     """A tracing setting this process cannot use."""
 
 
-def configure(environ: Mapping[str, str] = os.environ) -> bool:
-    """Set tracing up once for the process, as the environment says; whether it is on."""
+def configure() -> bool:
+    """Set tracing up once for the process, as its environment says (the SDK's exporters, sampler
+    and resource read the same `OTEL_*` variables); whether it is on."""
     global _provider
+    environ = os.environ
     with _lock:
         if _provider is not None:
             return True

@@ -31,7 +31,7 @@ from streams.runtime.publisher import Outgoing, Publisher, outgoing, partition_o
 from streams.runtime.topics import ensure_topics
 from streams.worker import Worker
 from tests.commands import run
-from tests.e2e.conftest import Origin, System, running_system, settled_ownership, worker_settings
+from tests.e2e.conftest import Observer, Origin, System, running_system, settled_ownership, worker_settings
 from tests.servers import loopback
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -159,15 +159,15 @@ async def test_a_proxy_route_carries_the_request_and_marks_its_attempts(
         allowed_networks=["127.0.0.1/32"],
     )
     async with running_system(settings) as system:
-        url = origin.url("/page/proxied")
+        url = origin.url(f"/page/proxied-{broker.kind}")  # the origin is shared by both brokers' runs
         job = await system.submit(url, transport_policy=TransportPolicy.PROXY_ALLOWED)
         again = await system.submit(
             url, transport_policy=TransportPolicy.PROXY_ALLOWED, idempotency_key="again"
         )
         refused = await system.submit(
-            second_origin.url("/page/private"), transport_policy=TransportPolicy.PROXY_ALLOWED
+            second_origin.url(f"/page/private-{broker.kind}"), transport_policy=TransportPolicy.PROXY_ALLOWED
         )
-        direct = await system.submit(origin.url("/page/direct"))
+        direct = await system.submit(origin.url(f"/page/direct-{broker.kind}"))
         every = (job, again, refused, direct)
         completions = {j: await system.completion(j) for j in every}
         await system.events.wait_for(  # the observer may trail the completions
@@ -188,7 +188,7 @@ async def test_a_proxy_route_carries_the_request_and_marks_its_attempts(
     assert any(f"-> 127.0.0.1:{origin.port}" in line for line in proxy_log)
     (second,) = attempts[again]
     assert not second.from_cache  # an untrusted answer is not served to another job from the cache
-    assert origin.hits["/page/proxied"] == 2
+    assert origin.hits[f"/page/proxied-{broker.kind}"] == 2
     assert completions[refused].failure.code == "ADDRESS_REFUSED"  # checked before the proxy is asked
     assert not any(f"127.0.0.2:{second_origin.port}" in line for line in proxy_log)
     assert completions[direct].status is JobStatus.DEAD_LETTER  # no direct route is configured
@@ -206,9 +206,10 @@ async def test_a_job_blocked_on_the_direct_route_is_retried_through_the_pool(
     settings = worker_settings(broker.bootstrap, tmp_path, routes=routes)
     async with running_system(settings) as system:
         escalated = await system.submit(
-            origin.url("/blockedonce/escalated"), transport_policy=TransportPolicy.PROXY_ALLOWED
+            origin.url(f"/blockedonce/escalated-{broker.kind}"),
+            transport_policy=TransportPolicy.PROXY_ALLOWED,
         )
-        direct_only = await system.submit(origin.url("/blockedonce/direct-only"))
+        direct_only = await system.submit(origin.url(f"/blockedonce/direct-only-{broker.kind}"))
         attempts = {job: await attempts_after_completion(system, job) for job in (escalated, direct_only)}
     first, second = attempts[escalated]
     assert (first.route_name, first.failure.code) == ("direct", "HTTP_403")
@@ -225,13 +226,13 @@ async def test_a_pool_with_request_affinity_takes_one_url_through_one_proxy(brok
         async with running_system(settings) as system:
             for n in range(6):
                 job = await system.submit(
-                    origin.url("/page/pinned"),
+                    origin.url(f"/page/pinned-{broker.kind}"),
                     transport_policy=TransportPolicy.PROXY_ALLOWED,
                     cache_mode=CacheMode.BYPASS,
                     idempotency_key=f"pinned-{n}",
                 )
                 assert (await system.completion(job)).status is JobStatus.SUCCEEDED
-    assert origin.hits["/page/pinned"] == 6
+    assert origin.hits[f"/page/pinned-{broker.kind}"] == 6
     used = [log for log in (first_log, second_log) if any(str(origin.port) in line for line in log)]
     assert len(used) == 1  # spread by job, six jobs would have used both
 
@@ -446,3 +447,49 @@ async def test_an_as_of_read_starts_from_a_kept_checkpoint_is_bounded_and_one_at
             )
             assert sorted(answer.status_code for answer in twice) == [200, 429]
             assert (await http.get("/healthz")).status_code == 200
+
+
+async def test_a_stopping_worker_gives_back_a_reservation_whose_call_never_began(broker, tmp_path):
+    held, other = Origin(), Origin(host="127.0.0.2")
+    route = {"kind": "direct", "price_per_gb": str(PRICE_PER_GB)}
+    async with loopback(held.handle) as held.port, loopback(other.handle, other.host) as other.port:
+        settings = worker_settings(
+            broker.bootstrap,
+            tmp_path,
+            routes={"direct": route},
+            executor_concurrency=1,  # the held page's fetch takes the one place; the other job waits
+            profiles={"http.fetch": (3_000, 5)},
+            lease_grace_ms=1_000,
+            shutdown_grace_s=0.1,
+        )
+        async with running_system(settings) as system:
+            ledger = await Observer(settings.kafka_bootstrap, settings.topic("routes")).start()
+            try:
+                begun = await system.submit(held.url("/slow/begun"), cache_mode=CacheMode.BYPASS)
+                await system.events.wait_for(lambda _: "AttemptStarted" in system.event_kinds(begun))
+                waiting = await system.submit(other.url("/page/waiting"), cache_mode=CacheMode.BYPASS)
+
+                def reservations() -> list[RouteReserved]:
+                    return [r for r in ledger.records if isinstance(r, RouteReserved) and r.job_id == waiting]
+
+                await ledger.wait_for(lambda _: bool(reservations()))
+                assert system.worker is not None
+                await system.worker.stop()
+                (reserved,) = reservations()
+                await ledger.wait_for(lambda records: bool(reconciled(records, reserved.reservation_id)))
+                held.release.set()
+                system.worker = Worker(settings)
+                await system.worker.start()
+                for job in (begun, waiting):
+                    assert (await system.completion(job)).status is JobStatus.SUCCEEDED
+            finally:
+                await ledger.stop()
+    (released,) = reconciled(ledger.records, reserved.reservation_id)
+    assert (released.actual, released.bytes) == (0, 0)  # it carried nothing: nothing charged
+    first, *_ = [e.attempt for e in system.events.of_job(waiting) if isinstance(e, AttemptRecorded)]
+    assert (first.outcome, first.failure.code) == (AttemptOutcome.DENIED, "WORKER_STOPPED")
+    assert other.hits["/page/waiting"] == 1  # requested once, by the next worker
+
+
+def reconciled(records: list[Any], reservation_id: UUID) -> list[RouteReconciled]:
+    return [r for r in records if isinstance(r, RouteReconciled) and r.reservation_id == reservation_id]

@@ -97,14 +97,23 @@ def test_the_rule_names_why_a_job_failed_or_nothing_changed():
     assert rule_of([]) == "unchanged"
 
 
-def test_tracing_is_off_unless_an_exporter_is_named_and_refuses_what_it_does_not_know():
-    assert not tracing.configure({})
-    assert not tracing.configure({"OTEL_TRACES_EXPORTER": "none"})
-    assert not tracing.configure({"OTEL_TRACES_EXPORTER": "zipkin", "OTEL_SDK_DISABLED": "true"})
+def test_tracing_is_off_unless_an_exporter_is_named_and_refuses_what_it_does_not_know(monkeypatch):
+    for name in ("OTEL_TRACES_EXPORTER", "OTEL_SDK_DISABLED", "OTEL_BSP_MAX_QUEUE_SIZE"):
+        monkeypatch.delenv(name, raising=False)
+    assert not tracing.configure()
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "none")
+    assert not tracing.configure()
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "zipkin")
+    monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
+    assert not tracing.configure()
+    monkeypatch.delenv("OTEL_SDK_DISABLED")
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "jaeger")
     with pytest.raises(tracing.TracingError, match="jaeger"):
-        tracing.configure({"OTEL_TRACES_EXPORTER": "jaeger"})
+        tracing.configure()
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "console")
+    monkeypatch.setenv("OTEL_BSP_MAX_QUEUE_SIZE", "many")
     with pytest.raises(tracing.TracingError, match="OTEL_BSP_MAX_QUEUE_SIZE"):
-        tracing.configure({"OTEL_TRACES_EXPORTER": "console", "OTEL_BSP_MAX_QUEUE_SIZE": "many"})
+        tracing.configure()
     assert not trace_context.enabled()
     with trace_context.span("off") as opened:
         assert opened is None
