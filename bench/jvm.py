@@ -50,6 +50,12 @@ def _fetch(name: str, pom: Path, goal: str, marker: str, target: Path) -> None:
     partial.rename(target)
 
 
+def killed_with_parent() -> None:
+    """Set in a JVM's child process: a JVM of the suite ends with the process that started it, at once
+    (SIGTERM would start a controlled shutdown, which a broker whose peers are gone never finishes)."""
+    die_with_parent(signal.SIGKILL)
+
+
 @contextlib.contextmanager
 def running_service(
     what: str, home: Path, arguments: Sequence[str], ready_url: str, log_path: Path
@@ -62,7 +68,7 @@ def running_service(
             stdout=log,
             stderr=subprocess.STDOUT,
             env=os.environ.copy(),
-            preexec_fn=die_with_parent,  # only sets the parent-death signal
+            preexec_fn=killed_with_parent,
         )
     try:
         _wait_ready(what, process, ready_url, log_path)

@@ -25,9 +25,9 @@ from types import TracebackType
 from aiokafka import AIOKafkaClient
 from aiokafka.errors import KafkaError
 
-from bench.jvm import CACHE, fetched
+from bench.jvm import CACHE, fetched, killed_with_parent
 from streams.broker.clients import kafka_admin
-from streams.broker.embedded import die_with_parent, free_loopback_port
+from streams.broker.embedded import free_loopback_port
 from streams.errors import BrokerError
 
 KAFKA_VERSION = "4.4.0"
@@ -200,7 +200,7 @@ class KafkaCluster:
             [*self._java(node), "kafka.Kafka", str(node.directory / "server.properties")],
             stdout=output,
             stderr=subprocess.STDOUT,
-            preexec_fn=die_with_parent,  # only sets the parent-death signal
+            preexec_fn=killed_with_parent,
         )
         output.close()
 

@@ -34,10 +34,10 @@ def free_loopback_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def die_with_parent() -> None:
+def die_with_parent(signum: signal.Signals = signal.SIGTERM) -> None:
     if sys.platform == "linux":
         libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        libc.prctl(PR_SET_PDEATHSIG, signum)
 
 
 def _require_free(port: int) -> None:
