@@ -56,6 +56,7 @@ async def test_503_then_200_succeeds_on_the_second_attempt_after_the_backoff(sys
     completion = await system.completion(job_id)
     assert completion.status is JobStatus.SUCCEEDED
     assert completion.attempt_count == 2
+    await system.events.wait_for(lambda _: "JobSucceeded" in system.event_kinds(job_id))  # may trail
     retry = next(e for e in system.events.of_job(job_id) if isinstance(e, RetryScheduled))
     second = [d for e in system.events.of_job(job_id) if (d := dispatch_of(e)) is not None][1]
     assert retry.next_attempt_at >= retry.occurred_at + timedelta(milliseconds=300)
@@ -66,6 +67,7 @@ async def test_429_with_retry_after_is_not_redispatched_before_two_seconds(syste
     job_id = await system.submit(origin.url("/limited/a"))
     completion = await system.completion(job_id)
     assert completion.status is JobStatus.SUCCEEDED
+    await system.events.wait_for(lambda _: "JobSucceeded" in system.event_kinds(job_id))  # may trail
     retry = next(e for e in system.events.of_job(job_id) if isinstance(e, RetryScheduled))
     second = [d for e in system.events.of_job(job_id) if (d := dispatch_of(e)) is not None][1]
     assert retry.failure.code == "HTTP_429"
