@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from bench.processes import own_cpu_seconds
+from streams.broker.access import plaintext
 from streams.broker.compat import EMBEDDED_TANSU
 from streams.broker.embedded import EmbeddedBroker
 from streams.runtime.consumer import QuietStage, StageConsumer
@@ -70,7 +71,7 @@ class Counting(QuietStage):
 
 
 async def fill(bootstrap: str, topic: str, records: int) -> None:
-    publisher = Publisher(bootstrap, EMBEDDED_TANSU)
+    publisher = Publisher(plaintext(bootstrap), EMBEDDED_TANSU)
     await publisher.start()
     try:
         for offset in range(0, records, 5_000):
@@ -83,10 +84,12 @@ async def fill(bootstrap: str, topic: str, records: int) -> None:
 async def with_stage_consumer(bootstrap: str, topic: str, records: int) -> dict[str, object]:
     settings = load_settings(kafka_bootstrap=bootstrap, broker_profile="embedded", topic_prefix="bench")
     clock = Clock(records)
-    publisher = Publisher(bootstrap, EMBEDDED_TANSU)
+    publisher = Publisher(plaintext(bootstrap), EMBEDDED_TANSU)
     await publisher.start()
     dead = DeadLetters(settings, publisher, Counter())
-    consumer = StageConsumer(bootstrap, "bench-stage", EMBEDDED_TANSU, [Counting(topic, clock)], dead)
+    consumer = StageConsumer(
+        plaintext(bootstrap), "bench-stage", EMBEDDED_TANSU, [Counting(topic, clock)], dead
+    )
     await consumer.start()
     try:
         await asyncio.wait_for(clock.done.wait(), 600)

@@ -53,6 +53,7 @@ from bench.zipkin import running_zipkin
 from projections.lifecycle.submission import submission_identity
 from schemas.commands import SubmitJob
 from schemas.records import Request
+from streams.broker.access import KafkaAccess, plaintext
 from streams.broker.compat import EMBEDDED_TANSU, KAFKA, BrokerProfile
 from streams.broker.embedded import EmbeddedBroker, free_loopback_port
 from streams.client import Client
@@ -70,6 +71,10 @@ class Broker:
     pid: int
     profile: BrokerProfile
     profile_name: str
+
+    @property
+    def access(self) -> KafkaAccess:
+        return plaintext(self.bootstrap)
 
 
 @contextlib.asynccontextmanager
@@ -189,7 +194,7 @@ async def drive(
     submitted: dict[UUID, float] = {}
     latencies_ms: list[float] = []
     done = asyncio.Event()
-    async with Client(broker.bootstrap, broker.profile) as client:
+    async with Client(broker.access, broker.profile) as client:
 
         async def follow() -> None:
             async with contextlib.aclosing(client.completions(from_beginning=True)) as completions:
@@ -203,7 +208,7 @@ async def drive(
 
         follower = asyncio.create_task(follow())
         await asyncio.sleep(1)
-        publisher = Publisher(broker.bootstrap, broker.profile, produced)
+        publisher = Publisher(broker.access, broker.profile, produced)
         await publisher.start()
         pending = commands(port, jobs, "p", hosts)
         before = cpu_snapshot(pids)
@@ -240,7 +245,7 @@ async def drive_sequential(
     """One job at a time on an otherwise idle system: the latency a lone job sees."""
     latencies_ms: list[float] = []
     async with (
-        Client(broker.bootstrap, broker.profile) as client,
+        Client(broker.access, broker.profile) as client,
         contextlib.aclosing(client.completions(from_beginning=False)) as completions,
     ):
         await asyncio.sleep(1)

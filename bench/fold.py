@@ -132,7 +132,7 @@ async def append_log(publisher: Publisher, settings: Settings, log: list[Event])
 async def run_replay(log: list[Event], directory: Path) -> float:
     async with EmbeddedBroker() as broker:
         settings = await one_partition(broker.bootstrap, "replay")
-        publisher = Publisher(broker.bootstrap, EMBEDDED_TANSU)
+        publisher = Publisher(broker.access, EMBEDDED_TANSU)
         await publisher.start()
         await append_log(publisher, settings, log)
         await publisher.stop()

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from bench.e2e import commands
 from bench.processes import SCRAPESTREAM, Child, cpu_seconds, start_origin
+from streams.broker.access import plaintext
 from streams.broker.compat import EMBEDDED_TANSU
 from streams.broker.embedded import free_loopback_port
 from streams.client import Client
@@ -84,7 +85,7 @@ async def after_pauses(bootstrap: str, port: int, pauses: int, pause_s: float) -
     """Submit→completion of single jobs, each submitted after `pause_s` without any work."""
     latencies_ms: list[float] = []
     async with (
-        Client(bootstrap, EMBEDDED_TANSU) as client,
+        Client(plaintext(bootstrap), EMBEDDED_TANSU) as client,
         contextlib.aclosing(client.completions(from_beginning=False)) as completions,
     ):
         for command in commands(port, pauses, "after-pause"):

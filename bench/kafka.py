@@ -26,6 +26,7 @@ from aiokafka import AIOKafkaClient
 from aiokafka.errors import KafkaError
 
 from bench.jvm import CACHE, fetched, killed_with_parent
+from streams.broker.access import KafkaAccess, plaintext
 from streams.broker.clients import kafka_admin
 from streams.broker.embedded import free_loopback_port
 from streams.errors import BrokerError
@@ -101,6 +102,10 @@ class KafkaCluster:
     @property
     def bootstrap(self) -> str:
         return ",".join(node.address for node in self.members)
+
+    @property
+    def access(self) -> KafkaAccess:
+        return plaintext(self.bootstrap)
 
     @property
     def cluster_id(self) -> str:
@@ -251,7 +256,7 @@ class KafkaCluster:
 
     async def leaders(self, topic: str) -> dict[int, int]:
         """Each partition of `topic` with the node id of its leader (-1: none)."""
-        admin = kafka_admin(bootstrap_servers=self.bootstrap)
+        admin = kafka_admin(self.access)
         await admin.start()
         try:
             (described,) = await admin.describe_topics([topic])

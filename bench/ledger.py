@@ -23,6 +23,7 @@ from uuid import uuid4
 from projections.ledger import Metering
 from schemas.codec import encode
 from schemas.work import RouteReconciled, RouteReserved
+from streams.broker.access import plaintext
 from streams.broker.compat import EMBEDDED_TANSU
 from streams.cli.serve import collect_rarely
 from streams.readers.ledger import LedgerReader
@@ -66,7 +67,7 @@ def records(requests: int) -> list[bytes]:
 async def main(requests: int) -> dict[str, object]:
     collect_rarely()  # as `scrapestream worker` runs
     values = records(requests)
-    reader = LedgerReader("127.0.0.1:9", "scrapestream.routes", EMBEDDED_TANSU, {ROUTE: METERING})
+    reader = LedgerReader(plaintext("127.0.0.1:9"), "scrapestream.routes", EMBEDDED_TANSU, {ROUTE: METERING})
     started = time.perf_counter()
     for offset, value in enumerate(values):
         reader._fold(value, 0, offset)  # the reader's fold, without its consumer

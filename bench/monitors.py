@@ -34,6 +34,7 @@ from schemas.commands import CreateMonitor
 from schemas.errors import CodecError
 from schemas.events import CheckRecorded, CheckScheduled
 from schemas.records import MonitorSchedule, MonitorSpec, Request
+from streams.broker.access import plaintext
 from streams.broker.compat import EMBEDDED_TANSU, end_offsets, records_between
 from streams.broker.embedded import free_loopback_port
 from streams.runtime.publisher import Publisher, outgoing
@@ -87,7 +88,7 @@ async def main(monitors: int, every_s: int, seconds: float) -> dict[str, object]
 
 async def create(bootstrap: str, prefix: str, port: int, monitors: int, every_s: int) -> None:
     """Every monitor's `CreateMonitor`, keyed by its id, on the commands topic (as the API sends them)."""
-    publisher = Publisher(bootstrap, EMBEDDED_TANSU)
+    publisher = Publisher(plaintext(bootstrap), EMBEDDED_TANSU)
     await publisher.start()
     try:
         for first in range(0, monitors, CREATE_BATCH):
@@ -112,11 +113,11 @@ async def checks_between(
 ) -> tuple[list[CheckScheduled], list[CheckRecorded]]:
     """The checks made, and recorded, between `started` and `ended`, as the events topic holds them."""
     partitions = [TopicPartition(topic, 0)]
-    ends = await end_offsets(bootstrap, partitions, EMBEDDED_TANSU)
+    ends = await end_offsets(plaintext(bootstrap), partitions, EMBEDDED_TANSU)
     scheduled: list[CheckScheduled] = []
     recorded: list[CheckRecorded] = []
     for partition in partitions:
-        async for records in records_between(bootstrap, partition, None, ends[partition]):
+        async for records in records_between(plaintext(bootstrap), partition, None, ends[partition]):
             for record in records:
                 try:
                     event = decode(record.value or b"")

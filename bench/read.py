@@ -31,6 +31,7 @@ from schemas.enums import ActorRole
 from schemas.records import Request
 from streams.auth.issue import issue
 from streams.auth.signing import private_key_from_text
+from streams.broker.access import plaintext
 from streams.broker.compat import EMBEDDED_TANSU
 from streams.broker.embedded import EmbeddedBroker, free_loopback_port
 from streams.client import Client, Signer
@@ -108,7 +109,7 @@ async def main(seconds: float, jobs: int) -> dict[str, object]:
 
 async def _complete(bootstrap: str, signer: Signer, origin_port: int, jobs: int) -> list[str]:
     deadline = utc_now() + timedelta(hours=1)
-    async with Client(bootstrap, EMBEDDED_TANSU, signer=signer) as client:
+    async with Client(plaintext(bootstrap), EMBEDDED_TANSU, signer=signer) as client:
         ids = [
             await client.submit(
                 SubmitJob(

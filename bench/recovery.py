@@ -36,7 +36,7 @@ async def measure(jobs: int, scratch: Path) -> dict[str, object]:
     _, log = run_fold(jobs, scratch / "decided")
     async with EmbeddedBroker() as broker:
         settings = await one_partition(broker.bootstrap, "recovery")
-        publisher = Publisher(broker.bootstrap, EMBEDDED_TANSU)
+        publisher = Publisher(broker.access, EMBEDDED_TANSU)
         await publisher.start()
         try:
             await append_log(publisher, settings, log)

@@ -27,8 +27,10 @@ from schemas.events import Event, JobAccepted, JobCompleted, JobRejected, Submis
 from schemas.types import Record
 from schemas.work import SubmissionAnswer
 from streams.auth.signing import Binding, private_key_from_text, sign
+from streams.broker.access import KafkaAccess
 from streams.broker.clients import kafka_consumer
 from streams.broker.compat import BrokerProfile, FetchPacer, end_offsets, refresh_metadata, start_whole
+from streams.broker.refusals import admitted
 from streams.clock import utc_now
 from streams.errors import BrokerError
 from streams.runtime.publisher import Outgoing, Publisher, Written, outgoing, partition_of
@@ -87,13 +89,13 @@ def _rejection_of(submission: UUID | None) -> Callable[[Any], JobCompleted | Non
 class Client:
     def __init__(
         self,
-        bootstrap: str,
+        kafka: KafkaAccess,
         profile: BrokerProfile,
         topic_prefix: str = "scrapestream",
         signer: Signer | None = None,
         schema_registry: SchemaRegistry | None = None,
     ) -> None:
-        self._bootstrap = bootstrap
+        self._kafka = kafka
         self._registry = schema_registry  # a deployment with one writes what consumers read in its framing
         self._profile = profile
         self._prefix = topic_prefix
@@ -104,7 +106,8 @@ class Client:
         self._refused_streams: dict[UUID, UUID] = {}
 
     async def __aenter__(self) -> Client:
-        self._publisher = Publisher(self._bootstrap, self._profile)
+        await admitted(self._kafka)
+        self._publisher = Publisher(self._kafka, self._profile)
         await self._publisher.start()
         return self
 
@@ -266,7 +269,7 @@ class Client:
     ) -> None:
         """Each partition at its first record written at or after `since` (its end if there is none)."""
         found = await consumer.offsets_for_times({tp: int(since.timestamp() * 1000) for tp in partitions})
-        ends = await end_offsets(self._bootstrap, partitions, self._profile)
+        ends = await end_offsets(self._kafka, partitions, self._profile)
         for partition in partitions:
             at = found.get(partition)
             # Nothing that late: Kafka answers none; the embedded broker offset 0 with timestamp -1.
@@ -275,8 +278,8 @@ class Client:
 
     def _consumer(self, *topics: str, **options: Any) -> AIOKafkaConsumer:
         return kafka_consumer(
+            self._kafka,
             *topics,
-            bootstrap_servers=self._bootstrap,
             enable_auto_commit=False,
             fetch_max_wait_ms=self._profile.fetch_max_wait_ms,
             isolation_level=self._profile.isolation_level,  # never a completion an aborted transaction wrote

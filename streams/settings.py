@@ -31,6 +31,7 @@ from projections.lifecycle.identity import origin_of
 from projections.lifecycle.policy import CallbackPolicy, CredentialGrant, ExecutionProfile, Policy
 from schemas.enums import ArtifactTrust, PolicyClass
 from schemas.types import to_cost_scale
+from streams.broker.access import KafkaAccess, SaslMechanism, SecurityProtocol
 from streams.broker.compat import EMBEDDED_TANSU, KAFKA, BrokerProfile
 from streams.callbacks.keys import CallbackKeys
 from streams.errors import UsageError
@@ -197,6 +198,16 @@ class Settings(BaseSettings):
     compacted_dirty_ratio: float = Field(default=0.5, gt=0, le=1)
     group_id: str | None = None
     topic_prefix: str = "scrapestream"
+    kafka_security_protocol: SecurityProtocol = "PLAINTEXT"
+    kafka_sasl_mechanism: SaslMechanism | None = None
+    kafka_sasl_username: str | None = Field(default=None, min_length=1, max_length=256)
+    kafka_sasl_password: SecretStr | None = None
+    kafka_sasl_password_file: Path | None = None
+    kafka_ssl_ca_file: Path | None = None
+    kafka_ssl_cert_file: Path | None = None
+    kafka_ssl_key_file: Path | None = None
+    kafka_ssl_check_hostname: bool = True
+    public_compression: Literal["gzip", "none"] = "gzip"
 
     allow_private_networks: bool = False
     allowed_networks: tuple[IPv4Network | IPv6Network, ...] = ()
@@ -264,6 +275,7 @@ class Settings(BaseSettings):
     schema_registry_url: str | None = Field(default=None, pattern=r"^https?://\S+$")
     schema_registry_basic_auth: SecretStr | None = None
     schema_registry_timeout_s: float = Field(default=10.0, gt=0, le=120)
+    schema_registry_ca_file: Path | None = None
 
     maintenance_interval_s: float = Field(default=60.0, gt=0)
     maintenance_batch: int = Field(default=1_000, ge=1, le=100_000)
@@ -347,6 +359,13 @@ class Settings(BaseSettings):
             problems.append("set SCRAPESTREAM_PEER_SECRET or SCRAPESTREAM_PEER_SECRET_FILE, not both")
         if self.artifact_store == "s3" and not self.s3_bucket:
             problems.append("SCRAPESTREAM_ARTIFACT_STORE=s3 needs SCRAPESTREAM_S3_BUCKET")
+        if self.kafka_sasl_password is not None and self.kafka_sasl_password_file is not None:
+            problems.append(
+                "set SCRAPESTREAM_KAFKA_SASL_PASSWORD or SCRAPESTREAM_KAFKA_SASL_PASSWORD_FILE, not both"
+            )
+        problems.extend(
+            self.kafka_access.problems(password_from_file=self.kafka_sasl_password_file is not None)
+        )
         if problems:
             raise ValueError("\n  ".join(problems))
         return self
@@ -376,6 +395,22 @@ class Settings(BaseSettings):
             return profile
         heartbeat = min(base.heartbeat_interval_ms, self.session_timeout_ms // 3)
         return replace(profile, session_timeout_ms=self.session_timeout_ms, heartbeat_interval_ms=heartbeat)
+
+    @property
+    def kafka_access(self) -> KafkaAccess:
+        """How every Kafka client of this deployment reaches the cluster (`streams.broker.access`)."""
+        return KafkaAccess(
+            self.kafka_bootstrap,
+            self.kafka_security_protocol,
+            self.kafka_sasl_mechanism,
+            self.kafka_sasl_username,
+            self.kafka_sasl_password,
+            self.kafka_sasl_password_file,
+            self.kafka_ssl_ca_file,
+            self.kafka_ssl_cert_file,
+            self.kafka_ssl_key_file,
+            self.kafka_ssl_check_hostname,
+        )
 
     @property
     def exactly_once(self) -> bool:

@@ -117,7 +117,7 @@ class Worker:
         await probe_browser(settings)  # remembered: what asks again below does not wait
         await ensure_topics(settings, {*self.policy.profiles, *runnable_here(settings, self.job_types)})
         table = self.table = GlobalTable(
-            settings.kafka_bootstrap,
+            settings.kafka_access,
             settings.topic("cache"),
             settings.topic("references"),
             settings.topic("controls"),
@@ -129,7 +129,7 @@ class Worker:
         self._watch("the global table reader", table.task)
         store = self.store = JobStore(RocksStore(settings.data_dir / "lifecycle"), self.policy)
         stack.callback(store.close)
-        publisher = self.publisher = Publisher(settings.kafka_bootstrap, self.profile, self.counters)
+        publisher = self.publisher = Publisher(settings.kafka_access, self.profile, self.counters)
         await publisher.start()
         stack.push_async_callback(publisher.stop)
         registry = SchemaRegistry.of(settings)
@@ -180,7 +180,7 @@ class Worker:
         assignor = RoutingAssignor(routing, settings.topic("commands"))
         transactions = await self._transactions() if settings.exactly_once else None
         consumer = self.consumer = StageConsumer(
-            settings.kafka_bootstrap,
+            settings.kafka_access,
             settings.consumer_group,
             self.profile,
             stages,
@@ -275,7 +275,7 @@ class Worker:
         start one (the embedded broker cannot)."""
         settings = self.settings
         transactions = PartitionTransactions(
-            settings.kafka_bootstrap, self.profile, settings.consumer_group, self.counters
+            settings.kafka_access, self.profile, settings.consumer_group, self.counters
         )
         try:
             await transactions.probe()
@@ -293,7 +293,7 @@ class Worker:
         if not any(metering.metered for metering in measured.values()):
             return None
         ledger = LedgerReader(
-            self.settings.kafka_bootstrap, self.settings.topic("routes"), self.profile, measured, publisher
+            self.settings.kafka_access, self.settings.topic("routes"), self.profile, measured, publisher
         )
         self._stack.push_async_callback(ledger.stop)
         await ledger.start()

@@ -15,6 +15,7 @@ from uuid import uuid4
 
 import pytest
 
+from streams.broker.access import KafkaAccess, plaintext
 from streams.broker.compat import EMBEDDED_TANSU, KAFKA, BrokerProfile
 from streams.runtime.topics import ensure_topics
 from streams.settings import Settings, load_settings
@@ -36,6 +37,10 @@ class TestBroker:
     @property
     def profile(self) -> BrokerProfile:
         return KAFKA if self.kind == "kafka" else EMBEDDED_TANSU
+
+    @property
+    def access(self) -> KafkaAccess:
+        return plaintext(self.bootstrap)
 
 
 def register(broker: TestBroker) -> TestBroker:

@@ -129,7 +129,7 @@ class PartitionCatchUp:
         if self._restore is not None:
             await self._restore(partition)
         start = self._store.events_offset(partition)
-        end = (await end_offsets(self._settings.kafka_bootstrap, [events_partition], self._profile))[
+        end = (await end_offsets(self._settings.kafka_access, [events_partition], self._profile))[
             events_partition
         ]
         if start >= end:

@@ -1,4 +1,5 @@
-"""Every Kafka client scrapestream builds is made here, and aiokafka follows two rules before the
+"""Every Kafka client scrapestream builds is made here, from one `KafkaAccess` (bootstrap, security
+protocol, SASL login, TLS files), and aiokafka follows two rules before the
 first one is (applied explicitly, once; importing a module changes nothing):
 
 - no metadata request asks the broker to create the topics it names. aiokafka's do, and a broker
@@ -17,9 +18,11 @@ from typing import Any
 import aiokafka.admin.client
 import aiokafka.client
 import aiokafka.producer.sender
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaClient, AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.protocol.metadata import MetadataRequest
+
+from streams.broker.access import KafkaAccess
 
 TRANSACTION_RETRY_S = 0.002
 _FOLLOWED: list[bool] = []
@@ -36,16 +39,21 @@ def follow_rules() -> None:
     _FOLLOWED.append(True)
 
 
-def kafka_consumer(*topics: str, **options: Any) -> AIOKafkaConsumer:
+def kafka_consumer(access: KafkaAccess, *topics: str, **options: Any) -> AIOKafkaConsumer:
     follow_rules()
-    return AIOKafkaConsumer(*topics, **options)
+    return AIOKafkaConsumer(*topics, **access.client_options(), **options)
 
 
-def kafka_producer(**options: Any) -> AIOKafkaProducer:
+def kafka_producer(access: KafkaAccess, **options: Any) -> AIOKafkaProducer:
     follow_rules()
-    return AIOKafkaProducer(**options)
+    return AIOKafkaProducer(**access.client_options(), **options)
 
 
-def kafka_admin(**options: Any) -> AIOKafkaAdminClient:
+def kafka_admin(access: KafkaAccess, **options: Any) -> AIOKafkaAdminClient:
     follow_rules()
-    return AIOKafkaAdminClient(**options)
+    return AIOKafkaAdminClient(**access.client_options(), **options)
+
+
+def kafka_client(access: KafkaAccess, **options: Any) -> AIOKafkaClient:
+    follow_rules()
+    return AIOKafkaClient(**access.client_options(), **options)

@@ -26,6 +26,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPa
 from aiokafka.errors import KafkaError
 
 from schemas.errors import ScrapestreamError
+from streams.broker.access import KafkaAccess
 from streams.broker.clients import kafka_consumer, kafka_producer
 
 log = logging.getLogger(__name__)
@@ -121,11 +122,11 @@ class FetchPacer:
             fetcher._fetch_max_wait_ms = wait_ms
 
 
-def new_producer(bootstrap: str, profile: BrokerProfile, **options: Any) -> AIOKafkaProducer:
+def new_producer(kafka: KafkaAccess, profile: BrokerProfile, **options: Any) -> AIOKafkaProducer:
     """A producer for whole record batches of up to `MAX_BATCH_BYTES`, sent as soon as they are handed
     over (aiokafka's default batch holds 16 KiB, and a record that does not fit is not appended)."""
     return kafka_producer(
-        bootstrap_servers=bootstrap,
+        kafka,
         linger_ms=0,
         max_batch_size=MAX_BATCH_BYTES,
         max_request_size=MAX_BATCH_BYTES,
@@ -178,12 +179,12 @@ async def partitions_known(consumer: AIOKafkaConsumer, topics: Iterable[str]) ->
 
 
 async def end_offsets(
-    bootstrap: str, partitions: Iterable[TopicPartition], profile: BrokerProfile
+    kafka: KafkaAccess, partitions: Iterable[TopicPartition], profile: BrokerProfile
 ) -> dict[TopicPartition, int]:
     """The offset after the last record of each partition (defect 1 corrected when needed)."""
     wanted = list(partitions)
     consumer = kafka_consumer(
-        bootstrap_servers=bootstrap,
+        kafka,
         enable_auto_commit=False,
         fetch_max_wait_ms=10,
         max_partition_fetch_bytes=1024,
@@ -224,7 +225,7 @@ class LogGapError(ScrapestreamError):
 
 
 async def records_between(
-    bootstrap: str,
+    kafka: KafkaAccess,
     partition: TopicPartition,
     start: int | None,
     end: int,
@@ -234,7 +235,7 @@ async def records_between(
     """The records of `partition` from offset `start` (None: its first retained one) up to `end`, in
     batches; `LogGapError` when the partition no longer starts at or before `start`."""
     consumer = kafka_consumer(
-        bootstrap_servers=bootstrap,
+        kafka,
         enable_auto_commit=False,
         fetch_max_wait_ms=50,
         auto_offset_reset="earliest",

@@ -20,6 +20,7 @@ from types import TracebackType
 from aiokafka import AIOKafkaClient
 from aiokafka.errors import KafkaError
 
+from streams.broker.access import KafkaAccess, plaintext
 from streams.broker.compat import start_whole
 from streams.errors import BrokerError
 
@@ -73,6 +74,10 @@ class EmbeddedBroker:
         self.bootstrap = f"127.0.0.1:{self.port}"
         self._log_path = log_path
         self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def access(self) -> KafkaAccess:
+        return plaintext(self.bootstrap)
 
     @property
     def pid(self) -> int | None:

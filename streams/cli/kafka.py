@@ -91,7 +91,7 @@ def connected_settings() -> Settings:
 
 def client_of(settings: Settings, signer: Signer | None = None) -> Client:
     registry = SchemaRegistry.of(settings)
-    return Client(settings.kafka_bootstrap, settings.client_profile, settings.topic_prefix, signer, registry)
+    return Client(settings.kafka_access, settings.client_profile, settings.topic_prefix, signer, registry)
 
 
 def render_options_of(arguments: argparse.Namespace) -> RenderOptions | None:

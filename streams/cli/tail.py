@@ -21,6 +21,7 @@ from schemas.codec import decode
 from schemas.errors import CodecError
 from streams.broker.clients import kafka_consumer
 from streams.broker.compat import end_offsets, refresh_metadata, start_whole
+from streams.broker.refusals import admitted
 from streams.errors import UsageError
 from streams.runtime.schema_registry import SchemaRegistry
 from streams.settings import TOPIC_NAMES, Settings
@@ -35,8 +36,9 @@ def topic_named(settings: Settings, name: str) -> str:
 async def tail(settings: Settings, arguments: argparse.Namespace) -> int:
     topic = topic_named(settings, arguments.topic)
     registry = SchemaRegistry.of(settings)
+    await admitted(settings.kafka_access)
     consumer = kafka_consumer(
-        bootstrap_servers=settings.kafka_bootstrap,
+        settings.kafka_access,
         enable_auto_commit=False,
         isolation_level=settings.client_profile.isolation_level,
     )
@@ -50,7 +52,7 @@ async def tail(settings: Settings, arguments: argparse.Namespace) -> int:
             )
         partitions = [TopicPartition(topic, partition) for partition in sorted(known)]
         consumer.assign(partitions)
-        ends = await end_offsets(settings.kafka_bootstrap, partitions, settings.client_profile)
+        ends = await end_offsets(settings.kafka_access, partitions, settings.client_profile)
         if arguments.from_beginning:
             await consumer.seek_to_beginning(*partitions)
         else:

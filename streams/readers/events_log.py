@@ -24,7 +24,7 @@ async def fold_log(
     into `store`, in log order."""
     folded = 0
     reading = records_between(
-        settings.kafka_bootstrap,
+        settings.kafka_access,
         events_partition,
         start,
         end,

@@ -35,6 +35,7 @@ from schemas.work import (
     ExecutorAnnouncement,
     JobTypeControl,
 )
+from streams.broker.access import KafkaAccess
 from streams.broker.clients import kafka_consumer
 from streams.broker.compat import BrokerProfile, end_offsets, partitions_known, start_whole
 from streams.readers.follower import RETRY_S, TopicFollower, poll_or_wait
@@ -56,14 +57,14 @@ MAX_REFERENCE_KEY_BYTES = 1_024
 class GlobalTable(TopicFollower):
     def __init__(
         self,
-        bootstrap: str,
+        kafka: KafkaAccess,
         cache_topic: str,
         references_topic: str,
         controls_topic: str,
         profile: BrokerProfile,
         store: KeyValueStore,
     ) -> None:
-        self._bootstrap = bootstrap
+        self._kafka = kafka
         self._profile = profile
         self._cache_topic = cache_topic
         self._references_topic = references_topic
@@ -73,7 +74,7 @@ class GlobalTable(TopicFollower):
         self._store = store
         self._ends: dict[TopicPartition, int] | None = None
         self._consumer = kafka_consumer(
-            bootstrap_servers=bootstrap,
+            kafka,
             enable_auto_commit=False,
             auto_offset_reset="earliest",  # compaction may have removed what a stored offset points at
             # The table need not be read within milliseconds: a long wait keeps its polls off the broker.
@@ -92,7 +93,7 @@ class GlobalTable(TopicFollower):
         await self._rewind(partitions)
         self.disabled = self._switched_off()
         self.executors = self._announced()
-        self._ends = await end_offsets(self._bootstrap, partitions, self._profile)
+        self._ends = await end_offsets(self._kafka, partitions, self._profile)
         self._task = asyncio.create_task(self._follow(), name="global-table")
 
     def caught_up(self) -> bool:

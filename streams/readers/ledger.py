@@ -31,6 +31,7 @@ from schemas.codec import decode_as
 from schemas.errors import CodecError
 from schemas.types import uuid_text
 from schemas.work import RouteCheckpoint, RouteReconciled, RouteReserved
+from streams.broker.access import KafkaAccess
 from streams.broker.clients import kafka_consumer
 from streams.broker.compat import (
     BrokerProfile,
@@ -76,13 +77,13 @@ class _Progress:
 class LedgerReader(TopicFollower):
     def __init__(
         self,
-        bootstrap: str,
+        kafka: KafkaAccess,
         topic: str,
         profile: BrokerProfile,
         meterings: Mapping[str, Metering],
         publisher: Sink | None = None,
     ) -> None:
-        self._bootstrap = bootstrap
+        self._kafka = kafka
         self._topic = topic
         self._profile = profile
         self._publisher = publisher
@@ -91,9 +92,7 @@ class LedgerReader(TopicFollower):
         self._progress_of = {name: _Progress() for name in meterings}
         self._partitions = 1
         self._started_at = utc_now()
-        self._consumer = kafka_consumer(
-            bootstrap_servers=bootstrap, enable_auto_commit=False, **profile.consumer_options()
-        )
+        self._consumer = kafka_consumer(kafka, enable_auto_commit=False, **profile.consumer_options())
         self._pacer = FetchPacer(self._consumer, profile)
         self._read: dict[int, int] = {}  # partition -> next offset to fold
         self._progress = asyncio.Condition()
@@ -119,12 +118,12 @@ class LedgerReader(TopicFollower):
         """Each route's ledger from its latest checkpoint; each partition read on from the earliest
         offset one of its routes still needs."""
         found: dict[str, list[tuple[int, bytes]]] = {}
-        ends = await end_offsets(self._bootstrap, partitions, self._profile)
+        ends = await end_offsets(self._kafka, partitions, self._profile)
         for tp in partitions:
             if ends.get(tp, 0) <= 0:
                 continue
             reading = records_between(
-                self._bootstrap, tp, None, ends[tp], isolation_level=self._profile.isolation_level
+                self._kafka, tp, None, ends[tp], isolation_level=self._profile.isolation_level
             )
             async for records in reading:
                 for record in records:
@@ -267,7 +266,7 @@ class TooLongAgoError(Exception):
 
 
 async def ledgers_as_of(
-    bootstrap: str,
+    kafka: KafkaAccess,
     topic: str,
     profile: BrokerProfile,
     metered: Mapping[str, Metering],
@@ -291,13 +290,13 @@ async def ledgers_as_of(
             RouteLedger(metering) if checkpoint is None else RouteLedger.restored(metering, checkpoint)
         )
         through[name] = 0 if checkpoint is None else checkpoint.through_offset
-    consumer = kafka_consumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    consumer = kafka_consumer(kafka, enable_auto_commit=False)
     try:
         await start_whole(consumer.start, consumer.stop)
         partitions = await partitions_known(consumer, [topic])
     finally:
         await consumer.stop()
-    ends = await end_offsets(bootstrap, partitions, profile)
+    ends = await end_offsets(kafka, partitions, profile)
     cutoff_ms = int(at.timestamp() * 1000)
     folded = 0
     for partition in partitions:
@@ -310,7 +309,7 @@ async def ledgers_as_of(
         if ends[partition] - start > most_records - folded:
             raise TooLongAgoError(f"it would fold more than {most_records} route records")
         reading = records_between(
-            bootstrap, partition, start, ends[partition], isolation_level=profile.isolation_level
+            kafka, partition, start, ends[partition], isolation_level=profile.isolation_level
         )
         async for records in reading:
             kept_values = [

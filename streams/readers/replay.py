@@ -56,7 +56,7 @@ async def rebuild(
     store = JobStore(RocksStore(target), policy)
     try:
         partitions = [TopicPartition(settings.topic("events"), p) for p in range(settings.partitions)]
-        ends = await end_offsets(settings.kafka_bootstrap, partitions, profile)
+        ends = await end_offsets(settings.kafka_access, partitions, profile)
         folded: dict[int, int] = {}
         for tp in partitions:
             end = ends[tp] if upto is None else min(ends[tp], upto.get(tp.partition, 0))
@@ -166,11 +166,11 @@ async def _committed(
     """Every committed record of a topic, partition by partition (the topic is never held whole)."""
     topic = settings.topic(name)
     partitions = [TopicPartition(topic, p) for p in range(settings.partitions)]
-    ends = await end_offsets(settings.kafka_bootstrap, partitions, profile)
+    ends = await end_offsets(settings.kafka_access, partitions, profile)
     for tp in partitions:
         if ends[tp] > 0:
             reading = records_between(
-                settings.kafka_bootstrap, tp, None, ends[tp], isolation_level=profile.isolation_level
+                settings.kafka_access, tp, None, ends[tp], isolation_level=profile.isolation_level
             )
             async with contextlib.aclosing(reading):
                 async for records in reading:

@@ -176,12 +176,12 @@ class Snapshots:
     async def _read(self, partition: int) -> tuple[dict[UUID, tuple[bytes, ...]], SnapshotMark | None]:
         """The latest snapshot of each job of the partition (its parts joined), and its latest mark."""
         source = TopicPartition(self._topic, partition)
-        end = (await end_offsets(self._settings.kafka_bootstrap, [source], self._profile))[source]
+        end = (await end_offsets(self._settings.kafka_access, [source], self._profile))[source]
         latest: dict[UUID, JobSnapshot] = {}
         parts: dict[bytes, tuple[bytes, ...]] = {}
         mark: SnapshotMark | None = None
         reading = records_between(
-            self._settings.kafka_bootstrap, source, None, end, isolation_level=self._profile.isolation_level
+            self._settings.kafka_access, source, None, end, isolation_level=self._profile.isolation_level
         )
         async with contextlib.aclosing(reading):  # a refused record stops the reader now, not at GC
             async for records in reading:

@@ -37,6 +37,7 @@ from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssigno
 from aiokafka.errors import KafkaError
 
 from schemas.codec import encode
+from streams.broker.access import KafkaAccess
 from streams.broker.clients import kafka_consumer
 from streams.broker.compat import BrokerProfile, FetchPacer, partitions_known, refresh_metadata, start_whole
 from streams.broker.headers import Headers
@@ -187,7 +188,7 @@ class _Lane:
 class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
     def __init__(
         self,
-        bootstrap: str,
+        kafka: KafkaAccess,
         group_id: str,
         profile: BrokerProfile,
         stages: Sequence[Stage],
@@ -202,7 +203,7 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
         self._by_topic = {topic: lane for lane in self._lanes for topic in lane.stage.topics}
         self._dead = dead_letters
         self._consumer = kafka_consumer(
-            bootstrap_servers=bootstrap,
+            kafka,
             group_id=group_id,
             enable_auto_commit=False,
             auto_offset_reset="earliest",

@@ -24,6 +24,7 @@ from aiokafka.producer.message_accumulator import BatchBuilder
 
 from schemas.codec import encode
 from schemas.types import Record, uuid_text
+from streams.broker.access import KafkaAccess
 from streams.broker.compat import MAX_BATCH_BYTES, BrokerProfile, new_producer, start_whole
 from streams.broker.headers import Headers
 from streams.errors import BrokerError
@@ -135,11 +136,14 @@ class Sink(Protocol):
 
 
 class Publisher:
-    def __init__(self, bootstrap: str, profile: BrokerProfile, counters: Counter[str] | None = None) -> None:
-        self._bootstrap = bootstrap
+    def __init__(
+        self, kafka: KafkaAccess, profile: BrokerProfile, counters: Counter[str] | None = None
+    ) -> None:
+        self._kafka = kafka
+        self._bootstrap = kafka.bootstrap
         self._counters: Counter[str] = Counter() if counters is None else counters
         self._idempotent = profile.enable_idempotence
-        self._producer = new_producer(bootstrap, profile, partitioner=_PARTITIONER)
+        self._producer = new_producer(kafka, profile, partitioner=_PARTITIONER)
         # With a schema registry: what consumers read, in its framing (`streams/runtime/schema_registry.py`).
         self.framing: Callable[[Sequence[Outgoing]], Sequence[Outgoing]] | None = None
 

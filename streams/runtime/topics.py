@@ -22,6 +22,7 @@ from aiokafka.errors import KafkaError, TopicAlreadyExistsError
 
 from streams.broker.clients import kafka_admin
 from streams.broker.compat import TOPICS_VISIBLE_WITHIN_S, start_whole
+from streams.broker.refusals import admitted
 from streams.errors import BrokerError, UsageError
 from streams.settings import TOPIC_NAMES, Settings
 
@@ -189,7 +190,8 @@ async def ensure_topics(settings: Settings, runners: Iterable[str] = ()) -> None
 
 @contextlib.asynccontextmanager
 async def _admin(settings: Settings) -> AsyncIterator[AIOKafkaAdminClient]:
-    admin = kafka_admin(bootstrap_servers=settings.kafka_bootstrap)
+    await admitted(settings.kafka_access)
+    admin = kafka_admin(settings.kafka_access)
     try:
         await start_whole(admin.start, admin.close)
     except KafkaError as exc:

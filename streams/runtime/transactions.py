@@ -39,6 +39,7 @@ from aiokafka.errors import (
     UnknownProducerId,
 )
 
+from streams.broker.access import KafkaAccess
 from streams.broker.compat import BrokerProfile, new_producer, start_whole
 from streams.errors import BrokerError
 
@@ -119,10 +120,10 @@ class PartitionTransactions:
     """One transactional producer per input partition this worker holds."""
 
     def __init__(
-        self, bootstrap: str, profile: BrokerProfile, group_id: str, counters: Counter[str] | None = None
+        self, kafka: KafkaAccess, profile: BrokerProfile, group_id: str, counters: Counter[str] | None = None
     ) -> None:
         self._counters: Counter[str] = Counter() if counters is None else counters  # transactions.<how>
-        self._bootstrap = bootstrap
+        self._kafka = kafka
         self._group_id = group_id
         self._profile = profile
         self._producers: dict[TopicPartition, AIOKafkaProducer] = {}
@@ -133,7 +134,7 @@ class PartitionTransactions:
         starting = sorted(partitions - set(self._producers))
         producers = {
             tp: new_producer(
-                self._bootstrap,
+                self._kafka,
                 self._profile,
                 transactional_id=transactional_id(self._group_id, tp),
                 transaction_timeout_ms=TRANSACTION_TIMEOUT_MS,

@@ -200,7 +200,7 @@ async def _ledgers_as_of(
     try:
         async with context.costly.slot(principal):
             ledgers = await ledgers_as_of(
-                settings.kafka_bootstrap,
+                settings.kafka_access,
                 settings.topic("routes"),
                 settings.client_profile,
                 metered,

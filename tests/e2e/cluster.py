@@ -65,7 +65,7 @@ def auth_on(bootstrap: str, data_dir: Path, **settings: Any) -> Settings:
 
 def signed_client(settings: Settings, name: str) -> Client:
     signer = Signer(name, ISSUED[name].signing_key, deployment=settings.deployment_id)
-    return Client(settings.kafka_bootstrap, profile(settings.kafka_bootstrap), settings.topic_prefix, signer)
+    return Client(settings.kafka_access, profile(settings.kafka_bootstrap), settings.topic_prefix, signer)
 
 
 @contextlib.asynccontextmanager

@@ -23,6 +23,7 @@ from schemas.codec import decode
 from schemas.commands import SubmitJob
 from schemas.errors import CodecError
 from schemas.records import Request
+from streams.broker.access import plaintext
 from streams.broker.compat import end_offsets, records_between, start_whole
 from streams.callbacks.keys import CallbackKeys
 from streams.client import Client
@@ -331,7 +332,7 @@ async def observed_system(settings: Settings, worker: Worker | None = None) -> A
         await Observer(settings.kafka_bootstrap, settings.topic(name)).start()
         for name in ("events", "completions", "dead-input")
     ]
-    client = Client(settings.kafka_bootstrap, profile(settings.kafka_bootstrap), settings.topic_prefix)
+    client = Client(settings.kafka_access, profile(settings.kafka_bootstrap), settings.topic_prefix)
     await client.__aenter__()
     system = System(settings, worker, client, *observers)
     try:
@@ -374,9 +375,9 @@ async def settled_ownership(*workers: Worker, partitions: int = 4) -> list[list[
 async def read_topic(bootstrap: str, topic: str, partitions: int) -> list[ConsumerRecord[bytes, bytes]]:
     """Every record of `topic` from its start to its current end (a tombstone's value is None)."""
     wanted = [TopicPartition(topic, partition) for partition in range(partitions)]
-    ends = await end_offsets(bootstrap, wanted, profile(bootstrap))
+    ends = await end_offsets(plaintext(bootstrap), wanted, profile(bootstrap))
     found: list[ConsumerRecord[bytes, bytes]] = []
     for partition in wanted:
-        async for records in records_between(bootstrap, partition, None, ends[partition]):
+        async for records in records_between(plaintext(bootstrap), partition, None, ends[partition]):
             found += records
     return found

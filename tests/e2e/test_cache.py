@@ -56,7 +56,7 @@ async def table_read_to_the_end(system: System) -> None:
     topic = system.settings.topic("cache")
     partitions = [TopicPartition(topic, partition) for partition in range(system.settings.partitions)]
     ends = await end_offsets(
-        system.settings.kafka_bootstrap, partitions, profile(system.settings.kafka_bootstrap)
+        system.settings.kafka_access, partitions, profile(system.settings.kafka_bootstrap)
     )
     for _ in range(500):
         read = system.worker.table.offsets()

@@ -56,7 +56,7 @@ async def test_a_record_no_writer_makes_on_the_events_topic_does_not_end_the_out
     system, origin: Origin
 ):
     async with system.client.outcomes(False) as outcomes:
-        publisher = Publisher(system.settings.kafka_bootstrap, system.settings.client_profile)
+        publisher = Publisher(system.settings.kafka_access, system.settings.client_profile)
         await publisher.start()
         try:
             await publisher.send_all(

@@ -100,7 +100,7 @@ async def ends(settings: Settings, name: str) -> dict[int, int]:
     topic = settings.topic(name)
     wanted = [TopicPartition(topic, partition) for partition in range(PARTITIONS)]
     return {
-        tp.partition: end for tp, end in (await end_offsets(settings.kafka_bootstrap, wanted, KAFKA)).items()
+        tp.partition: end for tp, end in (await end_offsets(settings.kafka_access, wanted, KAFKA)).items()
     }
 
 
@@ -288,9 +288,9 @@ async def starts(settings: Settings, topic: str) -> dict[int, int]:
     found = {}
     for partition in range(PARTITIONS):
         tp = TopicPartition(settings.topic(topic), partition)
-        end = (await end_offsets(settings.kafka_bootstrap, [tp], KAFKA))[tp]
+        end = (await end_offsets(settings.kafka_access, [tp], KAFKA))[tp]
         found[partition] = end
-        async for records in records_between(settings.kafka_bootstrap, tp, None, end):
+        async for records in records_between(settings.kafka_access, tp, None, end):
             found[partition] = records[0].offset
             break
     return found

@@ -313,7 +313,7 @@ async def test_no_artifact_is_swept_before_the_global_table_has_read_its_topics(
         assert reference_key(artifact.key, job) in {record.key for record in written}
         # A table on an empty store, as a worker has on a new machine: caught up only once it knows.
         table = GlobalTable(
-            settings.kafka_bootstrap,
+            settings.kafka_access,
             settings.topic("cache"),
             settings.topic("references"),
             settings.topic("controls"),
@@ -335,7 +335,7 @@ async def test_no_artifact_is_swept_before_the_global_table_has_read_its_topics(
 async def worker_publish(worker: Worker, message: Any) -> None:
     from streams.runtime.publisher import Publisher
 
-    publisher = Publisher(worker.settings.kafka_bootstrap, worker.profile)
+    publisher = Publisher(worker.settings.kafka_access, worker.profile)
     await publisher.start()
     try:
         await publisher.send_all([message])

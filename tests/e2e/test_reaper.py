@@ -62,7 +62,7 @@ def start_of(work: DueWork) -> StartAttempt:
 
 async def test_a_lease_whose_executor_died_is_expired_retried_and_a_late_report_is_stale(system, origin):
     due = await Observer(system.settings.kafka_bootstrap, system.settings.topic("due")).start()
-    publisher = Publisher(system.settings.kafka_bootstrap, profile(system.settings.kafka_bootstrap))
+    publisher = Publisher(system.settings.kafka_access, profile(system.settings.kafka_bootstrap))
     await publisher.start()
     try:
         job_id = await system.submit(origin.url("/page/reaped"))

@@ -121,7 +121,7 @@ async def deployed(
         signer = Signer("svc-a", ISSUED["svc-a"].signing_key, deployment=settings.deployment_id)
         async with (
             observed_system(settings, worker) as system,
-            Client(settings.kafka_bootstrap, broker.profile, settings.topic_prefix, signer) as client,
+            Client(settings.kafka_access, broker.profile, settings.topic_prefix, signer) as client,
         ):
             yield Deployed(settings, worker, system, client, Remote.result_schema)
     finally:
@@ -196,7 +196,7 @@ async def test_stale_remote_reports_store_nothing_and_leave_a_bounded_trace(brok
             message = outgoing(settings.topic("submit"), str(job_id), report)
             headers = tuple(sign("remote", key, message.value, binding))
             flood.append(Outgoing(message.topic, message.key, message.value, headers=headers))
-        publisher = Publisher(settings.kafka_bootstrap, broker.profile)
+        publisher = Publisher(settings.kafka_access, broker.profile)
         await publisher.start()
         try:
             await publisher.send_all(flood)

@@ -80,7 +80,7 @@ async def test_replay_verify_names_a_second_terminal_event_and_with_exactly_once
         code, output = await replay(settings, "--verify")
         assert code == 0, output
         assert "none with more than one terminal event" in output
-        publisher = Publisher(settings.kafka_bootstrap, profile(settings.kafka_bootstrap))
+        publisher = Publisher(settings.kafka_access, profile(settings.kafka_bootstrap))
         await publisher.start()
         try:  # what a second publish of the batch would have left, had nothing fenced it
             await publisher.send_all([outgoing(settings.topic("completions"), job_id, completion)])

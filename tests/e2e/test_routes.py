@@ -324,7 +324,7 @@ async def test_route_ledger_records_no_writer_could_mean_are_skipped_and_the_led
             reconciled_at=utc_now(),
         ),
     ]
-    publisher = Publisher(broker.bootstrap, broker.profile)
+    publisher = Publisher(broker.access, broker.profile)
     await publisher.start()
     try:
         topic = settings.topic("routes")
@@ -416,7 +416,7 @@ async def test_an_as_of_read_starts_from_a_kept_checkpoint_is_bounded_and_one_at
         )
         for _ in range(12_000)
     ]
-    publisher = Publisher(broker.bootstrap, broker.profile)
+    publisher = Publisher(broker.access, broker.profile)
     await publisher.start()
     try:
         into = partition_of(b"direct", settings.partitions)  # as executors write them: the route's partition

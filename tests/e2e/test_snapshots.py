@@ -111,7 +111,7 @@ async def test_a_snapshot_that_cannot_be_used_makes_the_worker_fold_that_whole_p
     run = await live_run(broker, origin, tmp_path / "live")
     marks = await marks_of(run, broker.bootstrap)
     events = await read_topic(broker.bootstrap, run.settings.topic("events"), PARTITIONS)
-    publisher = Publisher(broker.bootstrap, broker.profile)
+    publisher = Publisher(broker.access, broker.profile)
     await publisher.start()
     try:
         garbage = Outgoing(

@@ -90,7 +90,7 @@ async def deployment(broker, origin: Origin, tmp_path_factory) -> AsyncIterator[
         refusals_per_minute=REFUSALS_PER_MINUTE,
     )
     async with running_cluster(settings, root / "b") as running:
-        publisher = Publisher(settings.kafka_bootstrap, broker.profile)
+        publisher = Publisher(settings.kafka_access, broker.profile)
         await publisher.start()
         try:
             yield Deployment(**vars(running), publisher=publisher)

@@ -24,6 +24,7 @@ from aiokafka import TopicPartition
 from bench.kafka import KafkaCluster
 from schemas.codec import decode
 from schemas.events import JobCompleted
+from streams.broker.access import plaintext
 from streams.broker.compat import KAFKA, end_offsets, records_between
 from streams.runtime import transactions
 from tests.faults.harness import (
@@ -129,9 +130,9 @@ async def answers_per_record(bootstrap: str, topic: str) -> Counter[tuple[int, i
     """How many answers each submit record has, as a `read_committed` consumer sees them."""
     found: Counter[tuple[int, int]] = Counter()
     for partition in [TopicPartition(topic, p) for p in range(4)]:
-        end = (await end_offsets(bootstrap, [partition], KAFKA))[partition]
+        end = (await end_offsets(plaintext(bootstrap), [partition], KAFKA))[partition]
         async for records in records_between(
-            bootstrap, partition, None, end, isolation_level="read_committed"
+            plaintext(bootstrap), partition, None, end, isolation_level="read_committed"
         ):
             for record in records:
                 answer = decode(record.value)
@@ -267,7 +268,7 @@ async def test_a_commit_the_cluster_leaves_unanswered_lets_its_producer_go_and_t
     bootstrap = kafka_cluster.bootstrap
     source, sink, group = await create_topic(bootstrap), await create_topic(bootstrap), prefix()
     tp = TopicPartition(source, 0)
-    holder = transactions.PartitionTransactions(bootstrap, KAFKA, group)
+    holder = transactions.PartitionTransactions(plaintext(bootstrap), KAFKA, group)
     async with publishing(bootstrap) as publisher:
         await holder.hold({tp})
         try:

@@ -123,7 +123,7 @@ async def submit_all(
         )
         for n in range(count)
     ]
-    publisher = Publisher(settings.kafka_bootstrap, KAFKA)
+    publisher = Publisher(settings.kafka_access, KAFKA)
     await publisher.start()
     job_ids = []
     try:

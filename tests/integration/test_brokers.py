@@ -91,7 +91,7 @@ async def test_a_publishers_compressed_batch_reads_back_whole_and_counts_its_byt
     topic = await create_topic(broker.bootstrap)
     chosen = load_settings(broker_profile=broker.profile_name, compression=compression).client_profile
     counters: Counter[str] = Counter()
-    publisher = Publisher(broker.bootstrap, chosen, counters)
+    publisher = Publisher(broker.access, chosen, counters)
     values = [encode(SubmitJob(caller_identity="svc-a", request=Request(url=f"https://example.com/{n}"),
                                deadline_at=datetime(2030, 1, 1, tzinfo=UTC))) for n in range(50)]  # fmt: skip
     await publisher.start()
@@ -114,7 +114,7 @@ async def test_end_offsets_count_every_record_of_one_batch(broker):
     topic = await create_topic(broker.bootstrap)
     await produce_one_batch(broker.bootstrap, topic, [b"r%d" % i for i in range(10)])
     partition = TopicPartition(topic, 0)
-    assert await end_offsets(broker.bootstrap, [partition], broker.profile) == {partition: 10}
+    assert await end_offsets(broker.access, [partition], broker.profile) == {partition: 10}
 
 
 async def test_list_offsets_alone_gives_the_end_only_on_kafka(broker):
@@ -124,13 +124,13 @@ async def test_list_offsets_alone_gives_the_end_only_on_kafka(broker):
     await produce_one_batch(broker.bootstrap, topic, [b"r%d" % i for i in range(10)])
     partition = TopicPartition(topic, 0)
     expected = 10 if broker.kind == "kafka" else 1
-    assert await end_offsets(broker.bootstrap, [partition], KAFKA) == {partition: expected}
+    assert await end_offsets(broker.access, [partition], KAFKA) == {partition: expected}
 
 
 async def test_end_offsets_of_an_empty_partition_are_zero(broker):
     topic = await create_topic(broker.bootstrap)
     partition = TopicPartition(topic, 0)
-    assert await end_offsets(broker.bootstrap, [partition], broker.profile) == {partition: 0}
+    assert await end_offsets(broker.access, [partition], broker.profile) == {partition: 0}
 
 
 async def test_an_idempotent_producer_starts_only_on_kafka(broker):
@@ -152,7 +152,7 @@ async def test_asking_for_a_topic_nobody_created_never_creates_it(broker):
     """Both brokers auto-create a topic a metadata request names (Kafka's default
     `auto.create.topics.enable`): scrapestream's clients never ask them to, and say what is missing."""
     missing = f"test-missing-{uuid4().hex[:8]}"
-    publisher = Publisher(broker.bootstrap, profile(broker.bootstrap))
+    publisher = Publisher(broker.access, profile(broker.bootstrap))
     await publisher.start()
     try:
         with pytest.raises(BrokerError, match=f"topic {missing} does not exist.*scrapestream topics create"):

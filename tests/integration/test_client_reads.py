@@ -40,7 +40,7 @@ async def test_wait_follow_and_completions_skip_foreign_records_and_tombstones(b
     for name in ("events", "completions"):
         hostile += [Outgoing(settings.topic(name), key, value) for value in FOREIGN]
         hostile.append(Outgoing(settings.topic(name), key, b"", tombstone=True))
-    publisher = Publisher(broker.bootstrap, broker.profile)
+    publisher = Publisher(broker.access, broker.profile)
     await publisher.start()
     try:
         await publisher.send_all(hostile)
@@ -53,7 +53,7 @@ async def test_wait_follow_and_completions_skip_foreign_records_and_tombstones(b
     finally:
         await publisher.stop()
 
-    async with Client(broker.bootstrap, broker.profile, topic_prefix=settings.topic_prefix) as client:
+    async with Client(broker.access, broker.profile, topic_prefix=settings.topic_prefix) as client:
         assert await client.wait_for(job_id) == completion
         async for followed in client.follow(job_id):
             assert followed == event

@@ -55,13 +55,13 @@ async def run(broker, stage_for, values: list[bytes], later: Sequence[bytes] = (
     prefix = settings.topic_prefix
     topic = settings.topic("submit")
     await produce(broker, topic, values)
-    publisher = Publisher(broker.bootstrap, broker.profile)
+    publisher = Publisher(broker.access, broker.profile)
     await publisher.start()
     dead = await Observer(broker.bootstrap, settings.topic("dead-input")).start()
     stage = stage_for(topic)
     stage.expected = len([v for v in values if v != b"bug"])
     consumer = StageConsumer(
-        broker.bootstrap, prefix, broker.profile, [stage], DeadLetters(settings, publisher, Counter())
+        broker.access, prefix, broker.profile, [stage], DeadLetters(settings, publisher, Counter())
     )
     await consumer.start()
     try:
@@ -166,12 +166,12 @@ async def test_a_handed_over_record_is_handled_without_the_topic_and_one_a_revoc
     prefix = settings.topic_prefix
     topic = settings.topic("submit")
     await produce(broker, topic, [b"fetched"])
-    publisher = Publisher(broker.bootstrap, broker.profile)
+    publisher = Publisher(broker.access, broker.profile)
     await publisher.start()
     stage = TakesOver(topic)
     stage.expected = 1
     consumer = StageConsumer(
-        broker.bootstrap, prefix, broker.profile, [stage], DeadLetters(settings, publisher, Counter())
+        broker.access, prefix, broker.profile, [stage], DeadLetters(settings, publisher, Counter())
     )
     await consumer.start()
     try:
@@ -228,17 +228,17 @@ async def test_with_exactly_once_the_next_batch_joins_the_open_transaction_withi
     settings = await fresh_topics(broker)
     prefix = settings.topic_prefix
     topic = settings.topic("submit")
-    publisher = Publisher(broker.bootstrap, broker.profile)
+    publisher = Publisher(broker.access, broker.profile)
     await publisher.start()
     ended: Counter[str] = Counter()
     stage = ClosesBehindTheFirst(topic)
     consumer = StageConsumer(
-        broker.bootstrap,
+        broker.access,
         prefix,
         broker.profile,
         [stage],
         DeadLetters(settings, publisher, Counter()),
-        transactions=PartitionTransactions(broker.bootstrap, broker.profile, prefix, ended),
+        transactions=PartitionTransactions(broker.access, broker.profile, prefix, ended),
     )
     await consumer.start()
     try:

@@ -93,7 +93,7 @@ async def settings(broker, tmp_path):
 
 async def read_all(settings, name: str) -> list[Any]:
     topic = TopicPartition(settings.topic(name), PARTITION)
-    end = (await end_offsets(settings.kafka_bootstrap, [topic], profile(settings.kafka_bootstrap)))[topic]
+    end = (await end_offsets(settings.kafka_access, [topic], profile(settings.kafka_bootstrap)))[topic]
     if end == 0:
         return []
     consumer = AIOKafkaConsumer(bootstrap_servers=settings.kafka_bootstrap, fetch_max_wait_ms=10)
@@ -130,7 +130,7 @@ async def handle(running: Lifecycle, command, at=None):
 async def test_crash_after_publishing_consequences_appends_the_events_once_on_redelivery(settings):
     command = submit(deadline_at=utc_now() + timedelta(hours=1))
     store = store_of()
-    crashing = CrashingPublisher(settings.kafka_bootstrap, crash_on_batch=2)
+    crashing = CrashingPublisher(settings.kafka_access, crash_on_batch=2)
     await crashing.start()
     at = utc_now()
     try:
@@ -138,7 +138,7 @@ async def test_crash_after_publishing_consequences_appends_the_events_once_on_re
             await handle(await lifecycle(settings, store, crashing), command, at)
     finally:
         await crashing.stop()
-    publisher = Publisher(settings.kafka_bootstrap, profile(settings.kafka_bootstrap))
+    publisher = Publisher(settings.kafka_access, profile(settings.kafka_bootstrap))
     await publisher.start()
     try:
         restarted = await lifecycle(settings, store, publisher)
@@ -156,7 +156,7 @@ async def test_crash_after_publishing_consequences_appends_the_events_once_on_re
 async def test_crash_after_appending_events_is_healed_from_the_log_and_the_redelivery_adds_nothing(settings):
     command = submit(deadline_at=utc_now() + timedelta(hours=1))
     memory = CrashingStore()
-    publisher = Publisher(settings.kafka_bootstrap, profile(settings.kafka_bootstrap))
+    publisher = Publisher(settings.kafka_access, profile(settings.kafka_bootstrap))
     await publisher.start()
     try:
         with pytest.raises(SimulatedCrashError):
@@ -177,7 +177,7 @@ async def test_a_batch_retried_after_a_store_failure_appends_no_second_copy_even
     command = submit(deadline_at=utc_now() + timedelta(hours=1))
     memory = CrashingStore()
     later = [utc_now()]
-    publisher = Publisher(settings.kafka_bootstrap, profile(settings.kafka_bootstrap))
+    publisher = Publisher(settings.kafka_access, profile(settings.kafka_bootstrap))
     await publisher.start()
     try:
         running = await lifecycle(settings, store_of(memory), publisher, clock=lambda: later[0])
@@ -204,7 +204,7 @@ async def test_a_batch_retried_after_a_store_failure_appends_no_second_copy_even
 
 
 async def test_a_worker_whose_partition_was_revoked_appends_nothing(settings):
-    publisher = Publisher(settings.kafka_bootstrap, profile(settings.kafka_bootstrap))
+    publisher = Publisher(settings.kafka_access, profile(settings.kafka_bootstrap))
     await publisher.start()
     try:
         running = await lifecycle(settings, store_of(), publisher)
@@ -216,7 +216,7 @@ async def test_a_worker_whose_partition_was_revoked_appends_nothing(settings):
 
 
 async def test_a_worker_with_an_empty_store_rebuilds_jobs_from_the_log(settings):
-    publisher = Publisher(settings.kafka_bootstrap, profile(settings.kafka_bootstrap))
+    publisher = Publisher(settings.kafka_access, profile(settings.kafka_bootstrap))
     await publisher.start()
     try:
         first_store = store_of()
@@ -240,7 +240,7 @@ async def test_a_worker_with_an_empty_store_rebuilds_jobs_from_the_log(settings)
 
 
 async def test_events_another_writer_appended_in_between_are_folded_from_the_log_first_one_winning(settings):
-    publisher = Publisher(settings.kafka_bootstrap, profile(settings.kafka_bootstrap))
+    publisher = Publisher(settings.kafka_access, profile(settings.kafka_bootstrap))
     await publisher.start()
     command = submit(deadline_at=utc_now() + timedelta(hours=1))
     try:

@@ -16,6 +16,7 @@ from schemas.codec import decode
 from schemas.enums import JobStatus
 from schemas.records import Request
 from streams.agents.lifecycle import Incoming, Lifecycle
+from streams.broker.access import plaintext
 from streams.clock import utc_now
 from streams.runtime.deadinput import DeadLetters
 from streams.runtime.publisher import Publisher
@@ -34,10 +35,10 @@ async def running(broker, tmp_path):  # type: ignore[no-untyped-def]
     """A lifecycle of partition 0, its store, its partition's transactions and its settings."""
     kafka_only(broker)
     settings = await fresh_topics(broker, data_dir=tmp_path)
-    publisher = Publisher(settings.kafka_bootstrap, profile(settings.kafka_bootstrap))
+    publisher = Publisher(settings.kafka_access, profile(settings.kafka_bootstrap))
     await publisher.start()
     bootstrap = settings.kafka_bootstrap
-    transactions = PartitionTransactions(bootstrap, profile(bootstrap), settings.group_id)
+    transactions = PartitionTransactions(plaintext(bootstrap), profile(bootstrap), settings.group_id)
     commands = TopicPartition(settings.topic("commands"), PARTITION)
     store = store_of()
     lifecycle = Lifecycle(

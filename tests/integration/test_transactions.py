@@ -12,6 +12,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import OutOfOrderSequenceNumber
 
+from streams.broker.access import plaintext
 from streams.errors import BrokerError
 from streams.runtime.publisher import Outgoing, Publisher
 from streams.runtime.transactions import (
@@ -40,7 +41,7 @@ async def stage_topics(broker) -> tuple[TopicPartition, str, str]:  # type: igno
 
 
 def transactions_of(broker, group: str) -> PartitionTransactions:  # type: ignore[no-untyped-def]
-    return PartitionTransactions(broker.bootstrap, profile(broker.bootstrap), group)
+    return PartitionTransactions(broker.access, profile(broker.bootstrap), group)
 
 
 async def committed_values(bootstrap: str, topic: str) -> list[bytes]:
@@ -68,7 +69,7 @@ async def committed_offset(bootstrap: str, group: str, tp: TopicPartition) -> in
 
 @contextlib.asynccontextmanager
 async def publishing(bootstrap: str):  # type: ignore[no-untyped-def]
-    publisher = Publisher(bootstrap, profile(bootstrap))
+    publisher = Publisher(plaintext(bootstrap), profile(bootstrap))
     await publisher.start()
     try:
         yield publisher
