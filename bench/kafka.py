@@ -18,16 +18,16 @@ import json
 import signal
 import subprocess
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import TracebackType
 
-from aiokafka import AIOKafkaClient
 from aiokafka.errors import KafkaError
 
 from bench.jvm import CACHE, fetched, killed_with_parent
+from bench.secured import Secured
 from streams.broker.access import KafkaAccess, plaintext
-from streams.broker.clients import kafka_admin
+from streams.broker.clients import kafka_admin, kafka_client
 from streams.broker.embedded import free_loopback_port
 from streams.errors import BrokerError
 
@@ -82,6 +82,7 @@ class Node:
     controller_port: int
     directory: Path
     process: subprocess.Popen[bytes] | None = None
+    mtls_port: int = 0  # a secured node's listener for client certificates
 
     @property
     def address(self) -> str:
@@ -97,6 +98,7 @@ class KafkaCluster:
     nodes: int = 1
     overrides: dict[str, str] = field(default_factory=dict)
     java: str = "java"
+    secured: Secured | None = None  # SASL_SSL + mutual TLS + ACLs (`bench/secured.py`); else PLAINTEXT
     members: list[Node] = field(default_factory=list)
 
     @property
@@ -105,7 +107,12 @@ class KafkaCluster:
 
     @property
     def access(self) -> KafkaAccess:
-        return plaintext(self.bootstrap)
+        """A super user's access: the admin login on a secured cluster."""
+        return plaintext(self.bootstrap) if self.secured is None else self.secured.access(self.bootstrap)
+
+    @property
+    def mtls_bootstrap(self) -> str:
+        return ",".join(f"127.0.0.1:{node.mtls_port}" for node in self.members)
 
     @property
     def cluster_id(self) -> str:
@@ -122,7 +129,14 @@ class KafkaCluster:
 
     async def start(self) -> None:
         self.members = [
-            Node(n, free_loopback_port(), free_loopback_port(), self.directory / f"node-{n}")
+            Node(
+                n,
+                free_loopback_port(),
+                free_loopback_port(),
+                self.directory / f"node-{n}",
+                None,
+                free_loopback_port(),
+            )
             for n in range(1, self.nodes + 1)
         ]
         atexit.register(self.stop)
@@ -167,8 +181,19 @@ class KafkaCluster:
             "log.cleaner.dedupe.buffer.size": str(16 * 1024 * 1024),
             "socket.send.buffer.bytes": "-1",
             "socket.receive.buffer.bytes": "-1",
+            **(
+                {}
+                if self.secured is None
+                else self.secured.properties(node.port, node.mtls_port, node.controller_port)
+            ),
             **self.overrides,
         }
+
+    def _security(self, node: Node) -> dict[str, str]:
+        if self.secured is None:
+            return {}
+        node.mtls_port = node.mtls_port or free_loopback_port()
+        return self.secured.properties(node.port, node.mtls_port, node.controller_port)
 
     def _format(self, node: Node) -> None:
         node.directory.mkdir(parents=True, exist_ok=True)
@@ -183,6 +208,7 @@ class KafkaCluster:
             self.cluster_id,
             "-c",
             str(properties),
+            *([] if self.secured is None else self.secured.format_arguments()),
         ]
         finished = subprocess.run(command, capture_output=True, text=True, check=False)  # noqa: S603
         if finished.returncode != 0:
@@ -229,7 +255,7 @@ class KafkaCluster:
                 raise BrokerError(f"Kafka node {node.node_id} exited; see {node.directory / 'stdout.log'}")
         if not all([await _listening(node.port) for node in running]):
             return False  # a client would only log its failed connections
-        client = AIOKafkaClient(bootstrap_servers=",".join(node.address for node in running))
+        client = kafka_client(replace(self.access, bootstrap=",".join(node.address for node in running)))
         try:
             await client.bootstrap()
             metadata = await client.fetch_all_metadata()

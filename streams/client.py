@@ -101,14 +101,14 @@ class Client:
         self._prefix = topic_prefix
         self._signer = signer
         self._publisher: Publisher | None = None  # made where it runs: a producer needs the event loop
+        self._entered = False
         self._written: list[Written] = []  # where the last publish put its records
         self._submissions: dict[UUID, UUID] = {}  # job id -> the id its submission is decided under
         self._refused_streams: dict[UUID, UUID] = {}
 
     async def __aenter__(self) -> Client:
         await admitted(self._kafka)
-        self._publisher = Publisher(self._kafka, self._profile)
-        await self._publisher.start()
+        self._entered = True
         return self
 
     async def __aexit__(
@@ -209,8 +209,12 @@ class Client:
         return message
 
     async def _publish(self, messages: list[Outgoing]) -> None:
-        if self._publisher is None:
+        if not self._entered:
             raise ScrapestreamError("use the client in `async with Client(...) as client:`")
+        if self._publisher is None:  # started at the first publish: a client that only reads never writes
+            publisher = Publisher(self._kafka, self._profile)
+            await publisher.start()
+            self._publisher = publisher
         self._written = await self._publisher.send_all(messages)
 
     @contextlib.asynccontextmanager
@@ -331,6 +335,8 @@ class Client:
         try:
             await start_whole(consumer.start, consumer.stop)
             await refresh_metadata(consumer)
+            if not consumer.partitions_for_topic(f"{self._prefix}.events"):
+                return  # a principal the cluster lets read no events (the `producer` role): nothing to follow
             partition = self._partition_of(consumer, f"{self._prefix}.events", key)
             consumer.assign([partition])
             consumer.seek(partition, 0)
@@ -384,10 +390,15 @@ class Client:
         try:
             await start_whole(consumer.start, consumer.stop)
             await refresh_metadata(consumer)
+            # Past the first topic, only those the cluster shows this principal (ACLs hide the others).
+            readable = [
+                topics[0],
+                *(name for name in topics[1:] if consumer.partitions_for_topic(f"{self._prefix}.{name}")),
+            ]
             partitions = list(
                 {
                     self._partition_of(consumer, f"{self._prefix}.{name}", key)
-                    for name in topics
+                    for name in readable
                     for key in keys
                 }
             )

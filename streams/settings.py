@@ -29,6 +29,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from projections.lifecycle.escalation import BLOCKED_BY_DEFAULT, ROUTE_KINDS, RouteLadder
 from projections.lifecycle.identity import origin_of
 from projections.lifecycle.policy import CallbackPolicy, CredentialGrant, ExecutionProfile, Policy
+from schemas.contract import PUBLIC_TOPICS
 from schemas.enums import ArtifactTrust, PolicyClass
 from schemas.types import to_cost_scale
 from streams.broker.access import KafkaAccess, SaslMechanism, SecurityProtocol
@@ -390,7 +391,11 @@ class Settings(BaseSettings):
         """How clients talk to the broker: the broker profile's tuning, with the session timeout
         as set (a shorter one moves a dead worker's partitions sooner, and evicts a paused one)."""
         base = EMBEDDED_TANSU if self.broker_profile == "embedded" else KAFKA
-        profile = replace(base, compression_type=None if self.compression == "none" else self.compression)
+        profile = replace(
+            base,
+            compression_type=None if self.compression == "none" else self.compression,
+            public_compression_type=None if self.public_compression == "none" else self.public_compression,
+        )
         if self.session_timeout_ms is None:
             return profile
         heartbeat = min(base.heartbeat_interval_ms, self.session_timeout_ms // 3)
@@ -428,6 +433,11 @@ class Settings(BaseSettings):
 
     def topic(self, name: str) -> str:
         return f"{self.topic_prefix}.{name}"
+
+    @property
+    def public_topics(self) -> frozenset[str]:
+        """The topics workers write and outside clients read (the contract's)."""
+        return frozenset(self.topic(each.topic) for each in PUBLIC_TOPICS if each.written_by_workers)
 
     def due_topic(self, runner: str) -> str:
         """Where due work of a job type goes: `http.fetch`'s on `due`, every other type's on its own

@@ -129,7 +129,9 @@ class Worker:
         self._watch("the global table reader", table.task)
         store = self.store = JobStore(RocksStore(settings.data_dir / "lifecycle"), self.policy)
         stack.callback(store.close)
-        publisher = self.publisher = Publisher(settings.kafka_access, self.profile, self.counters)
+        publisher = self.publisher = Publisher(
+            settings.kafka_access, self.profile, self.counters, settings.public_topics
+        )
         await publisher.start()
         stack.push_async_callback(publisher.stop)
         registry = SchemaRegistry.of(settings)

@@ -13,6 +13,7 @@ import pytest
 from moto.server import ThreadedMotoServer
 
 from bench.kafka import KAFKA_VERSION, KafkaCluster, fetch_kafka
+from bench.secured import Secured
 from bench.zipkin import VERSION as ZIPKIN_VERSION
 from bench.zipkin import running_zipkin
 from streams.broker.embedded import EmbeddedBroker, free_loopback_port
@@ -107,6 +108,30 @@ def kafka_cluster(
     cluster = KafkaCluster(fetch_kafka(POM), tmp_path_factory.mktemp("cluster"), nodes=3)
     asyncio.run(cluster.start())
     STARTED.append(f"brokers: Apache Kafka {KAFKA_VERSION}, three brokers at {cluster.bootstrap}")
+    register(TestBroker("kafka", cluster.bootstrap))
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+SECURED_USERS = ("worker", "producer", "consumer", "team", "stranger")  # each its own SCRAM principal
+
+
+@pytest.fixture(scope="session")
+def secured_kafka(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[KafkaCluster]:
+    """One Apache Kafka node as production clusters run: SASL_SSL (SCRAM-SHA-512) and mutual TLS
+    listeners, a CA made for the session, ACLs enforced, only `admin` a super user (`bench/secured.py`)."""
+    if request.config.getoption("--broker") == "tansu":
+        pytest.skip("Apache Kafka only: run with --broker kafka or both")
+    kafka_or_skip()
+    directory = tmp_path_factory.mktemp("secured")
+    secured = Secured.made_in(directory, *SECURED_USERS)
+    cluster = KafkaCluster(fetch_kafka(POM), directory / "kafka", nodes=1, secured=secured)
+    asyncio.run(cluster.start())
+    STARTED.append(f"brokers: Apache Kafka {KAFKA_VERSION}, one secured node at {cluster.bootstrap}")
     register(TestBroker("kafka", cluster.bootstrap))
     try:
         yield cluster

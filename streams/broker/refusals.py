@@ -18,6 +18,7 @@ from aiokafka.protocol.metadata import MetadataRequest
 from streams.broker.access import PROTOCOL, TLS_FILES, KafkaAccess, KafkaAccessError
 
 PROBE_TIMEOUT_MS = 10_000
+CERTIFICATE_ALERTS = ("CERTIFICATE_REQUIRED", "BAD_CERTIFICATE", "CERTIFICATE_UNKNOWN", "UNKNOWN_CA")
 HOSTNAME_MISMATCH_CODES = (62, 64)  # X509_V_ERR_HOSTNAME_MISMATCH, X509_V_ERR_IP_ADDRESS_MISMATCH
 
 
@@ -41,21 +42,29 @@ async def admitted(access: KafkaAccess) -> None:
         errors.IllegalSaslStateError,
     ) as exc:
         raise KafkaAccessError(_login_refused(access, exc)) from None
+    except errors.KafkaConnectionError as exc:  # it accepted the connection, then closed it unanswered
+        if isinstance(exc.__cause__, ssl.SSLError):
+            raise KafkaAccessError(_tls_refused(access, exc.__cause__)) from None
+        raise KafkaAccessError(_other_protocol(access)) from None
     except (TimeoutError, OSError, errors.KafkaError):
         return  # down or unreachable: the callers retry and say so
     try:
         await connection.send(MetadataRequest([]))
     except errors.KafkaConnectionError:
-        raise KafkaAccessError(
-            f"{PROTOCOL}: the broker at {access.bootstrap} closed the connection after "
-            f"{access.security_protocol} was set up; its listener expects another security protocol "
-            "(SASL_SSL, SSL, SASL_PLAINTEXT or PLAINTEXT)"
-        ) from None
+        raise KafkaAccessError(_other_protocol(access)) from None
     except (TimeoutError, errors.KafkaError):
         return
     finally:
         with contextlib.suppress(Exception):
             connection.close()
+
+
+def _other_protocol(access: KafkaAccess) -> str:
+    return (
+        f"{PROTOCOL}: the broker at {access.bootstrap} closed the connection unanswered over "
+        f"{access.security_protocol}; its listener expects another security protocol (SASL_SSL, SSL, "
+        "SASL_PLAINTEXT or PLAINTEXT)"
+    )
 
 
 def _untrusted(access: KafkaAccess, exc: ssl.SSLCertVerificationError) -> str:
@@ -75,7 +84,7 @@ def _untrusted(access: KafkaAccess, exc: ssl.SSLCertVerificationError) -> str:
 
 def _tls_refused(access: KafkaAccess, exc: ssl.SSLError) -> str:
     reason = (exc.reason or str(exc)).upper()
-    if "CERTIFICATE_REQUIRED" in reason or "BAD_CERTIFICATE" in reason or "UNKNOWN_CA" in reason:
+    if any(alert in reason for alert in CERTIFICATE_ALERTS):
         return (
             f"{TLS_FILES}: the broker at {access.bootstrap} refused this client's certificate "
             f"({exc.reason}); mutual TLS needs a certificate signed by a CA the brokers trust"

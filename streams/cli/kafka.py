@@ -57,6 +57,10 @@ def run_kafka_command(arguments: argparse.Namespace) -> int:
         from streams.cli.tail import tail
 
         return run(tail(connected_settings(), arguments))
+    if arguments.command == "acls":
+        from streams.cli.acls import run_acls
+
+        return run(run_acls(connected_settings() if arguments.apply else load_settings(), arguments))
     return run(_replay(arguments))
 
 
@@ -227,7 +231,7 @@ async def _topics(arguments: argparse.Namespace) -> int:
     """`create` makes what is missing, then checks; `check` names each fault (exit 1 for any);
     `describe` shows each topic as the cluster has it."""
     from streams.jobtypes import discover, runnable_here
-    from streams.runtime.topics import create_missing, inspect, problems, topic_specs
+    from streams.runtime.topics import create_missing, inspect, problems, topic_specs, worker_missing_acls
 
     settings = connected_settings()
     runners = {*settings.profiles, *runnable_here(settings, discover()), *arguments.job_types}
@@ -247,7 +251,10 @@ async def _topics(arguments: argparse.Namespace) -> int:
                 f"{spec.name}: {have.partitions} partitions, replication {have.replication}, {shown}", False
             )
         return 0
-    faults = problems(specs, found)
+    faults = [
+        f"missing ACL: {acl.line()}" for acl in await worker_missing_acls(settings, [s.name for s in specs])
+    ]
+    faults += problems(specs, found)
     for fault in faults:
         _print(fault, False)
     if not faults:

@@ -44,7 +44,7 @@ API_COMMANDS = frozenset(
         "monitor",
     }
 )
-KAFKA_COMMANDS = frozenset({"submit", "watch", "replay", "topics", "tail"})
+KAFKA_COMMANDS = frozenset({"submit", "watch", "replay", "topics", "tail", "acls"})
 
 
 class _HelpFormatter(argparse.HelpFormatter):
@@ -118,6 +118,7 @@ def _parser() -> argparse.ArgumentParser:
         default=[],
         help="also a job type's due topic (repeatable)",
     )
+    _acls_parser(commands)
     replay = commands.add_parser("replay", help="rebuild the lifecycle store from the events topic")
     target = replay.add_mutually_exclusive_group(required=True)
     target.add_argument(
@@ -260,6 +261,22 @@ def _api_parsers(commands: argparse._SubParsersAction[_Parser]) -> None:
     new.add_argument("--role", required=True, choices=[role.value for role in ActorRole])
     new.add_argument("--file", help="add the principal to this principals file (created if missing)")
     new.add_argument("--json", action="store_true", help="print JSON")
+
+
+def _acls_parser(commands: argparse._SubParsersAction[_Parser]) -> None:
+    from streams.broker.acls import ROLES
+
+    acls = commands.add_parser(
+        "acls", help="the Kafka ACLs a principal needs for a role; --apply creates them"
+    )
+    acls.add_argument("--role", required=True, choices=ROLES, help="what the principal does")
+    acls.add_argument("--principal", required=True, help="the principal, as User:NAME")
+    acls.add_argument("--group-prefix", help="an outside role's consumer group prefix (default: NAME.)")
+    acls.add_argument(
+        "--type", dest="job_types", action="append", default=[], help="a remote job type (repeatable)"
+    )
+    acls.add_argument("--apply", action="store_true", help="create them, as this command's Kafka principal")
+    acls.add_argument("--json", action="store_true", help="print them as JSON")
 
 
 def _monitor_parser(commands: argparse._SubParsersAction[_Parser]) -> None:

@@ -12,7 +12,7 @@ import asyncio
 import functools
 import struct
 from collections import Counter, defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -31,7 +31,7 @@ from streams.errors import BrokerError
 from streams.runtime.transactions import open_transaction
 
 COMPRESS_FROM_BYTES = 2048  # a smaller batch (a lone job's records) saves little and costs ~40 µs a hop
-NO_COMPRESSION = 0
+CODECS = {None: 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}  # a record batch's compression attribute
 MURMUR2_M = 0x5BD1E995
 MURMUR2_SEED = 0x9747B28C
 MISSING_TOPIC_WAIT_S = 5.0  # a topic created a moment ago reaches every broker's metadata within it
@@ -137,12 +137,19 @@ class Sink(Protocol):
 
 class Publisher:
     def __init__(
-        self, kafka: KafkaAccess, profile: BrokerProfile, counters: Counter[str] | None = None
+        self,
+        kafka: KafkaAccess,
+        profile: BrokerProfile,
+        counters: Counter[str] | None = None,
+        public_topics: Collection[str] = (),
     ) -> None:
         self._kafka = kafka
         self._bootstrap = kafka.bootstrap
         self._counters: Counter[str] = Counter() if counters is None else counters
         self._idempotent = profile.enable_idempotence
+        self._codec = CODECS[profile.compression_type]
+        self._public_codec = CODECS[profile.public_compression_type]
+        self._public = frozenset(public_topics)
         self._producer = new_producer(kafka, profile, partitioner=_PARTITIONER)
         # With a schema registry: what consumers read, in its framing (`streams/runtime/schema_registry.py`).
         self.framing: Callable[[Sequence[Outgoing]], Sequence[Outgoing]] | None = None
@@ -210,10 +217,10 @@ class Publisher:
         producer = self._producer if transaction is None else transaction.producer
         for (topic, partition), indexes in groups.items():
             for members, size in self._fitting_runs(messages, indexes):
-                if size >= COMPRESS_FROM_BYTES:
-                    batch = producer.create_batch()
-                else:  # aiokafka has no per-batch choice of compression but takes any batch
-                    batch = BatchBuilder(MAX_BATCH_BYTES, NO_COMPRESSION, is_transactional=bool(transaction))
+                # aiokafka has no per-batch choice of compression, but takes any batch.
+                codec = self._public_codec if topic in self._public else self._codec
+                codec = codec if size >= COMPRESS_FROM_BYTES else CODECS[None]
+                batch = BatchBuilder(MAX_BATCH_BYTES, codec, is_transactional=bool(transaction))
                 for index in members:
                     _append(batch, messages[index], topic)
                 future = await producer.send_batch(batch, topic, partition=partition)

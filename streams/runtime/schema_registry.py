@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import json
 import logging
+import ssl
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import httpx
 
@@ -36,8 +38,17 @@ class SchemaRegistryError(UsageError):
     """The registry refused the contract (an incompatible change) or is not a registry at all."""
 
 
+def _trusting(ca_file: Path) -> ssl.SSLContext:
+    try:
+        return ssl.create_default_context(cafile=str(ca_file))
+    except (OSError, ssl.SSLError) as exc:
+        raise UsageError(f"SCRAPESTREAM_SCHEMA_REGISTRY_CA_FILE: cannot read {ca_file}: {exc}") from None
+
+
 class SchemaRegistry:
-    def __init__(self, url: str, basic_auth: str | None = None, timeout_s: float = 10.0) -> None:
+    def __init__(
+        self, url: str, basic_auth: str | None = None, timeout_s: float = 10.0, ca_file: Path | None = None
+    ) -> None:
         auth = None
         if basic_auth is not None:
             user, _, password = basic_auth.partition(":")
@@ -45,7 +56,11 @@ class SchemaRegistry:
         self.url = url.rstrip("/")
         self.shown = shown_url(self.url)  # what messages and logs name: never a password in the URL
         self._http = httpx.AsyncClient(
-            base_url=self.url, auth=auth, timeout=timeout_s, headers={"Accept": CONTENT_TYPE}
+            base_url=self.url,
+            auth=auth,
+            timeout=timeout_s,
+            headers={"Accept": CONTENT_TYPE},
+            verify=_trusting(ca_file) if ca_file is not None else True,
         )
         self._missing: OrderedDict[int, None] = OrderedDict()  # ids the registry said it does not have
 
@@ -58,6 +73,7 @@ class SchemaRegistry:
             settings.schema_registry_url,
             None if secret is None else secret.get_secret_value(),
             settings.schema_registry_timeout_s,
+            settings.schema_registry_ca_file,
         )
 
     async def close(self) -> None:

@@ -20,8 +20,11 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.errors import KafkaError, TopicAlreadyExistsError
 
+from streams.broker.access import KafkaAccessError
+from streams.broker.acls import Acl, Deployment, acls_for, missing
 from streams.broker.clients import kafka_admin
 from streams.broker.compat import TOPICS_VISIBLE_WITHIN_S, start_whole
+from streams.broker.permissions import allowed_operations
 from streams.broker.refusals import admitted
 from streams.errors import BrokerError, UsageError
 from streams.settings import TOPIC_NAMES, Settings
@@ -176,6 +179,14 @@ async def ensure_topics(settings: Settings, runners: Iterable[str] = ()) -> None
     """Refuses (`TopicLayoutError`) to run on topics that are missing or differ from the settings;
     with `SCRAPESTREAM_CREATE_TOPICS` the missing ones are created first."""
     specs = topic_specs(settings, runners)
+    lacking = await worker_missing_acls(settings, [spec.name for spec in specs])
+    if lacking:
+        who = settings.kafka_access.principal
+        raise KafkaAccessError(
+            f"{who} lacks ACLs a worker needs: {'; '.join(acl.line() for acl in lacking)} (create them with "
+            f"`scrapestream acls --role worker --principal {who} --apply` as an administrator, or check "
+            "SCRAPESTREAM_KAFKA_SASL_USERNAME)"
+        )
     if settings.create_topics:
         await create_missing(settings, specs)
     faults = problems(specs, await inspect(settings, [spec.name for spec in specs]))
@@ -201,3 +212,24 @@ async def _admin(settings: Settings) -> AsyncIterator[AIOKafkaAdminClient]:
         yield admin
     finally:
         await admin.close()
+
+
+def deployment_of(settings: Settings, job_types: list[str], group_prefix: str | None = None) -> Deployment:
+    return Deployment(
+        settings.topic_prefix,
+        settings.consumer_group,
+        settings.create_topics,
+        tuple(settings.due_topic(job_type) for job_type in job_types),
+        group_prefix,
+    )
+
+
+async def worker_missing_acls(settings: Settings, topics: list[str]) -> list[Acl]:
+    """The `worker` ACLs this process's own principal lacks on `topics` and its group; none to check
+    where it logs in as no named principal (an open cluster, or mutual TLS)."""
+    principal = settings.kafka_access.principal
+    if principal is None:
+        return []
+    needed = acls_for("worker", principal, deployment_of(settings, []))
+    allowed = await allowed_operations(settings.kafka_access, topics, settings.consumer_group)
+    return missing(needed, allowed)

@@ -41,6 +41,7 @@ from aiokafka.errors import (
 
 from streams.broker.access import KafkaAccess
 from streams.broker.compat import BrokerProfile, new_producer, start_whole
+from streams.broker.refusals import denial
 from streams.errors import BrokerError
 
 log = logging.getLogger(__name__)
@@ -153,6 +154,11 @@ class PartitionTransactions:
                 self._producers[tp] = producer
         if failed:
             tp, error = failed[0]
+            denied = denial(
+                error, self._kafka, f"use the transactional id {transactional_id(self._group_id, tp)}"
+            )
+            if denied is not None:
+                raise denied from None
             raise BrokerError(f"cannot start the transactional producer of {tp}: {error}") from error
 
     async def probe(self) -> None:

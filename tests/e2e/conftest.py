@@ -17,13 +17,14 @@ from uuid import UUID, uuid4
 import httpx
 import pytest_asyncio
 from aiohttp import web
-from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
+from aiokafka import ConsumerRecord, TopicPartition
 
 from schemas.codec import decode
 from schemas.commands import SubmitJob
 from schemas.errors import CodecError
 from schemas.records import Request
-from streams.broker.access import plaintext
+from streams.broker.access import KafkaAccess, plaintext
+from streams.broker.clients import kafka_consumer
 from streams.broker.compat import end_offsets, records_between, start_whole
 from streams.callbacks.keys import CallbackKeys
 from streams.client import Client
@@ -255,16 +256,16 @@ def worker_settings(bootstrap: str, data_dir: Path, **overrides: Any) -> Setting
 class Observer:
     """Reads a topic from its start in the background and keeps every decoded record."""
 
-    def __init__(self, bootstrap: str, topic: str) -> None:
+    def __init__(self, access: KafkaAccess, topic: str) -> None:
         self.records: list[Any] = []
         self.raw: list[Any] = []
         self._changed = asyncio.Condition()
-        self._consumer = AIOKafkaConsumer(
+        self._consumer = kafka_consumer(
+            access,
             topic,
-            bootstrap_servers=bootstrap,
             auto_offset_reset="earliest",
             fetch_max_wait_ms=10,
-            isolation_level=profile(bootstrap).isolation_level,  # as an outside reader is told to
+            isolation_level=profile(access.bootstrap).isolation_level,  # as an outside reader is told to
         )
         self._task: asyncio.Task[None] | None = None
 
@@ -329,7 +330,7 @@ class System:
 async def observed_system(settings: Settings, worker: Worker | None = None) -> AsyncIterator[System]:
     """A client and observers of events, completions and dead input; the worker may run elsewhere."""
     observers = [
-        await Observer(settings.kafka_bootstrap, settings.topic(name)).start()
+        await Observer(settings.kafka_access, settings.topic(name)).start()
         for name in ("events", "completions", "dead-input")
     ]
     client = Client(settings.kafka_access, profile(settings.kafka_bootstrap), settings.topic_prefix)

@@ -30,7 +30,7 @@ async def system(broker, tmp_path_factory):
         worker_settings(broker.bootstrap, tmp_path_factory.mktemp("answers"))
     ) as running:
         answers = running.settings.topic("answers")
-        running.answers = await Observer(running.settings.kafka_bootstrap, answers).start()
+        running.answers = await Observer(running.settings.kafka_access, answers).start()
         yield running
 
 

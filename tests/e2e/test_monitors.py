@@ -82,7 +82,7 @@ async def watching(broker, tmp_path_factory) -> AsyncIterator[Watching]:
     async with loopback(page.handle) as page.port, running_system(settings) as system:
         assert system.worker is not None
         await settled_ownership(system.worker, partitions=settings.partitions)
-        changes = await Observer(settings.kafka_bootstrap, settings.topic("changes")).start()
+        changes = await Observer(settings.kafka_access, settings.topic("changes")).start()
         try:
             yield Watching(system, page, changes)
         finally:

@@ -61,7 +61,7 @@ def start_of(work: DueWork) -> StartAttempt:
 
 
 async def test_a_lease_whose_executor_died_is_expired_retried_and_a_late_report_is_stale(system, origin):
-    due = await Observer(system.settings.kafka_bootstrap, system.settings.topic("due")).start()
+    due = await Observer(system.settings.kafka_access, system.settings.topic("due")).start()
     publisher = Publisher(system.settings.kafka_access, profile(system.settings.kafka_bootstrap))
     await publisher.start()
     try:
@@ -94,7 +94,7 @@ async def test_a_lease_whose_executor_died_is_expired_retried_and_a_late_report_
 
 
 async def test_work_nobody_starts_is_redispatched_without_spending_the_budget(system, origin):
-    due = await Observer(system.settings.kafka_bootstrap, system.settings.topic("due")).start()
+    due = await Observer(system.settings.kafka_access, system.settings.topic("due")).start()
     try:
         job_id = await system.submit(origin.url("/page/unstarted"), attempt_limit=1)
         # No executor runs here: each lease lapses unstarted and the job is dispatched again.

@@ -463,7 +463,7 @@ async def test_a_stopping_worker_gives_back_a_reservation_whose_call_never_began
             shutdown_grace_s=0.1,
         )
         async with running_system(settings) as system:
-            ledger = await Observer(settings.kafka_bootstrap, settings.topic("routes")).start()
+            ledger = await Observer(settings.kafka_access, settings.topic("routes")).start()
             try:
                 begun = await system.submit(held.url("/slow/begun"), cache_mode=CacheMode.BYPASS)
                 await system.events.wait_for(lambda _: "AttemptStarted" in system.event_kinds(begun))

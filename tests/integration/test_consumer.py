@@ -57,7 +57,7 @@ async def run(broker, stage_for, values: list[bytes], later: Sequence[bytes] = (
     await produce(broker, topic, values)
     publisher = Publisher(broker.access, broker.profile)
     await publisher.start()
-    dead = await Observer(broker.bootstrap, settings.topic("dead-input")).start()
+    dead = await Observer(broker.access, settings.topic("dead-input")).start()
     stage = stage_for(topic)
     stage.expected = len([v for v in values if v != b"bug"])
     consumer = StageConsumer(

@@ -1,0 +1,3 @@
+"""The origin the secured-cluster jobs fetch from: the end-to-end tests' own."""
+
+from tests.e2e.conftest import origin  # noqa: F401 - a fixture, shared
