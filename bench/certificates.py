@@ -34,6 +34,16 @@ def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
     )
 
 
+def _general(name: str) -> x509.GeneralName:
+    try:
+        return x509.IPAddress(ipaddress.ip_address(name))
+    except ValueError:
+        return x509.DNSName(name)
+
+
+LOOPBACK = ("localhost", "127.0.0.1")
+
+
 @dataclass(frozen=True)
 class Issued:
     certificate: Path  # the certificate, then the CA's
@@ -60,7 +70,8 @@ class CertificateAuthority:
         self.ca_file = directory / f"{name.replace(' ', '-')}.pem"
         self.ca_file.write_bytes(self._certificate.public_bytes(serialization.Encoding.PEM))
 
-    def issue(self, common_name: str, *, server: bool = False) -> Issued:
+    def issue(self, common_name: str, *, names: tuple[str, ...] = ()) -> Issued:
+        """A certificate for `common_name`; a server's names the hosts and addresses in `names`."""
         key = ec.generate_private_key(ec.SECP256R1())
         now = datetime.datetime.now(datetime.UTC)
         builder = (
@@ -72,9 +83,10 @@ class CertificateAuthority:
             .not_valid_before(now - datetime.timedelta(minutes=5))
             .not_valid_after(now + VALID_FOR)
         )
-        if server:
-            names = [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-            builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
+        if names:
+            builder = builder.add_extension(
+                x509.SubjectAlternativeName([_general(n) for n in names]), critical=False
+            )
         certificate = builder.sign(self._key, hashes.SHA256())
         chain = certificate.public_bytes(serialization.Encoding.PEM) + self.ca_file.read_bytes()
         stem = self.directory / common_name

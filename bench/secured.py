@@ -12,7 +12,7 @@ from pathlib import Path
 
 from pydantic import SecretStr
 
-from bench.certificates import CertificateAuthority
+from bench.certificates import LOOPBACK, CertificateAuthority
 from streams.broker.access import KafkaAccess, SaslMechanism
 
 ADMIN = "admin"
@@ -34,7 +34,7 @@ class Secured:
         )
 
     def properties(self, port: int, mtls_port: int, controller_port: int) -> dict[str, str]:
-        key_store = self.ca.key_store(self.ca.issue("broker", server=True))
+        key_store = self.ca.key_store(self.ca.issue("broker", names=LOOPBACK))
         jaas = (
             "org.apache.kafka.common.security.scram.ScramLoginModule required "
             f'username="{ADMIN}" password="{self.users[ADMIN]}";'

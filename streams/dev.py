@@ -16,7 +16,7 @@ from typing import Any
 from streams.broker.embedded import EmbeddedBroker
 from streams.devstate import DEV_DIR, STATE_FILE, read_dev_state
 from streams.readers.fleet import startup_lines
-from streams.settings import Settings
+from streams.settings import Settings, on_embedded_broker
 from streams.worker import Worker
 
 
@@ -26,9 +26,7 @@ async def run_dev(settings: Settings, stopped: Any) -> None:
         raise SystemExit("scrapestream dev already runs from this directory (.scrapestream/dev.json)")
     data_dir = _fresh_data_dir()
     async with EmbeddedBroker(log_path=DEV_DIR / "broker.log") as broker:
-        worker_settings = settings.model_copy(
-            update={"kafka_bootstrap": broker.bootstrap, "broker_profile": "embedded", "data_dir": data_dir}
-        )
+        worker_settings = on_embedded_broker(settings, broker.bootstrap, data_dir=data_dir)
         worker = Worker(worker_settings, alone=True)
         await worker.start()
         try:

@@ -493,6 +493,16 @@ class Settings(BaseSettings):
         )
 
 
+def on_embedded_broker(settings: Settings, bootstrap: str, **more: Any) -> Settings:
+    """`settings` pointed at the embedded broker at `bootstrap`: its profile, and an open connection
+    whatever Kafka login the environment holds for another cluster."""
+    logins = [name for name in Settings.model_fields if name.startswith(("kafka_sasl_", "kafka_ssl_"))]
+    update: dict[str, Any] = dict.fromkeys(logins)
+    update |= {"kafka_ssl_check_hostname": True, "kafka_security_protocol": "PLAINTEXT"}
+    update |= {"kafka_bootstrap": bootstrap, "broker_profile": "embedded"}
+    return settings.model_copy(update=update | more)
+
+
 def load_settings(**overrides: object) -> Settings:
     """Settings from the environment plus `overrides`; a clear `SettingsError` when invalid, naming
     each variable (and, inside a JSON one, where in it) and what is wrong."""

@@ -115,7 +115,8 @@ def kafka_cluster(
         cluster.stop()
 
 
-SECURED_USERS = ("worker", "producer", "consumer", "team", "stranger")  # each its own SCRAM principal
+# Each its own SCRAM principal on the secured node.
+SECURED_USERS = ("worker", "producer", "consumer", "team", "executor", "stranger")
 
 
 @pytest.fixture(scope="session")

@@ -16,6 +16,7 @@ import base64
 import io
 import json
 import os
+import ssl
 import sys
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -143,16 +144,31 @@ class Executor:
         return {"result_body": single_object(self.result_schema, {"title": title, "words": len(title)})}
 
 
+def login(env) -> dict:
+    """The cluster's login as its operators gave it (`SECURITY_PROTOCOL`, `SASL_*`, `SSL_CA_FILE`)."""
+    protocol = env.get("SECURITY_PROTOCOL", "PLAINTEXT")
+    options = {"bootstrap_servers": env["BOOTSTRAP"], "security_protocol": protocol}
+    if protocol.startswith("SASL_"):
+        options |= {
+            "sasl_mechanism": env["SASL_MECHANISM"],
+            "sasl_plain_username": env["SASL_USERNAME"],
+            "sasl_plain_password": env["SASL_PASSWORD"],
+        }
+    if protocol.endswith("SSL"):
+        options["ssl_context"] = ssl.create_default_context(cafile=env.get("SSL_CA_FILE"))
+    return options
+
+
 async def main() -> None:
     env = os.environ
     consumer = AIOKafkaConsumer(
         env["DUE_TOPIC"],
-        bootstrap_servers=env["BOOTSTRAP"],
+        **login(env),
         group_id=env["GROUP"],
         auto_offset_reset="earliest",
         isolation_level="read_committed",
     )
-    producer = AIOKafkaProducer(bootstrap_servers=env["BOOTSTRAP"], enable_idempotence=False)
+    producer = AIOKafkaProducer(**login(env), enable_idempotence=False)
     await consumer.start()
     await producer.start()
     assert not {name.split(".")[0] for name in sys.modules} & {"streams", "schemas", "projections"}

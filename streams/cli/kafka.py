@@ -33,7 +33,7 @@ from streams.clock import utc_now
 from streams.devstate import read_dev_state
 from streams.errors import UsageError
 from streams.runtime.schema_registry import SchemaRegistry
-from streams.settings import Settings, load_settings
+from streams.settings import Settings, load_settings, on_embedded_broker
 
 T = TypeVar("T")
 ACCEPTANCE_TIMEOUT_S = 30.0
@@ -85,12 +85,12 @@ def connected_settings() -> Settings:
             "no Kafka to talk to: start `scrapestream dev` in this directory (another terminal), "
             "or set SCRAPESTREAM_KAFKA_BOOTSTRAP"
         )
-    update: dict[str, Any] = {"kafka_bootstrap": str(state["kafka_bootstrap"]), "broker_profile": "embedded"}
+    update: dict[str, Any] = {}
     if "SCRAPESTREAM_TOPIC_PREFIX" not in os.environ and "topic_prefix" in state:
         update["topic_prefix"] = str(state["topic_prefix"])
     if "SCRAPESTREAM_PARTITIONS" not in os.environ and "partitions" in state:
         update["partitions"] = int(state["partitions"])
-    return settings.model_copy(update=update)
+    return on_embedded_broker(settings, str(state["kafka_bootstrap"]), **update)
 
 
 def client_of(settings: Settings, signer: Signer | None = None) -> Client:

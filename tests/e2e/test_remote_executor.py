@@ -61,8 +61,11 @@ def principals() -> str:
 
 
 @contextlib.asynccontextmanager
-async def outside_executor(settings, result_schema: dict) -> AsyncIterator[asyncio.subprocess.Process]:  # type: ignore[no-untyped-def]
-    """The executor script in its own interpreter, outside the repository's packages' reach."""
+async def outside_executor(  # type: ignore[no-untyped-def]
+    settings, result_schema: dict, **login: str
+) -> AsyncIterator[asyncio.subprocess.Process]:
+    """The executor script in its own interpreter, outside the repository's packages' reach; `login`
+    is its own Kafka login (`SECURITY_PROTOCOL`, `SASL_*`, `SSL_CA_FILE`, `GROUP`), none by default."""
     environment = {
         "PATH": os.environ.get("PATH", ""),
         "BOOTSTRAP": settings.kafka_bootstrap,
@@ -73,7 +76,7 @@ async def outside_executor(settings, result_schema: dict) -> AsyncIterator[async
         "RESULT_SCHEMA": json.dumps(result_schema),
         "DEPLOYMENT": settings.deployment_id,
         "KEYS": json.dumps({name: ISSUED[name].signing_key for name in ("remote", "stranger")}),
-    }
+    } | login
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-I", str(EXECUTOR), env=environment, cwd="/", stdout=asyncio.subprocess.PIPE
     )

@@ -136,11 +136,26 @@ def from_end(consumer, topic):
     consumer.assign(assigned)
 
 
+def security(env):
+    """The cluster's login, as its operators gave it: SASL (SCRAM or PLAIN) over TLS, or none."""
+    protocol = env.get("SECURITY_PROTOCOL", "PLAINTEXT")
+    config = {"bootstrap.servers": env["BOOTSTRAP"], "security.protocol": protocol}
+    if protocol.startswith("SASL_"):
+        config |= {
+            "sasl.mechanisms": env["SASL_MECHANISM"],
+            "sasl.username": env["SASL_USERNAME"],
+            "sasl.password": env["SASL_PASSWORD"],
+        }
+    if protocol.endswith("SSL") and env.get("SSL_CA_FILE"):
+        config["ssl.ca.location"] = env["SSL_CA_FILE"]
+    return config
+
+
 def consumer_for(env, topic):
     consumer = Consumer(
-        {
-            "bootstrap.servers": env["BOOTSTRAP"],
-            "group.id": f"interop-{uuid.uuid4()}",
+        security(env)
+        | {
+            "group.id": f"{env.get('GROUP_PREFIX', 'interop-')}{uuid.uuid4()}",
             "isolation.level": "read_committed",
             "enable.auto.commit": False,
         }
@@ -151,7 +166,7 @@ def consumer_for(env, topic):
 
 def publish(env, topics, framing):
     """Each case's record on the submit topic; returns the case of each (partition, offset)."""
-    producer = Producer({"bootstrap.servers": env["BOOTSTRAP"], "enable.idempotence": True})
+    producer = Producer(security(env) | {"enable.idempotence": True})
     key = f"interop-{uuid.uuid4()}"
     first = submission(env, env["PAGE_URL"], key)
     cases = {

@@ -16,32 +16,13 @@ import pytest
 import pytest_asyncio
 
 from schemas.registry import bundle_path
-from tests.brokers import ROOT, kafka_or_skip
+from tests.brokers import ROOT
+from tests.clients import INTEROP
 from tests.e2e.cluster import auth_on
 from tests.e2e.conftest import System, running_system
 from tests.principals import ISSUED
 
-INTEROP = ROOT / "tests" / "interop"
-JAVA_POM = INTEROP / "java" / "pom.xml"
 OUR_PACKAGES = {"streams", "schemas", "projections", "tests"}
-
-
-@pytest.fixture(scope="session")
-def java_client() -> list[str]:
-    """The Java client built by Maven, as its team would (classes generated from the bundle)."""
-    kafka_or_skip()
-    subprocess.run(["mvn", "-q", "-B", "-f", str(JAVA_POM), "package"], check=True, timeout=900)
-    target = JAVA_POM.parent / "target"
-    classpath = f"{target / 'classes'}:{(target / 'classpath.txt').read_text().strip()}"
-    return ["java", "-cp", classpath, "interop.Interop"]
-
-
-@pytest_asyncio.fixture(loop_scope="module", scope="module")
-async def deployment(broker, tmp_path_factory) -> AsyncIterator[System]:
-    async with running_system(
-        auth_on(broker.bootstrap, tmp_path_factory.mktemp("interop"), deployment_id="interop-tests")
-    ) as system:
-        yield system
 
 
 def client_env(system: System, origin, name: str) -> dict[str, str]:

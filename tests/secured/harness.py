@@ -51,9 +51,11 @@ class Deployment:
         assert code == 0, said
 
 
-async def made(cluster: KafkaCluster, prefix: str) -> Deployment:
-    """The deployment's topics, created by the administrator with `scrapestream topics create`."""
+async def made(cluster: KafkaCluster, prefix: str, *job_types: str) -> Deployment:
+    """The deployment's topics (and `job_types`' due topics), created by the administrator with
+    `scrapestream topics create`."""
     deployment = Deployment(cluster, prefix)
-    code, said = await run("topics", "create", cwd=Path.cwd(), **deployment.as_user(ADMIN))
+    types = [argument for job_type in job_types for argument in ("--type", job_type)]
+    code, said = await run("topics", "create", *types, cwd=Path.cwd(), **deployment.as_user(ADMIN))
     assert code == 0, said
     return deployment

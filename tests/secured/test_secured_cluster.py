@@ -124,6 +124,10 @@ async def test_a_job_runs_end_to_end_with_each_actor_its_own_principal(
         stored = await http.get(f"http://127.0.0.1:{system.worker.web_port}/artifacts/{artifact.artifact_id}")
     assert stored.status_code == 200
     assert hashlib.sha256(stored.content).hexdigest() == artifact.sha256
+    password = deployment.secured.users["worker"]
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{system.worker.web_port}") as http:
+        for path in ("/metrics", "/healthz", "/readyz", "/ui/", "/ui/overview/live", "/routes"):
+            assert password not in (await http.get(path)).text, path
 
 
 async def test_the_python_client_submits_and_reads_its_answer_as_a_producer(

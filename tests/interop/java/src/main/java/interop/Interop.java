@@ -133,7 +133,7 @@ public final class Interop {
         }
 
         void run() throws Exception {
-            Properties common = new Properties();
+            Properties common = security();
             common.put("bootstrap.servers", env.get("BOOTSTRAP"));
             Properties producerProps = new Properties();
             producerProps.putAll(common);
@@ -236,6 +236,29 @@ public final class Interop {
             signer.update(bound.getBytes(StandardCharsets.UTF_8));
             signer.update(value);
             return Base64.getEncoder().encode(signer.sign());
+        }
+
+        /** The cluster's login, as its operators gave it: SASL (SCRAM or PLAIN) over TLS, or none. */
+        Properties security() {
+            Properties properties = new Properties();
+            String protocol = env.getOrDefault("SECURITY_PROTOCOL", "PLAINTEXT");
+            properties.put("security.protocol", protocol);
+            if (protocol.startsWith("SASL_")) {
+                String mechanism = env.get("SASL_MECHANISM");
+                String module = mechanism.startsWith("SCRAM")
+                        ? "org.apache.kafka.common.security.scram.ScramLoginModule"
+                        : "org.apache.kafka.common.security.plain.PlainLoginModule";
+                properties.put("sasl.mechanism", mechanism);
+                properties.put(
+                        "sasl.jaas.config",
+                        module + " required username=\"" + env.get("SASL_USERNAME") + "\" password=\""
+                                + env.get("SASL_PASSWORD") + "\";");
+            }
+            if (protocol.endsWith("SSL") && env.containsKey("SSL_CA_FILE")) {
+                properties.put("ssl.truststore.type", "PEM");
+                properties.put("ssl.truststore.location", env.get("SSL_CA_FILE"));
+            }
+            return properties;
         }
 
         static void fromEnd(KafkaConsumer<byte[], byte[]> consumer, String topic) {
