@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import weakref
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -102,18 +103,23 @@ class Client:
         self._signer = signer
         self._publisher: Publisher | None = None  # made where it runs: a producer needs the event loop
         self._entered = False
+        # Readers a caller left unfinished (a `break` out of `completions()`) are stopped on exit.
+        self._readers: weakref.WeakSet[AIOKafkaConsumer] = weakref.WeakSet()
         self._written: list[Written] = []  # where the last publish put its records
         self._submissions: dict[UUID, UUID] = {}  # job id -> the id its submission is decided under
         self._refused_streams: dict[UUID, UUID] = {}
 
     async def __aenter__(self) -> Client:
-        await admitted(self._kafka)
+        if not await admitted(self._kafka):
+            raise BrokerError(f"cannot reach Kafka at {self._kafka.bootstrap}: no broker answered")
         self._entered = True
         return self
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
     ) -> None:
+        for reader in list(self._readers):
+            await reader.stop()
         if self._publisher is not None:
             await self._publisher.stop()
         if self._registry is not None:
@@ -281,7 +287,7 @@ class Client:
             consumer.seek(partition, ends[partition] if late or at is None else at.offset)
 
     def _consumer(self, *topics: str, **options: Any) -> AIOKafkaConsumer:
-        return kafka_consumer(
+        consumer = kafka_consumer(
             self._kafka,
             *topics,
             enable_auto_commit=False,
@@ -289,6 +295,8 @@ class Client:
             isolation_level=self._profile.isolation_level,  # never a completion an aborted transaction wrote
             **options,
         )
+        self._readers.add(consumer)
+        return consumer
 
     async def _records(
         self, consumer: AIOKafkaConsumer

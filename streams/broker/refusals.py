@@ -22,9 +22,9 @@ CERTIFICATE_ALERTS = ("CERTIFICATE_REQUIRED", "BAD_CERTIFICATE", "CERTIFICATE_UN
 HOSTNAME_MISMATCH_CODES = (62, 64)  # X509_V_ERR_HOSTNAME_MISMATCH, X509_V_ERR_IP_ADDRESS_MISMATCH
 
 
-async def admitted(access: KafkaAccess) -> None:
-    """Returns when the first bootstrap address admits this client (or does not answer at all);
-    raises `KafkaAccessError` when it refuses its protocol, certificate or login."""
+async def admitted(access: KafkaAccess) -> bool:
+    """Whether the first bootstrap address answered and admitted this client (False: it did not answer
+    at all); `KafkaAccessError` when it refuses its protocol, certificate or login."""
     host, _, port = access.bootstrap.split(",")[0].strip().rpartition(":")
     options = access.client_options()
     options.pop("bootstrap_servers")
@@ -47,16 +47,17 @@ async def admitted(access: KafkaAccess) -> None:
             raise KafkaAccessError(_tls_refused(access, exc.__cause__)) from None
         raise KafkaAccessError(_other_protocol(access)) from None
     except (TimeoutError, OSError, errors.KafkaError):
-        return  # down or unreachable: the callers retry and say so
+        return False  # down or unreachable: the callers retry and say so
     try:
         await connection.send(MetadataRequest([]))
     except errors.KafkaConnectionError:
         raise KafkaAccessError(_other_protocol(access)) from None
     except (TimeoutError, errors.KafkaError):
-        return
+        return False
     finally:
         with contextlib.suppress(Exception):
             connection.close()
+    return True
 
 
 def _other_protocol(access: KafkaAccess) -> str:

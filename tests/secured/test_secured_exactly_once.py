@@ -17,7 +17,7 @@ from bench.secured import ADMIN
 from schemas.events import JobCompleted
 from streams.settings import load_settings
 from tests.e2e.conftest import observed_system
-from tests.faults.harness import WorkerProcess, check_log, worker_environment, workers
+from tests.faults.harness import WorkerProcess, check_log, report, worker_environment, workers
 from tests.faults.origins import hostile_origin
 from tests.faults.scenarios import all_terminal, distinct_completions, until
 from tests.faults.test_kafka_cluster import submit_all
@@ -71,6 +71,8 @@ async def test_a_worker_killed_three_times_on_the_secured_cluster_leaves_one_com
             KILLS,
         )
     per_job = Counter(c.job_id for c in system.completions.records if isinstance(c, JobCompleted))
+    counts.notes = {"kills": KILLS, "workers": 1, "brokers": 1, "cluster": "SASL_SSL, ACLs"}
+    report(counts)
     assert counts.lost == 0
     assert set(per_job) == set(job_ids)
     assert counts.duplicate_completions == 0, counts
