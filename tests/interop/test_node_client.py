@@ -57,6 +57,9 @@ async def test_kafkajs_reads_two_hundred_completions_from_the_beginning_in_one_c
     }
     seen = await run_client([*node_client, "completions", str(COMPLETIONS)], env)
     assert seen["completions"]["read"] == COMPLETIONS
+    assert busy.worker is not None  # and the batches it read were compressed, not only small ones
+    written = busy.worker.counters[f"produced.bytes.{busy.settings.topic('completions')}"]
+    assert written < 0.8 * sum(len(raw.value) for raw in busy.completions.raw)
 
 
 def test_the_node_client_imports_no_scrapestream_code():
