@@ -8,58 +8,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from collections.abc import AsyncIterator
-from datetime import timedelta
 from pathlib import Path
 
-import pytest
-import pytest_asyncio
-
-from schemas.commands import SubmitJob
-from schemas.records import Request
 from schemas.registry import bundle_path
-from streams.clock import utc_now
-from tests import brokers
 from tests.brokers import ROOT
 from tests.clients import NODE
-from tests.e2e.conftest import System, running_system, worker_settings
-from tests.interop.test_foreign_clients import run_client
 
 COMPLETIONS = 200
-
-
-@pytest_asyncio.fixture(loop_scope="module", scope="module")
-async def busy(broker: brokers.TestBroker, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[System]:
-    """A deployment that has completed `COMPLETIONS` jobs, ended in bursts as a busy one ends them."""
-    settings = worker_settings(broker.bootstrap, tmp_path_factory.mktemp("node-busy"))
-    async with running_system(settings) as system:
-        yield system
-
-
-@pytest.mark.asyncio(loop_scope="module")
-@pytest.mark.kafka_only
-async def test_kafkajs_reads_two_hundred_completions_from_the_beginning_in_one_consumer(
-    busy: System, origin, node_client
-):
-    deadline = utc_now() + timedelta(minutes=5)
-    commands = [
-        SubmitJob(
-            caller_identity="node", request=Request(url=origin.url(f"/page/node-{n}")), deadline_at=deadline
-        )
-        for n in range(COMPLETIONS)
-    ]
-    await busy.client.submit_all(commands)
-    await busy.completions.wait_for(lambda seen: len(seen) >= COMPLETIONS, 180)
-    env = os.environ | {
-        "BOOTSTRAP": busy.settings.kafka_bootstrap,
-        "TOPIC_PREFIX": busy.settings.topic_prefix,
-        "BUNDLE": str(bundle_path()),
-    }
-    seen = await run_client([*node_client, "completions", str(COMPLETIONS)], env)
-    assert seen["completions"]["read"] == COMPLETIONS
-    assert busy.worker is not None  # and the batches it read were compressed, not only small ones
-    written = busy.worker.counters[f"produced.bytes.{busy.settings.topic('completions')}"]
-    assert written < 0.8 * sum(len(raw.value) for raw in busy.completions.raw)
 
 
 def test_the_node_client_imports_no_scrapestream_code():
