@@ -95,10 +95,11 @@ async function readUntil(client, topic, fromBeginning, seen) {
   await consumer.connect();
   await consumer.subscribe({ topic, fromBeginning });
   let finish;
+  let patience;
   const done = new Promise((resolve, reject) => {
     finish = resolve;
     consumer.on(consumer.events.CRASH, (event) => reject(event.payload.error));
-    setTimeout(() => reject(new Error(`gave up reading ${topic}`)), PATIENCE_MS);
+    patience = setTimeout(() => reject(new Error(`gave up reading ${topic}`)), PATIENCE_MS);
   });
   await consumer.run({
     eachMessage: async ({ partition, message }) => {
@@ -108,6 +109,7 @@ async function readUntil(client, topic, fromBeginning, seen) {
   try {
     await done;
   } finally {
+    clearTimeout(patience); // a pending timer would hold the process open until it fires
     await consumer.disconnect();
   }
 }
@@ -128,14 +130,6 @@ async function client() {
   };
   const found = {};
   const placed = new Map();
-  const answering = readUntil(kafkaClient, topics.answers, false, (_, message) => {
-    const answer = contract.decode("SubmissionAnswer", message.value);
-    const name = placed.get(`${answer.source_partition}:${answer.source_offset}`);
-    if (name !== undefined && name in found) throw new Error(`a second answer for ${name}`);
-    if (name !== undefined) found[name] = answer;
-    return placed.size === Object.keys(cases).length && Object.keys(found).length === placed.size;
-  });
-  await new Promise((resolve) => setTimeout(resolve, 3000)); // the answers consumer has joined and sits at the end
   const producer = kafkaClient.producer({ idempotent: true, maxInFlightRequests: 1 });
   await producer.connect();
   for (const [name, [value, isSigned]] of Object.entries(cases)) {
@@ -145,7 +139,14 @@ async function client() {
     placed.set(`${meta.partition}:${meta.baseOffset}`, name);
   }
   await producer.disconnect();
-  await answering;
+  // from the beginning: an answer may be written before a reader that starts at the end has joined
+  await readUntil(kafkaClient, topics.answers, true, (_, message) => {
+    const answer = contract.decode("SubmissionAnswer", message.value);
+    const name = placed.get(`${answer.source_partition}:${answer.source_offset}`);
+    if (name !== undefined && name in found) throw new Error(`a second answer for ${name}`);
+    if (name !== undefined) found[name] = answer;
+    return Object.keys(found).length === placed.size;
+  });
   for (const [name, answer] of Object.entries(found)) {
     const shown = Object.fromEntries(["answer", "correlation_id", "rejection", "reason"].map((k) => [k, answer[k] ?? null]));
     console.log(JSON.stringify({ case: name, ...shown, command_id: answer.command_id, job_id: answer.job_id }));
