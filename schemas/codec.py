@@ -20,6 +20,7 @@ from schemas import binary, commands, events, records, work
 from schemas.errors import CodecError, TruncatedRecordError, UnknownSchemaError
 from schemas.registry import KnownSchema, current_schemas, known_schema, writer_schemas
 from schemas.types import Record
+from schemas.writer_shape import MAX_SCHEMA_CHARS, ShapeError, shape_problem
 
 SINGLE_OBJECT_MARKER = b"\xc3\x01"
 CONFLUENT_MAGIC = b"\x00"
@@ -178,14 +179,20 @@ def decode_as(data: bytes, *wanted: type[R]) -> R:
 
 def learn_registry_schema(schema_id: int, schema_text: str) -> KnownSchema:
     """Remember the writer schema a schema registry keeps under `schema_id` (its record's name must be
-    one this reader knows, to resolve to); Confluent-framed bytes naming that id then decode."""
+    one this reader knows, to resolve to, and its shape safe to decode with: `schemas.writer_shape`);
+    Confluent-framed bytes naming that id then decode."""
     try:
+        if len(schema_text) > MAX_SCHEMA_CHARS:
+            raise ShapeError(f"{len(schema_text)} characters, more than a writer schema may have")
         standalone = json.loads(schema_text)
+        problem = shape_problem(standalone)
+        if problem is not None:  # before fastavro sees it: its walk over hostile bytes would not end
+            raise ShapeError(problem)
         name = str(standalone["name"]).rsplit(".", 1)[-1]
         writer = known_schema(name, standalone)
     except Exception as exc:  # whatever a registry hands back that is no Avro record schema
         raise UnknownSchemaError(
-            f"registry schema {schema_id} is no usable Avro record schema: {exc}"
+            f"registry schema {schema_id} is no usable Avro record schema: {str(exc)[:200]}"
         ) from exc
     if name not in current_schemas():
         raise UnknownSchemaError(f"registry schema {schema_id} is a {name[:64]!r}, no scrapestream.v1 record")

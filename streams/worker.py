@@ -20,6 +20,7 @@ from streams.agents.intake import Intake
 from streams.agents.lifecycle import Lifecycle
 from streams.agents.maintenance import Maintenance
 from streams.agents.outbox import Outbox
+from streams.agents.reading_process import ReadingProcess
 from streams.agents.remote import RemoteResults
 from streams.agents.timers import Timers
 from streams.artifacts.configured import open_artifact_store
@@ -108,7 +109,9 @@ class Worker:
             log.warning("SCRAPESTREAM_CALLBACK_SECRET is not set: callbacks are sent unsigned")
         principals = self._principals()
         peer_key = self._peer_key(principals)
-        server = ApiServer(settings.web_host, settings.web_port)
+        server = ApiServer(
+            settings.web_host, settings.web_port, settings.http_head_timeout_s, settings.http_body_timeout_s
+        )
         stack.push_async_callback(server.stop)
         self.web_port = server.port
         routing = Routing(settings.advertised_url or _own_url(settings.web_host, server.port))
@@ -134,7 +137,7 @@ class Worker:
         )
         await publisher.start()
         stack.push_async_callback(publisher.stop)
-        registry = SchemaRegistry.of(settings)
+        registry = SchemaRegistry.of(settings, self.counters)
         if registry is not None:
             stack.push_async_callback(registry.close)
             publisher.framing = (await register_contract(settings, registry)).applied
@@ -178,7 +181,9 @@ class Worker:
             settings, self._callback_sender(), publisher, dead, utc_now, self.metrics, self.counters
         )
         stages.append(outbox)
-        stages.append(CheckReads(settings, artifacts, publisher, dead, utc_now))
+        reader = ReadingProcess()
+        stack.callback(reader.close)
+        stages.append(CheckReads(settings, artifacts, publisher, dead, utc_now, reader))
         assignor = RoutingAssignor(routing, settings.topic("commands"))
         transactions = await self._transactions() if settings.exactly_once else None
         consumer = self.consumer = StageConsumer(

@@ -12,10 +12,13 @@ from dataclasses import dataclass
 from uuid import UUID
 
 from projections.lifecycle.emit import command_id_of
+from projections.lifecycle.mutations import shown_to
 from projections.lifecycle.state import State, accepted_job
-from schemas.commands import Command, RecordAudit
+from schemas.commands import CancelJob, Command, DeleteJobHistory, RecordAudit, RedriveJob, ReplayCallback
 from schemas.enums import AnswerKind, JobStatus, RejectionReason
 from schemas.events import Event, JobAccepted, JobRejected, SubmissionReused
+
+MUTATIONS = (CancelJob, RedriveJob, DeleteJobHistory, ReplayCallback)
 
 
 @dataclass(frozen=True)
@@ -39,8 +42,9 @@ def decision_of(
 ) -> Decision:
     """How `command` on job `job_id` was decided, given the job's state before and after and the
     events it made (or the audit record of its refusal)."""
-    if refused is not None:
-        return Decision(AnswerKind.REFUSED, job_id, _status(before), reason=refused.detail)
+    if refused is not None:  # another service's job is refused as none: no status
+        shown = isinstance(command, MUTATIONS) and shown_to(before, command)
+        return Decision(AnswerKind.REFUSED, job_id, _status(before) if shown else None, reason=refused.detail)
     status = _status(after)
     command_id = command_id_of(command)
     for event in events:

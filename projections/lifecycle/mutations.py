@@ -234,7 +234,7 @@ def _monitor_denial(monitor: Monitor, command: MutationCommand) -> Refusal | Non
     if not isinstance(command, ReplayCallback):
         return Refusal(NOT_FOUND, "no such job")  # a monitor is no job
     if command.actor_role is ActorRole.SERVICE and command.actor_id != monitor.owner:
-        return Refusal(NOT_FOUND, "no such monitor")  # another service's is answered as none
+        return Refusal(NOT_FOUND, "no such job")  # another service's is answered as an id nothing has
     if command.actor_role not in REPLAYING_ROLES:
         return Refusal(FORBIDDEN, f"role {command.actor_role} may not replay callbacks; OPERATOR, ADMIN may")
     if monitor.last_change is None:
@@ -272,6 +272,12 @@ def replay_change(monitor: Monitor, command: ReplayCallback, emit: Emitter) -> N
 
 def _hidden_from(job: Job, command: MutationCommand) -> bool:
     return command.actor_role is ActorRole.SERVICE and command.actor_id != job.accepted.caller_identity
+
+
+def shown_to(state: State, command: MutationCommand) -> bool:
+    """Whether the mutation's actor may learn anything of the job, its status included."""
+    job = accepted_job(state)
+    return job is not None and not _hidden_from(job, command)
 
 
 def _cancel_denial(job: Job, command: CancelJob) -> Refusal | None:

@@ -1,15 +1,14 @@
 """Check reads: a monitor's fetched content, read beside the previous check's, reported to its monitor.
 
-Text is read up to `MAX_PARSED_BYTES` and compared off the event loop (a hostile page's diff is
-bounded in size, not in the time `difflib` takes); anything else is compared by its stored hash,
-never read. A key no store writes, a store that fails or content that defeats the reader is the
-check's outcome (`problem`), never a retried batch. A redelivered read reports the same command id,
-which the monitor decides once.
+Text is read up to `MAX_PARSED_BYTES` and compared in a child process with memory and time limits
+(`reading_process`: bytes bound neither the parse nor the diff of a hostile page); anything else is
+compared by its stored hash, never read. A key no store writes, a store that fails or content that
+defeats the reader or its limits is the check's outcome (`problem`), never a retried batch. A
+redelivered read reports the same command id, which the monitor decides once.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -24,6 +23,7 @@ from schemas.commands import ReportCheckReading
 from schemas.errors import CodecError
 from schemas.records import Artifact
 from schemas.work import ReadCheck
+from streams.agents.reading_process import ReadingLimitError, ReadingProcess
 from streams.artifacts.port import ArtifactStore
 from streams.artifacts.uploads import is_plain_key
 from streams.runtime.consumer import QuietStage, Record
@@ -45,8 +45,10 @@ class CheckReads(QuietStage):
         publisher: Sink,
         dead_letters: DeadLetters,
         clock: Callable[[], datetime],
+        reader: ReadingProcess,
     ) -> None:
         self._settings = settings
+        self._reader = reader
         self._artifacts = artifacts
         self._publisher = publisher
         self._dead = dead_letters
@@ -84,7 +86,10 @@ class CheckReads(QuietStage):
             if body is None:
                 return msgspec.structs.replace(report, problem="the check's stored content is gone")
             previous = None if work.previous is None else await self._text(work.previous)
-            return await asyncio.to_thread(_compared, report, work, body, previous)
+            return await self._reader.run(_compared, report, work, body, previous)
+        except ReadingLimitError as exc:
+            log.warning("check %s was not read within a check's limits: %s", work.check_job_id, exc)
+            return msgspec.structs.replace(report, problem=f"the page could not be read within limits: {exc}")
         except Exception as exc:  # a store that fails, content that defeats the reader: the check's outcome
             log.warning("check %s could not be read: %s", work.check_job_id, exc)
             problem = f"the stored content could not be read: {type(exc).__name__}"

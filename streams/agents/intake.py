@@ -82,12 +82,15 @@ class Intake(QuietStage):
         job's partition this worker holds is handed to its lifecycle instead, and its answer published
         here once decided: with the batch's submit offsets (in one transaction with `exactly_once`)."""
         now = self._clock()
-        if self._registry is not None:  # submissions in the Confluent framing name their writer by id
-            await self._registry.learn(record.value for record in records)
+        checked = [(record, self._signer(record)) for record in records]
+        if self._registry is not None:  # only a record that verified may cost a registry lookup
+            await self._registry.learn(
+                record.value for record, signer in checked if not isinstance(signer, str)
+            )
         forwards: list[Forward] = []
         published: list[Outgoing] = []
-        for record in records:
-            translated = self._translate(record, now)
+        for record, signer in checked:
+            translated = self._translate(record, signer, now)
             if isinstance(translated, Forward):
                 forwards.append(translated)
             else:
@@ -120,25 +123,40 @@ class Intake(QuietStage):
             self._commands, key, forward.command, int(now.timestamp() * 1000), forward.headers
         )
 
-    def _translate(self, record: Record, now: datetime) -> Forward | list[Outgoing]:
+    def _signer(self, record: Record) -> Principal | str | None:
+        """Who signed the record's bytes as sent (None with auth off), or why it is refused: checked
+        before anything decodes them, so an unsigned record's body is never read."""
+        if self._principals is None:
+            return None
+        binding = Binding(self._settings.deployment_id, record.topic)
+        return verify(self._principals, record.headers, record.value or b"", binding)
+
+    def _translate(
+        self, record: Record, signer: Principal | str | None, now: datetime
+    ) -> Forward | list[Outgoing]:
         """The command a record holds, or its dead-input record and the answer that says so."""
         address = AnswerAddress.of_record(record)
         try:
-            return self._command(record, now, address)
+            return self._command(record, signer, now, address)
         except CodecError as exc:
             reason = f"undecodable: {exc}"
         except RefusedError as exc:
             reason = f"refused: {exc}"
         except Exception as exc:  # whatever a hostile record makes fail is that record's fault
             reason = f"unusable: {type(exc).__name__}: {exc}"
-        with contextlib.suppress(CodecError):
-            address = address.naming(decode_as(record.value or b"", *PUBLIC_COMMANDS))
+        if not isinstance(signer, str):
+            with contextlib.suppress(CodecError):
+                address = address.naming(decode_as(record.value or b"", *PUBLIC_COMMANDS))
         return [
             self._dead.of(record, reason),
             dead_answer(self._settings.topic("answers"), address, reason, now),
         ]
 
-    def _command(self, record: Record, now: datetime, address: AnswerAddress) -> Forward:
+    def _command(
+        self, record: Record, signer: Principal | str | None, now: datetime, address: AnswerAddress
+    ) -> Forward:
+        if isinstance(signer, str):
+            raise RefusedError(signer)
         value = record.value or b""
         schema_id = registry_id(value)
         if self._registry is None and schema_id is not None:
@@ -148,11 +166,7 @@ class Intake(QuietStage):
             )
         command = cast(PublicCommand, decode_as(value, *PUBLIC_COMMANDS))
         address = address.naming(command)
-        if self._principals is not None:
-            binding = Binding(self._settings.deployment_id, record.topic)
-            signer = verify(self._principals, record.headers, value, binding)
-            if isinstance(signer, str):
-                raise RefusedError(signer)
+        if signer is not None:
             problem = _validity_problem(command, now)
             if problem is not None:
                 raise RefusedError(problem)

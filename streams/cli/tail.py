@@ -22,6 +22,7 @@ from schemas.errors import CodecError
 from streams.broker.clients import kafka_consumer
 from streams.broker.compat import end_offsets, refresh_metadata, start_whole
 from streams.broker.refusals import admitted
+from streams.cli.terminal import printable
 from streams.errors import UsageError
 from streams.runtime.schema_registry import SchemaRegistry
 from streams.settings import TOPIC_NAMES, Settings
@@ -112,11 +113,14 @@ def shown_record(record: ConsumerRecord[bytes, bytes]) -> dict[str, Any]:
 
 
 def _line(document: dict[str, Any]) -> str:
+    """One record for a terminal: whatever a producer put in its key, headers or error is escaped."""
     where = f"{document['topic']}/{document['partition']}@{document['offset']} {document['timestamp']}"
-    headers = "".join(f" {name}={value[:80]}" for name, value in document["headers"].items())
-    head = f"{where} key={document['key']}{headers}"
+    headers = "".join(
+        f" {printable(name)}={printable(value[:80])}" for name, value in document["headers"].items()
+    )
+    head = f"{where} key={printable(str(document['key']))}{headers}"
     if "error" in document:
-        return f"{head}\n  undecodable: {document['error']} (starts {document['bytes']})"
+        return f"{head}\n  undecodable: {printable(document['error'])} (starts {document['bytes']})"
     if document["record"] is None:
         return f"{head}\n  tombstone"
     return f"{head}\n  {document['record']} {json.dumps(document['value'])}"

@@ -176,6 +176,13 @@ class ScrapeTimeGauges(Collector):
             " executor, holding the due partition: no record on the due topic), published, or handed_back",
             "how",
         )
+        yield self._counted(
+            "registry.",
+            "scrapestream_registry_lookups",
+            "Writer schemas this worker asked its schema registry for since it started, by result: found,"
+            " missing (no such id), refused (not a scrapestream record, or a shape unsafe to decode with)",
+            "result",
+        )
         for kind, what in (
             ("records", "Records"),
             ("batches", "Record batches"),

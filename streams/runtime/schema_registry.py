@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import ssl
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -47,7 +47,12 @@ def _trusting(ca_file: Path) -> ssl.SSLContext:
 
 class SchemaRegistry:
     def __init__(
-        self, url: str, basic_auth: str | None = None, timeout_s: float = 10.0, ca_file: Path | None = None
+        self,
+        url: str,
+        basic_auth: str | None = None,
+        timeout_s: float = 10.0,
+        ca_file: Path | None = None,
+        counters: Counter[str] | None = None,
     ) -> None:
         auth = None
         if basic_auth is not None:
@@ -63,9 +68,10 @@ class SchemaRegistry:
             verify=_trusting(ca_file) if ca_file is not None else True,
         )
         self._missing: OrderedDict[int, None] = OrderedDict()  # ids the registry said it does not have
+        self.counters = Counter[str]() if counters is None else counters
 
     @classmethod
-    def of(cls, settings: Settings) -> SchemaRegistry | None:
+    def of(cls, settings: Settings, counters: Counter[str] | None = None) -> SchemaRegistry | None:
         if settings.schema_registry_url is None:
             return None
         secret = settings.schema_registry_basic_auth
@@ -74,6 +80,7 @@ class SchemaRegistry:
             None if secret is None else secret.get_secret_value(),
             settings.schema_registry_timeout_s,
             settings.schema_registry_ca_file,
+            counters,
         )
 
     async def close(self) -> None:
@@ -117,6 +124,7 @@ class SchemaRegistry:
                 continue
             answer = await self._call("GET", f"/schemas/ids/{schema_id}")
             if answer.status_code == 404:
+                self.counters["registry.missing"] += 1
                 self._forget(schema_id)
                 continue
             if answer.status_code >= 300:
@@ -125,7 +133,9 @@ class SchemaRegistry:
                 )
             try:
                 learn_registry_schema(schema_id, str(answer.json()["schema"]))
+                self.counters["registry.found"] += 1
             except (UnknownSchemaError, ValueError, KeyError) as exc:
+                self.counters["registry.refused"] += 1
                 log.warning("registry schema %d is not one scrapestream reads: %s", schema_id, exc)
                 self._forget(schema_id)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import resource
 import socket
 from collections.abc import Iterator
 
@@ -14,6 +15,7 @@ import uvicorn
 
 from streams.errors import UsageError
 from streams.web.fastpath import Asgi
+from streams.web.guarded_http import guarded_http
 
 STOP_WITHIN_S = 5.0
 
@@ -32,8 +34,23 @@ class _InLoopServer(uvicorn.Server):
         self.listening.set()
 
 
+def _more_open_files() -> None:
+    """Raise the soft open-file limit to the hard one: each connection is a file, and 1,024 (a common
+    default) is far fewer than the connections a worker's API and Kafka clients may hold."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(
+                resource.RLIMIT_NOFILE, (hard if hard != resource.RLIM_INFINITY else 1 << 20, hard)
+            )
+
+
 class ApiServer:
-    def __init__(self, host: str, port: int) -> None:
+    def __init__(
+        self, host: str, port: int, head_timeout_s: float = 10.0, body_timeout_s: float = 120.0
+    ) -> None:
+        self._timeouts = (head_timeout_s, body_timeout_s)
+        _more_open_files()
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         # IPPROTO_TCP, so asyncio sets TCP_NODELAY on accepted connections (no Nagle stalls).
         self._socket = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
@@ -56,7 +73,7 @@ class ApiServer:
         config = uvicorn.Config(
             app,
             loop="none",
-            http="httptools",
+            http=guarded_http(*self._timeouts),
             lifespan="off",
             access_log=False,
             log_config=None,

@@ -132,6 +132,10 @@ async def test_mutations_are_answered_applied_or_refused(system, origin):
 
 
 async def tail(system, *arguments: str) -> list[dict]:
+    return [json.loads(line) for line in (await tail_text(system, *arguments)).splitlines()]
+
+
+async def tail_text(system, *arguments: str) -> str:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SCRAPESTREAM_")} | {
         "SCRAPESTREAM_KAFKA_BOOTSTRAP": system.settings.kafka_bootstrap,
         "SCRAPESTREAM_BROKER_PROFILE": system.settings.broker_profile,
@@ -143,7 +147,27 @@ async def tail(system, *arguments: str) -> list[dict]:
     )  # fmt: skip
     out, err = await asyncio.wait_for(process.communicate(), 120)
     assert process.returncode == 0, err.decode()
-    return [json.loads(line) for line in out.decode().splitlines()]
+    return out.decode()
+
+
+async def test_tail_shows_a_producers_escape_sequences_escaped(system):
+    correlation = uuid4().hex
+    producer = AIOKafkaProducer(bootstrap_servers=system.settings.kafka_bootstrap)
+    await producer.start()
+    try:
+        await producer.send_and_wait(
+            system.settings.topic("submit"),
+            b"\xc3\x01\x1b[2J not avro",
+            key=f"{correlation}\x1b]0;retitled\x07\x1b[2J".encode(),
+            headers=[("scrapestream-correlation-id", b"\x1b[31mred\x9b1m")],
+        )
+    finally:
+        await producer.stop()
+    shown = await tail_text(system, "submit", "--from-beginning", "--until-end")
+    line = next(line for line in shown.splitlines() if correlation in line)
+    assert "\x1b" not in shown
+    assert "\x9b" not in shown
+    assert "\\x1b]0;retitled\\x07" in line
 
 
 async def test_tail_shows_any_topic_decoded_and_what_does_not_decode_as_such(system, origin):

@@ -21,7 +21,7 @@ import pytest_asyncio
 
 from projections.artifacts import content_key
 from projections.lifecycle.identity import job_id_for, lease_id_for, name_based, refused_job_id_for
-from schemas.commands import CancelJob, SubmitJob
+from schemas.commands import CancelJob, DeleteJobHistory, RedriveJob, ReplayCallback, SubmitJob
 from schemas.enums import ActorRole, JobStatus, RetentionClass
 from schemas.events import AuditRecorded, JobRejected, JobSucceeded, SubmissionReused
 from schemas.records import Request
@@ -34,7 +34,7 @@ from streams.web.console.session import CSRF_COOKIE
 from tests.commands import run
 from tests.console_sessions import console_cookies
 from tests.e2e.cluster import Cluster, answered, auth_on, running_cluster
-from tests.e2e.conftest import Origin
+from tests.e2e.conftest import Observer, Origin
 from tests.principals import ISSUED
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -393,3 +393,47 @@ async def test_the_cli_says_an_unsigned_command_was_refused_and_submits_as_its_s
         shown = await answered(svc_a, "GET", f"/jobs/{refused['job_id']}")  # the id it names is readable
         assert shown.status_code == 200, shown.text
         assert shown.json()["state"] == "REJECTED"
+
+
+async def test_a_signed_mutation_of_another_callers_job_or_monitor_is_answered_as_one_of_nothing(
+    deployment: Deployment, origin: Origin
+):
+    theirs = await deployment.submit("svc-a", origin.url("/page/probed"))
+    await deployment.system.completion(theirs)
+    async with deployment.api(0, "svc-a") as owner:
+        created = await answered(
+            owner, "POST", "/monitors", json={"name": "probed", "url": origin.url("/page/m"), "every_s": 3600}
+        )
+    assert created.status_code in (200, 201), created.text
+    monitor = UUID(created.json()["monitor_id"])
+    answers = Observer(deployment.settings.kafka_access, deployment.settings.topic("answers"))
+    await answers.start()
+    try:
+        common = {
+            "actor_id": "svc-c",
+            "actor_role": ActorRole.SERVICE,
+            "expires_at": expires(),
+            "reason": "probe",
+        }
+        probes = []
+        for target in (theirs, uuid4(), monitor, uuid4()):
+            for kind in (CancelJob, RedriveJob, DeleteJobHistory, ReplayCallback):
+                probes.append(kind(command_id=uuid4(), job_id=target, **common))
+        await deployment.publisher.send_all([deployment.signed("svc-c", probe) for probe in probes])
+        wanted = {probe.command_id for probe in probes}
+        found = await answers.wait_for(
+            lambda records: wanted <= {getattr(r, "command_id", None) for r in records}
+        )
+        by_id = {
+            record.command_id: record for record in found if getattr(record, "command_id", None) in wanted
+        }
+        seen = [
+            (by_id[p.command_id].answer, by_id[p.command_id].job_status, by_id[p.command_id].reason)
+            for p in probes
+        ]
+    finally:
+        await answers.stop()
+    job, none, their_monitor, none_again = seen[0:4], seen[4:8], seen[8:12], seen[12:16]
+    assert job == none  # the same kind, no status, the same reason: nothing says the job exists
+    assert their_monitor == none_again
+    assert all(status is None for _, status, _ in seen)
