@@ -44,6 +44,7 @@ class SubmitJob(Record, frozen=True, kw_only=True):
     credential: str | None = None
     traceparent: str | None = None
     tracestate: str | None = None
+    request_id: str = ""
 
 
 class CancelJob(Record, frozen=True, kw_only=True):

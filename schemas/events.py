@@ -53,6 +53,7 @@ class JobAccepted(EventEnvelope, frozen=True, kw_only=True):
     first_lease_expires_at: Instant | None = None
     traceparent: str | None = None
     tracestate: str | None = None
+    request_id: str = ""
 
 
 class JobRejected(EventEnvelope, frozen=True, kw_only=True):

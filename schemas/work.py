@@ -108,6 +108,7 @@ class SubmissionAnswer(Record, frozen=True, kw_only=True):
     rejection: RejectionReason | None = None
     reason: str | None = None
     answered_at: Instant
+    principal: str | None = None
 
 
 class LeaseRevoked(Record, frozen=True, kw_only=True):

@@ -80,7 +80,7 @@ def audit_of(event: Event) -> AuditRecorded | None:
         outcome=AuditOutcome.ALLOWED,
         reason="",
         detail="created",
-        request_id="",
+        request_id=clip(event.request_id, MAX_ACTOR_BYTES),
         target=job_target(event.job_id),
         refusal="",
     )

@@ -399,6 +399,7 @@ def _accept(
         first_lease_expires_at=lease_until(profile.max_runtime_ms, emit.now, policy),
         traceparent=_bounded(command.traceparent, MAX_TRACEPARENT_CHARS),
         tracestate=_bounded(command.tracestate, MAX_TRACESTATE_CHARS),
+        request_id=clip(command.request_id, 256),
     )
 
 

@@ -147,6 +147,7 @@ class Intake(QuietStage):
         if not isinstance(signer, str):
             with contextlib.suppress(CodecError):
                 address = address.naming(decode_as(record.value or b"", *PUBLIC_COMMANDS))
+            address = replace(address, principal=None if signer is None else signer.name)
         return [
             self._dead.of(record, reason),
             dead_answer(self._settings.topic("answers"), address, reason, now),
@@ -165,7 +166,7 @@ class Intake(QuietStage):
                 "registry: publish in single-object encoding, or set SCRAPESTREAM_SCHEMA_REGISTRY_URL"
             )
         command = cast(PublicCommand, decode_as(value, *PUBLIC_COMMANDS))
-        address = address.naming(command)
+        address = replace(address.naming(command), principal=None if signer is None else signer.name)
         if signer is not None:
             problem = _validity_problem(command, now)
             if problem is not None:
@@ -180,6 +181,8 @@ class Intake(QuietStage):
             INTAKE_NAMESPACE, f"{record.topic}:{record.partition}:{record.offset}"
         )
         command = msgspec.structs.replace(command, command_id=public_command_id(sender, given))
+        if isinstance(command, SubmitJob):  # its creation audit names the command as its producer sent it
+            command = msgspec.structs.replace(command, request_id=str(given))
         # Keyed by the job of the command as forwarded: the one the lifecycle decides.
         job_id = submission_identity(command)[0] if isinstance(command, SubmitJob) else command.job_id
         headers: Headers = (address.header(),)

@@ -2,8 +2,9 @@
 
 Intake forwards a command with where its answer goes (the internal `scrapestream-answer-to` header);
 the lifecycle answers it once decided, and intake answers a record it cannot forward (dead input).
-A producer matches its answer by the record's partition and offset, the `command_id` it sent or
-the `scrapestream-correlation-id` header it set, which the answer carries back as a header too.
+A producer matches its answer by the record's partition and offset, or by the `command_id` it sent
+or the `scrapestream-correlation-id` header it set (carried back as a header too) together with the
+answer's verified `principal`: another producer may send records that name the same ids.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ class AnswerAddress:
     correlation_id: str | None = None
     command_id: UUID | None = None
     command_type: str | None = None
+    principal: str | None = None  # who signed the record, verified
 
     @classmethod
     def of_record(cls, record: Record) -> AnswerAddress:
@@ -66,6 +68,8 @@ class AnswerAddress:
             fields["i"] = str(self.command_id)
         if self.command_type is not None:
             fields["t"] = self.command_type
+        if self.principal is not None:
+            fields["s"] = self.principal
         return ADDRESS_HEADER, json.dumps(fields, separators=(",", ":")).encode()
 
     @classmethod
@@ -85,6 +89,7 @@ class AnswerAddress:
                 fields.get("c"),
                 None if command_id is None else UUID(command_id),
                 fields.get("t"),
+                fields.get("s"),
             )
         except (ValueError, KeyError, TypeError, binascii.Error):
             return None  # not intake's: nobody to answer
@@ -116,6 +121,7 @@ def _answer(topic: str, address: AnswerAddress, at: datetime, **fields: Any) -> 
         correlation_id=address.correlation_id,
         command_id=address.command_id,
         command_type=address.command_type,
+        principal=address.principal,
         answered_at=at,
         **fields,
     )

@@ -197,7 +197,7 @@ async def _read(
 )
 async def submit(body: SubmitBody, request: Request, principal: Caller) -> Response:
     context = context_of(request)
-    command = submission(body, principal, context.principals is not None)
+    command = submission(body, principal, context.principals is not None, request_id(request))
     job_id = submission_identity(command)[0]
     forwarded = await context.forwarded(request, job_id)
     if forwarded is not None:
@@ -221,12 +221,13 @@ async def submit(body: SubmitBody, request: Request, principal: Caller) -> Respo
     return _submitted(job_id, await waiting)
 
 
-def submission(body: SubmitBody, principal: Principal, verified: bool) -> SubmitJob:
+def submission(body: SubmitBody, principal: Principal, verified: bool, request_id: str = "") -> SubmitJob:
     """The command a body asks for, made by the authenticated principal (its id in their namespace)."""
     return body.command(
         command_id=public_command_id(principal.name, uuid4()),
         submitted_by=principal.name if verified else None,
         submitter_role=principal.role if verified else None,
+        request_id=request_id,
     )
 
 

@@ -10,12 +10,13 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 from uuid import UUID, uuid4
 
 import httpx
+import msgspec
 import pytest
 import pytest_asyncio
 
@@ -437,3 +438,54 @@ async def test_a_signed_mutation_of_another_callers_job_or_monitor_is_answered_a
     assert job == none  # the same kind, no status, the same reason: nothing says the job exists
     assert their_monitor == none_again
     assert all(status is None for _, status, _ in seen)
+
+
+async def test_an_answer_planted_with_anothers_ids_names_whose_record_it_answers(
+    deployment: Deployment, origin: Origin
+):
+    mine = signable_submission("svc-a", uuid4().hex, origin.url("/page/planted"))
+    planted = msgspec.structs.replace(mine, caller_identity="svc-c", idempotency_key=uuid4().hex)
+    correlation = [("scrapestream-correlation-id", b"svc-a-request-1")]
+    sent = []
+    for signer, command in (("svc-a", mine), ("svc-c", planted)):
+        message = deployment.signed(signer, command)
+        sent.append(replace(message, key=b"svc-a-key", headers=(*message.headers, *correlation)))
+    answers = Observer(deployment.settings.kafka_access, deployment.settings.topic("answers"))
+    await answers.start()
+    try:
+        await deployment.publisher.send_all(sent)
+        found = await answers.wait_for(
+            lambda records: sum(getattr(r, "command_id", None) == mine.command_id for r in records) >= 2
+        )
+    finally:
+        await answers.stop()
+    both = [record for record in found if getattr(record, "command_id", None) == mine.command_id]
+    assert {record.correlation_id for record in both} == {"svc-a-request-1"}  # the ids alone cannot tell
+    assert sorted(record.principal for record in both) == ["svc-a", "svc-c"]
+    (own,) = [record for record in both if record.principal == "svc-a"]  # as CONTRACT says to match
+    assert own.job_id == job_for("svc-a", mine.idempotency_key or "")
+
+
+async def test_a_jobs_creation_audit_names_the_request_that_made_it(deployment: Deployment, origin: Origin):
+    async with deployment.api(0, "svc-a") as http:
+        made = await answered(
+            http,
+            "POST",
+            "/jobs",
+            json={"caller_identity": "svc-a", "url": origin.url(f"/page/{uuid4().hex}")},
+            headers={"X-Request-Id": "req-from-the-gateway-42"},
+        )
+    assert made.status_code == 201, made.text
+    over_http = made.json()["job_id"]
+    sent = signable_submission("svc-a", uuid4().hex, origin.url(f"/page/{uuid4().hex}"))
+    await deployment.publisher.send_all([deployment.signed("svc-a", sent)])
+    over_kafka = job_for("svc-a", sent.idempotency_key or "")
+    async with deployment.api(0, "admin") as admin:
+        for job_id, expected in ((over_http, "req-from-the-gateway-42"), (over_kafka, str(sent.command_id))):
+            for _ in range(300):
+                items = (await admin.get("/audit", params={"target": f"job:{job_id}"})).json()["items"]
+                created = [item for item in items if item["action"] == "JOB_CREATE"]
+                if created:
+                    break
+                await asyncio.sleep(0.1)
+            assert [item["request_id"] for item in created] == [expected]
