@@ -4,7 +4,9 @@ worker that owns the job, handed out with the due work.
 The object key is the job type's to choose (`output_key(work)`, else `default_output_key`); the
 URL signs the job, lease, key and expiry, so it writes that one object once, until the lease
 ends. The executor then reports the key as its attempt's `result_key`; the worker reads the
-object back (bounded), checks it like any result and removes it.
+object back (bounded), checks it like any result and removes it. A URL is used once: a claim made
+when its upload starts stays until the URL expires, then `sweep` removes it with any upload
+nobody read (an executor that died after uploading, a report refused as stale).
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from schemas.work import DueWork
 
 UPLOADS_PATH = "/uploads"
 KEY_PATTERN = re.compile(r"^[A-Za-z0-9._/-]{1,256}$")
+CLAIM = ".claim"
+SWEEP_INTERVAL_S = 300.0
 
 
 def default_output_key(work: DueWork) -> str:
@@ -94,6 +98,36 @@ class Uploads:
         """Where an upload signed for this job, lease and key is kept until its report reads it."""
         name = hashlib.sha256(f"{job_id}\n{lease_id}\n{key}".encode()).hexdigest()
         return self._directory / name
+
+    def claimed(self, target: Path, expires: int) -> bool:
+        """Claims the URL whose upload goes to `target` for one use; False when it was used before.
+        The claim records when the URL expires, for `sweep`."""
+        self._directory.mkdir(parents=True, exist_ok=True)
+        try:
+            with target.with_name(f"{target.name}{CLAIM}").open("x") as claim:
+                claim.write(str(expires))
+        except FileExistsError:
+            return False
+        return True
+
+    def unclaimed(self, target: Path) -> None:
+        """An upload that failed before it was stored leaves its URL usable again."""
+        target.with_name(f"{target.name}{CLAIM}").unlink(missing_ok=True)
+
+    def sweep(self, now: datetime) -> int:
+        """Removes every claim whose URL has expired, with its upload if nobody read it; how many."""
+        removed = 0
+        for claim in self._directory.glob(f"*{CLAIM}"):
+            try:
+                expires = int(claim.read_text() or "0")
+            except (OSError, ValueError):
+                expires = 0
+            if expires >= now.timestamp():
+                continue
+            claim.with_name(claim.name.removesuffix(CLAIM)).unlink(missing_ok=True)
+            claim.unlink(missing_ok=True)
+            removed += 1
+        return removed
 
     def taken(self, job_id: UUID, lease_id: UUID, key: str) -> bytes:
         """The result uploaded under `key` for this job and lease (only a signed upload put one

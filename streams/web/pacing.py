@@ -1,4 +1,4 @@
-"""Replays to one receiver, paced across every call a worker serves and every spelling of its host."""
+"""Replays to one receiver, paced across every call a worker serves and every name of its addresses."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import ipaddress
 import socket
 import time
 
+RESOLVE_TIMEOUT_S = 5.0
+
 
 class ReceiverPacer:
     """When each receiving host may next be sent a replay, shared by every replay call of a worker."""
@@ -16,14 +18,27 @@ class ReceiverPacer:
         self._next_at: dict[str, float] = {}
 
     async def turn(self, host: str, interval_s: float) -> None:
-        """Waits for `host`'s next turn, taking it (turns are handed out before anyone sleeps)."""
+        """Waits for `host`'s next turn, taking it (turns are handed out before anyone sleeps). A
+        receiver is each address the host resolves to: `localhost` and `127.0.0.1` share turns."""
+        keys = await receivers_of(host)
         now = time.monotonic()
         self._next_at = {key: at for key, at in self._next_at.items() if at > now}
-        key = receiver_of(host)
-        at = max(self._next_at.get(key, now), now)
-        self._next_at[key] = at + interval_s
+        at = max([now, *(self._next_at.get(key, now) for key in keys)])
+        for key in keys:
+            self._next_at[key] = at + interval_s
         if at > now:
             await asyncio.sleep(at - now)
+
+
+async def receivers_of(host: str) -> set[str]:
+    """The addresses `host` resolves to (canonical), with its own spelling when it resolves to none."""
+    name = receiver_of(host)
+    try:
+        async with asyncio.timeout(RESOLVE_TIMEOUT_S):
+            found = await asyncio.get_running_loop().getaddrinfo(name, None, type=socket.SOCK_STREAM)
+    except (OSError, TimeoutError, UnicodeError):
+        return {name}
+    return {name} | {receiver_of(str(info[4][0])) for info in found}
 
 
 def receiver_of(host: str) -> str:

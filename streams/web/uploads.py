@@ -1,6 +1,7 @@
 """`PUT /uploads/{job}/{lease}`: an outside executor's result too large for a record, to the URL
 its due work was handed (`streams.artifacts.uploads`): signed for that job, lease and key, expiring,
-written once, bounded by `SCRAPESTREAM_REMOTE_RESULT_MAX_BYTES`."""
+written once (a URL takes one result, however often it is tried after), bounded by
+`SCRAPESTREAM_REMOTE_RESULT_MAX_BYTES`."""
 
 from __future__ import annotations
 
@@ -38,11 +39,11 @@ async def upload(
     if refusal is not None:
         raise ApiError(403, "forbidden", refusal)
     target = uploads.staged(job_id, lease_id, key)
-    if target.exists():
-        raise ApiError(409, "conflict", "this attempt's result was uploaded already")
-    target.parent.mkdir(parents=True, exist_ok=True)
+    if not uploads.claimed(target, int(expires)):
+        raise ApiError(409, "conflict", "this upload URL was used already: each takes one result")
     part = target.with_name(f"{target.name}.{uuid4().hex}.part")
     size = 0
+    stored = False
     try:
         with part.open("wb") as written:
             async for chunk in request.stream():
@@ -51,7 +52,10 @@ async def upload(
                     raise ApiError(413, "too_large", f"a result may be at most {uploads.max_bytes} bytes")
                 written.write(chunk)
         os.replace(part, target)
+        stored = True
     finally:
         with contextlib.suppress(FileNotFoundError):
             part.unlink()
+        if not stored:
+            uploads.unclaimed(target)
     return Response(status_code=201)

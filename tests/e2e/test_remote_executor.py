@@ -302,10 +302,14 @@ async def test_a_result_too_large_for_a_record_is_uploaded_to_the_signed_url_its
         (artifact,) = done.artifacts
         stored = (settings.data_dir / "artifacts" / artifact.key).read_bytes()
         assert stored == b"x" * 3_000_000 + b" (3000000 letters)"
-        assert not list((settings.data_dir / "uploads").iterdir())  # read once, then removed
+        left = [path.name for path in (settings.data_dir / "uploads").iterdir()]
+        assert all(name.endswith(".claim") for name in left)  # read once, then removed; its URL is used
         work = next(w for w in await due_work(settings) if w.job_id == big and w.upload_url is not None)
         assert work.upload_url is not None
         async with httpx.AsyncClient() as http:
+            again = await http.put(work.upload_url, content=b"a second result for a consumed URL")
+            assert again.status_code == 409
+            assert not any(path.stat().st_size > 64 for path in (settings.data_dir / "uploads").iterdir())
             forged = work.upload_url.replace("summaries", "elsewhere")
             assert (await http.put(forged, content=b"x")).status_code == 403
             tampered = work.upload_url.replace(str(work.lease_id), str(uuid4()))
