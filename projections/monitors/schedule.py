@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from datetime import UTC, datetime, time, timedelta, tzinfo
+from datetime import UTC, date, datetime, time, timedelta, tzinfo
 from uuid import UUID
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -19,6 +19,8 @@ MIN_INTERVAL_S = 10
 MAX_INTERVAL_S = 366 * 86_400
 MAX_CRON_CHARS = 120
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+REFERENCE = datetime(2026, 1, 1, tzinfo=UTC)  # schedules repeat: any start shows one that never falls due
+MONDAY = date(2024, 1, 1)
 # A cron expression can name a day that comes rarely (29 February, a Friday the 13th in a window):
 # past this many candidates the next due time is reported as none.
 MAX_CANDIDATES = 5_000
@@ -80,7 +82,30 @@ def schedule_problem(schedule: Schedule) -> str | None:
     window = schedule.window
     if window is not None and (window.start == window.end or not window.days or not window.days <= WEEKDAYS):
         return "a window opens and closes at different times on at least one weekday (0 Monday to 6 Sunday)"
+    if schedule.cron is not None and window is not None and not _meets(schedule.cron, window):
+        return "the cron expression names no time inside the window: no check would ever be due"
+    if next_due(schedule, UUID(int=0), REFERENCE) is None:
+        return "the schedule names no due time within reach: no check would ever be due"
     return None
+
+
+def _meets(expression: str, window: Window) -> bool:
+    """Whether some minute the expression names, on some weekday it can fall on, is inside the window
+    (at most 7 x 24 x 60 minutes looked at, never a walk through the calendar)."""
+    sim = CronSim(expression, EPOCH)
+    dow, dom = sim.parts[4], sim.parts[2]
+    numbered = all(isinstance(day, int) for day in sim.weekdays)
+    if dow == "*" or (dom != "*" and not sim.day_and) or not numbered:
+        weekdays = WEEKDAYS  # a day of the month falls on every weekday in time
+    else:
+        weekdays = frozenset((day - 1) % 7 for day in sim.weekdays if isinstance(day, int))  # from Sunday
+    hours, minutes = sorted(sim.hours), sorted(sim.minutes)
+    return any(
+        window.holds(datetime.combine(MONDAY + timedelta(days=day), time(hour, minute)))
+        for day in weekdays
+        for hour in hours
+        for minute in minutes
+    )
 
 
 def next_due(schedule: Schedule, monitor_id: UUID, after: datetime) -> datetime | None:

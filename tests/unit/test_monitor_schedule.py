@@ -96,6 +96,43 @@ def test_a_cron_and_window_that_never_meet_have_no_due_time():
     assert due_at(never, MONITOR, T0, T0 + timedelta(days=30)) is None
 
 
+def test_a_schedule_that_never_falls_due_is_refused_at_creation():
+    minutes = ",".join(str(minute) for minute in range(40))  # a long list, all outside the window
+    for never in (
+        Schedule(cron=f"{minutes} 0-5 * * *", window=Window(time(12), time(13))),
+        Schedule(cron="0 12 * * 6", window=Window(time(9), time(17), frozenset(range(5)))),
+        Schedule(cron="30 23 * * 1", window=Window(time(23, 45), time(0, 15), frozenset({0}))),
+    ):
+        assert "no check would ever be due" in (schedule_problem(never) or "")
+    rare = Schedule(cron="0 12 13 * *", window=Window(time(11), time(13), frozenset({4})))  # Fridays 13th
+    assert schedule_problem(rare) is None
+    overnight = Schedule(
+        cron="5 0 * * 2", window=Window(time(23), time(1), frozenset({0}))
+    )  # Monday's window
+    assert schedule_problem(overnight) is None
+
+
+WINDOWED_CRONS = st.builds(
+    lambda minutes, hours, weekdays, start, length, days: Schedule(
+        cron=f"{','.join(map(str, sorted(minutes)))} {','.join(map(str, sorted(hours)))} * * "
+        + ",".join(map(str, sorted(weekdays))),
+        window=Window(time(start), time((start + length) % 24), frozenset(days)),
+    ),
+    st.sets(st.integers(0, 59), min_size=1, max_size=4),
+    st.sets(st.integers(0, 23), min_size=1, max_size=4),
+    st.sets(st.integers(0, 6), min_size=1, max_size=3),
+    st.integers(0, 23),
+    st.integers(1, 23),
+    st.sets(st.integers(0, 6), min_size=1, max_size=3),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(WINDOWED_CRONS)
+def test_a_cron_and_window_are_refused_exactly_when_they_never_meet(schedule):
+    assert (schedule_problem(schedule) is None) == (next_due(schedule, MONITOR, T0) is not None)
+
+
 def test_downtime_collapses_missed_checks_into_the_latest_one():
     every_minute = Schedule(every_s=60)
     assert due_at(every_minute, MONITOR, T0, T0 + timedelta(seconds=59)) is None
