@@ -11,6 +11,7 @@ import json
 import re
 import struct
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from pathlib import Path
 from uuid import uuid4
 
@@ -19,14 +20,17 @@ import pytest
 import pytest_asyncio
 from aiokafka import AIOKafkaProducer
 
+from schemas.commands import SubmitJob
 from schemas.enums import AnswerKind, JobStatus
+from schemas.records import Request
 from streams.auth.signing import Binding, private_key_from_text, sign
 from streams.broker.headers import Headers
 from streams.client import Client
+from streams.clock import utc_now
 from streams.runtime.schema_registry import SchemaRegistry
 from tests.brokers import profile
 from tests.commands import run
-from tests.e2e.cluster import auth_on
+from tests.e2e.cluster import auth_on, signed_client
 from tests.e2e.conftest import Observer, System, running_system
 from tests.principals import ISSUED
 
@@ -77,7 +81,7 @@ async def registered(registry: str, schema: dict) -> int:
     """The attacker registers its schema under a subject of its own (registries rarely refuse one)."""
     async with httpx.AsyncClient(base_url=registry, timeout=30) as http:
         answer = await http.post(
-            f"/subjects/attacker-{uuid4().hex}-value", json={"schema": json.dumps(schema)}
+            f"/subjects/attacker-{uuid4().hex}-value/versions", json={"schema": json.dumps(schema)}
         )
         answer.raise_for_status()
         return int(answer.json()["id"])
@@ -119,6 +123,19 @@ async def answers_to(system: System, placed: list[tuple[int, int]]) -> list:
     return [found[position] for position in placed]
 
 
+def submission(origin) -> SubmitJob:
+    deadline = utc_now() + timedelta(minutes=5)
+    return SubmitJob(
+        caller_identity="svc-a", request=Request(url=origin.url(f"/page/{uuid4().hex}")), deadline_at=deadline
+    )
+
+
+async def signed_job(system: System, origin):
+    async with signed_client(system.settings, "svc-a") as client:
+        job_id = await client.submit(submission(origin))
+    return await system.completion(job_id, 90)
+
+
 async def registry_lookups(system: System) -> dict[str, float]:
     assert system.worker is not None
     headers = {"Authorization": f"Bearer {ISSUED['admin'].token}"}
@@ -149,8 +166,7 @@ async def test_unsigned_records_with_hostile_writers_are_refused_unread_and_cost
     assert [answer.answer for answer in answers] == [AnswerKind.DEAD_INPUT] * 3
     assert all("refused" in (answer.reason or "") for answer in answers)
     assert await registry_lookups(system) == before
-    job_id = await system.submit(origin.url(f"/page/{uuid4().hex}"))  # a signed one still goes through
-    assert (await system.completion(job_id)).status is JobStatus.SUCCEEDED
+    assert (await signed_job(system, origin)).status is JobStatus.SUCCEEDED  # a signed one still goes through
 
 
 @pytest.mark.kafka_only
@@ -165,8 +181,7 @@ async def test_a_signed_record_with_a_hostile_writer_is_dead_input_and_the_worke
     assert [answer.answer for answer in answers] == [AnswerKind.DEAD_INPUT] * 2
     assert all("unknown registry schema id" in (answer.reason or "") for answer in answers)
     assert (await registry_lookups(system)).get("refused", 0) >= 2
-    job_id = await system.submit(origin.url(f"/page/{uuid4().hex}"))
-    assert (await system.completion(job_id)).status is JobStatus.SUCCEEDED
+    assert (await signed_job(system, origin)).status is JobStatus.SUCCEEDED
 
 
 @pytest.mark.kafka_only
@@ -182,8 +197,9 @@ async def test_tail_and_the_client_read_past_hostile_writers(system, schema_regi
                 await producer.send_and_wait(topic, value, key=b"attacker", partition=partition)
     finally:
         await producer.stop()
-    job_id = await system.submit(origin.url(f"/page/{uuid4().hex}"))
     settings = system.settings
+    async with signed_client(settings, "svc-a") as client:
+        job_id = await client.submit(submission(origin))
     registry = SchemaRegistry(schema_registry)
     reader = Client(
         settings.kafka_access, profile(settings.kafka_bootstrap), settings.topic_prefix, None, registry
