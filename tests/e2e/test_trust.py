@@ -31,9 +31,8 @@ from streams.auth.principals import Principal
 from streams.auth.signing import Binding, private_key_from_text, sign
 from streams.clock import utc_now
 from streams.runtime.publisher import Outgoing, Publisher, outgoing, partition_of
-from streams.web.console.session import CSRF_COOKIE
 from tests.commands import run
-from tests.console_sessions import console_cookies
+from tests.console_sessions import console_cookies, session_csrf
 from tests.e2e.cluster import Cluster, answered, auth_on, running_cluster
 from tests.e2e.conftest import Observer, Origin
 from tests.principals import ISSUED
@@ -349,7 +348,9 @@ async def test_a_console_session_signed_out_on_one_worker_ends_on_every_worker(d
         async with httpx.AsyncClient(base_url=base, cookies=cookies) as browser:
             assert (await browser.get("/ui/jobs")).status_code == 200
     async with httpx.AsyncClient(base_url=bases[0], cookies=cookies) as browser:
-        assert (await browser.post("/ui/logout", data={"csrf": cookies[CSRF_COOKIE]})).status_code == 303
+        assert (
+            await browser.post("/ui/logout", data={"csrf": await session_csrf(browser)})
+        ).status_code == 303
     for base in bases:
         async with httpx.AsyncClient(base_url=base, cookies=cookies) as replayed:
             answer = await replayed.get("/ui/jobs")

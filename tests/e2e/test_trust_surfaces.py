@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +28,7 @@ from schemas.codec import decode
 from streams.clock import utc_now
 from streams.web.console.session import CSRF_COOKIE, SESSION_COOKIE
 from tests.commands import run
-from tests.console_sessions import console_cookies, login_csrf
+from tests.console_sessions import console_cookies, login_csrf, session_csrf
 from tests.e2e.cluster import answered
 from tests.e2e.conftest import (
     CALLBACK_SECRET,
@@ -133,7 +134,7 @@ async def test_a_console_session_is_its_own_token_and_signing_out_ends_it(deploy
         forged = {"x-scrapestream-console": session}  # the console's in-process header, from outside
         assert (await thief.get("/jobs", headers=forged)).status_code == 401
     async with deployment.api(cookies=cookies) as browser:
-        answer = await browser.post("/ui/logout", data={"csrf": cookies[CSRF_COOKIE]})
+        answer = await browser.post("/ui/logout", data={"csrf": await session_csrf(browser)})
         assert answer.status_code == 303
     async with deployment.api(cookies=cookies) as replayed:  # the cookie as it was, kept by a thief
         answer = await replayed.get("/ui/jobs")
@@ -156,6 +157,22 @@ async def test_another_site_can_neither_sign_a_browser_in_nor_out(deployment: De
     async with deployment.api(cookies={SESSION_COOKIE: cookies[SESSION_COOKIE]}) as victim:
         assert (await victim.post("/ui/logout", data={})).status_code == 403  # no CSRF token: refused
         assert (await victim.get("/ui/jobs")).status_code == 200  # and still signed in
+
+
+async def test_a_csrf_pair_planted_in_the_browser_does_not_pass_with_the_victims_session(
+    deployment: Deployment,
+):
+    cookies = await console_cookies(deployment.base, ISSUED["operator"].token)
+    planted = "p" * 43  # a sibling host tossed this cookie, and puts the same value in its form
+    jar = {SESSION_COOKIE: cookies[SESSION_COOKIE], CSRF_COOKIE: planted}
+    async with deployment.api(cookies=jar) as victim:
+        assert (await victim.post("/ui/logout", data={"csrf": planted})).status_code == 403
+        assert (await victim.get("/ui/jobs")).status_code == 200  # still signed in
+        page = (await victim.get("/ui/jobs")).text
+        own = re.search(r'name="csrf" value="([^"]+)"', page)
+        assert own is not None
+        assert own.group(1) != planted  # the session's own token, whatever the cookie says
+        assert (await victim.post("/ui/logout", data={"csrf": own.group(1)})).status_code == 303
 
 
 async def test_an_image_in_the_console_keeps_its_sandbox(deployment: Deployment, origin: Origin):

@@ -90,7 +90,7 @@ def _sign_in_page(request: Request, status: int, target: str, problem: str | Non
 async def login(request: Request) -> Response:
     form = await _form(request)
     target = _local(form.get("next", "/ui"))
-    refusal = csrf_refusal(request, str(form.get("csrf", "")))
+    refusal = csrf_refusal(request, str(form.get("csrf", "")), signing_in=True)
     if refusal is not None:  # a sign-in another site started (login CSRF) carries no console cookie
         return _sign_in_page(request, 403, target, refusal)
     principals: Principals | None = request.app.state.principals

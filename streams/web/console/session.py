@@ -2,7 +2,9 @@
 
 The session token (`sessions.ConsoleSessions`, never the principal's bearer token) is kept in an
 HttpOnly, SameSite=Strict cookie (Secure over TLS); every form, sign-in and sign-out included, carries
-a CSRF token that must equal a second cookie (double submit), checked before anything is done.
+a CSRF token checked before anything is done: once signed in, one derived from the session token
+(`ConsoleSessions.csrf_for`), so a token pair planted in the browser passes with no session; before
+(the sign-in form) or with auth off, one that must equal a second cookie (double submit).
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ def session_of(request: Request) -> Session | None:
     principal = None if not token else sessions_of(request).principal_of(token)
     if principal is None or token is None:
         return None
-    return Session(principal, token, csrf, fresh)
+    return Session(principal, token, sessions_of(request).csrf_for(token), False)
 
 
 def csrf_of(request: Request) -> tuple[str, bool]:
@@ -62,9 +64,13 @@ def sessions_of(request: Request) -> ConsoleSessions:
     return sessions
 
 
-def csrf_refusal(request: Request, sent: str) -> str | None:
-    """Why an action's CSRF token is refused, or None."""
-    expected = request.cookies.get(CSRF_COOKIE, "")
+def csrf_refusal(request: Request, sent: str, signing_in: bool = False) -> str | None:
+    """Why an action's CSRF token is refused, or None: the signed-in session's own token, else (the
+    sign-in form, auth off) the double-submit cookie's."""
+    session = None if signing_in else session_of(request)
+    expected = (
+        request.cookies.get(CSRF_COOKIE, "") if session is None or session.token is None else session.csrf
+    )
     if len(expected) < 32 or not hmac.compare_digest(expected.encode(), sent.encode()):
         return "the form's CSRF token does not match this browser's: reload the page and try again"
     return None

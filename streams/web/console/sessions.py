@@ -40,6 +40,11 @@ class ConsoleSessions:
         signed = f"{VERSION}.{session_id}.{expires}.{name}"
         return f"{signed}.{self._mac(signed)}"
 
+    def csrf_for(self, token: str) -> str:
+        """The CSRF token of the session `token` names: derived from it, so no other pair (one a
+        sibling host planted in the browser, say) passes with this session."""
+        return self._mac(f"csrf.{token}")
+
     def principal_of(self, token: str) -> Principal | None:
         """The session's principal as the principals file names it now; None when the token is not
         this deployment's, has expired or was signed out."""
