@@ -262,6 +262,7 @@ class Settings(BaseSettings):
     remote_result_max_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
     as_of_max_records: int = Field(default=500_000, ge=1_000)
     max_request_body_bytes: int = Field(default=1024 * 1024, ge=1024, le=64 * 1024 * 1024)
+    max_monitors_per_caller: int = Field(default=100, ge=1, le=100_000)
     http_head_timeout_s: float = Field(default=10.0, gt=0, le=300)
     http_body_timeout_s: float = Field(default=120.0, gt=0, le=3600)
     deployment_id: str = Field(default="", max_length=256)

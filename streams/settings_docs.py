@@ -52,6 +52,7 @@ SETTING_DOCS: dict[str, str] = {
     "SCRAPESTREAM_LEASE_GRACE_MS": "added to a type's runtime to make its lease",
     "SCRAPESTREAM_MAINTENANCE_BATCH": "at most this many of each kind looked at per round; the next round goes on from there",
     "SCRAPESTREAM_MAINTENANCE_INTERVAL_S": "seconds between maintenance rounds (expired cache entries, expired and orphaned artifacts, old histories)",
+    "SCRAPESTREAM_MAX_MONITORS_PER_CALLER": "the most monitors one caller may hold (deleted ones do not count): one more is answered 409 `quota`, naming this setting",
     "SCRAPESTREAM_HTTP_HEAD_TIMEOUT_S": "how long the API waits for a request's head (from its first byte; and for a first request after a connection opens) and, within a body, between its pieces: past it the request is answered 408 and its connection closed. A head longer than 32 KiB is answered 414 or 431 before it is read whole",
     "SCRAPESTREAM_HTTP_BODY_TIMEOUT_S": "the longest a request body may take to arrive, however steadily it trickles (the largest remote result at 1 MiB/s fits the default): past it 408 and the connection closed",
     "SCRAPESTREAM_MAX_REQUEST_BODY_BYTES": "the largest HTTP request body the API reads (the console's forms: 64 KiB); a larger one is answered 413 as soon as its declared length or its bytes pass it, and no body is read before its sender is authenticated",

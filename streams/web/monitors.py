@@ -5,6 +5,7 @@ and are decided by the monitor's lifecycle, which this worker runs."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable
 from datetime import datetime
 from typing import Annotated, Any
@@ -69,6 +70,7 @@ AsOf = Annotated[
 ]
 Until = Annotated[datetime | None, Query(description="Only what had happened by then (RFC 3339)")]
 Newest = Annotated[int, Query(ge=1, le=1_000, description="At most this many, the newest")]
+QUOTA_PAGE = 200
 router = APIRouter(tags=["monitors"])
 
 
@@ -110,6 +112,14 @@ async def create_monitor(body: MonitorBody, request: Request, principal: Caller)
                 409, "conflict", f"{command.caller_identity} has a monitor named {command.name!r}: edit it"
             )
         return _view(existing, status=200)
+    most = context.settings.max_monitors_per_caller
+    if await _held(context, principal, command.caller_identity, most) >= most:
+        raise ApiError(
+            409,
+            "quota",
+            f"{command.caller_identity} holds {most} monitors, the most a caller may "
+            "(SCRAPESTREAM_MAX_MONITORS_PER_CALLER): delete one first",
+        )
     await _decided(context, monitor_id, command)
     return _view(_monitor(context, monitor_id), status=201)
 
@@ -142,6 +152,19 @@ async def monitors_shard(
     effective = _listing_caller(principal, caller)
     owned = context.ownership.owned
     return Response(shard_json(owned, _local(context, effective, after, limit)(owned)), media_type=JSON)
+
+
+async def _held(context: ApiContext, principal: Principal, caller: str, most: int) -> int:
+    """How many monitors `caller` holds, counted over every worker's partitions up to `most`."""
+    held, after = 0, None
+    while True:
+        params = {"caller": caller, "after": after, "limit": QUOTA_PAGE}
+        local = _local(context, caller, after, QUOTA_PAGE)
+        page = await context.gather(principal, "/_shard/monitors", params, local, QUOTA_PAGE)
+        held += sum(1 for _, item in page.items if json.loads(item)["state"] != "deleted")
+        if held >= most or page.resume_after is None:
+            return held
+        after = page.resume_after
 
 
 def _listing_caller(principal: Principal, caller: str | None) -> str | None:

@@ -40,6 +40,7 @@ from tests.principals import ISSUED
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 PEER_SECRET = "the-peer-secret-of-the-trust-tests-0123456789abcdef"
 REFUSALS_PER_MINUTE = 40
+MONITORS_PER_CALLER = 3
 
 
 @dataclass
@@ -88,6 +89,7 @@ async def deployment(broker, origin: Origin, tmp_path_factory) -> AsyncIterator[
         peer_secret=PEER_SECRET,
         deployment_id="trust-tests",
         refusals_per_minute=REFUSALS_PER_MINUTE,
+        max_monitors_per_caller=MONITORS_PER_CALLER,
     )
     async with running_cluster(settings, root / "b") as running:
         publisher = Publisher(settings.kafka_access, broker.profile)
@@ -490,3 +492,24 @@ async def test_a_jobs_creation_audit_names_the_request_that_made_it(deployment: 
                     break
                 await asyncio.sleep(0.1)
             assert [item["request_id"] for item in created] == [expected]
+
+
+async def test_a_caller_holds_at_most_its_quota_of_monitors_across_workers(
+    deployment: Deployment, origin: Origin
+):
+    async with deployment.api(0, "svc-b") as http:
+
+        async def create(name: str) -> httpx.Response:
+            body = {"name": name, "url": origin.url(f"/page/{name}"), "every_s": 3600}
+            return await answered(http, "POST", "/monitors", json=body)
+
+        made = [await create(f"quota-{n}") for n in range(MONITORS_PER_CALLER)]  # spread over both workers
+        assert [answer.status_code for answer in made] == [201] * MONITORS_PER_CALLER
+        refused = await create("one-too-many")
+        assert refused.status_code == 409
+        assert refused.json()["code"] == "quota"
+        assert "SCRAPESTREAM_MAX_MONITORS_PER_CALLER" in refused.json()["message"]
+        assert (await create("quota-0")).status_code == 200  # the same monitor again is no new one
+        monitor_id = made[0].json()["monitor_id"]
+        assert (await answered(http, "DELETE", f"/monitors/{monitor_id}")).status_code in (200, 204)
+        assert (await create("one-too-many")).status_code == 201  # a deleted one no longer counts
