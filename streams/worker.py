@@ -25,7 +25,7 @@ from streams.agents.remote import RemoteResults
 from streams.agents.timers import Timers
 from streams.artifacts.configured import open_artifact_store
 from streams.artifacts.port import ArtifactStore
-from streams.artifacts.uploads import SWEEP_INTERVAL_S, Uploads
+from streams.artifacts.uploads import Uploads
 from streams.auth.peering import PeerKey, PeerSecretError, peer_secret
 from streams.auth.preflight import PEERING_UNSET
 from streams.auth.principals import Principals, load_principals
@@ -51,7 +51,6 @@ from streams.runtime import tracing
 from streams.runtime.consumer import Stage, StageConsumer
 from streams.runtime.deadinput import DeadLetters
 from streams.runtime.metrics import Metrics, ScrapeTimeGauges
-from streams.runtime.periodic import every
 from streams.runtime.publisher import Publisher
 from streams.runtime.routing import Routing, RoutingAssignor
 from streams.runtime.schema_registry import SchemaRegistry, register_contract
@@ -252,8 +251,7 @@ class Worker:
             self.job_types,
         )
         self._background("maintenance", maintenance.run())
-        swept = lambda: asyncio.to_thread(uploads.sweep, utc_now())  # noqa: E731 - one round, named below
-        self._background("upload sweeps", every(SWEEP_INTERVAL_S, swept, "an upload sweep"))
+        self._background("upload sweeps", uploads.run())
         self._background("snapshots", snapshots.run())
 
     def _background(self, name: str, work: Coroutine[Any, Any, None]) -> None:

@@ -9,16 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import get_args
 from uuid import UUID
 
 from projections.lifecycle.emit import command_id_of
 from projections.lifecycle.mutations import shown_to
 from projections.lifecycle.state import State, accepted_job
-from schemas.commands import CancelJob, Command, DeleteJobHistory, RecordAudit, RedriveJob, ReplayCallback
+from schemas.commands import Command, MutationCommand, RecordAudit
 from schemas.enums import AnswerKind, JobStatus, RejectionReason
 from schemas.events import Event, JobAccepted, JobRejected, SubmissionReused
-
-MUTATIONS = (CancelJob, RedriveJob, DeleteJobHistory, ReplayCallback)
 
 
 @dataclass(frozen=True)
@@ -43,7 +42,7 @@ def decision_of(
     """How `command` on job `job_id` was decided, given the job's state before and after and the
     events it made (or the audit record of its refusal)."""
     if refused is not None:  # another service's job is refused as none: no status
-        shown = isinstance(command, MUTATIONS) and shown_to(before, command)
+        shown = isinstance(command, get_args(MutationCommand)) and shown_to(before, command)
         return Decision(AnswerKind.REFUSED, job_id, _status(before) if shown else None, reason=refused.detail)
     status = _status(after)
     command_id = command_id_of(command)

@@ -33,6 +33,7 @@ from projections.lifecycle.identity import (
     refused_job_id_for,
 )
 from projections.lifecycle.limits import (
+    MAX_ACTOR_BYTES,
     MAX_CALLBACK_URL_BYTES,
     MAX_CALLER_BYTES,
     MAX_IDEMPOTENCY_KEY_BYTES,
@@ -399,7 +400,7 @@ def _accept(
         first_lease_expires_at=lease_until(profile.max_runtime_ms, emit.now, policy),
         traceparent=_bounded(command.traceparent, MAX_TRACEPARENT_CHARS),
         tracestate=_bounded(command.tracestate, MAX_TRACESTATE_CHARS),
-        request_id=clip(command.request_id, 256),
+        request_id=clip(command.request_id, MAX_ACTOR_BYTES),
     )
 
 

@@ -94,11 +94,11 @@ def _meets(expression: str, window: Window) -> bool:
     (at most 7 x 24 x 60 minutes looked at, never a walk through the calendar)."""
     sim = CronSim(expression, EPOCH)
     dow, dom = sim.parts[4], sim.parts[2]
-    numbered = all(isinstance(day, int) for day in sim.weekdays)
-    if dow == "*" or (dom != "*" and not sim.day_and) or not numbered:
+    numbered = [day for day in sim.weekdays if isinstance(day, int)]  # `5L` and `5#2` are pairs
+    if dow == "*" or (dom != "*" and not sim.day_and) or len(numbered) < len(sim.weekdays):
         weekdays = WEEKDAYS  # a day of the month falls on every weekday in time
     else:
-        weekdays = frozenset((day - 1) % 7 for day in sim.weekdays if isinstance(day, int))  # from Sunday
+        weekdays = frozenset((day - 1) % 7 for day in numbered)  # cron counts from Sunday
     hours, minutes = sorted(sim.hours), sorted(sim.minutes)
     return any(
         window.holds(datetime.combine(MONDAY + timedelta(days=day), time(hour, minute)))

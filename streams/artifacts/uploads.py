@@ -11,6 +11,7 @@ nobody read (an executor that died after uploading, a report refused as stale).
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import hmac
@@ -25,6 +26,8 @@ from uuid import UUID
 import msgspec
 
 from schemas.work import DueWork
+from streams.clock import utc_now
+from streams.runtime.periodic import every
 
 UPLOADS_PATH = "/uploads"
 KEY_PATTERN = re.compile(r"^[A-Za-z0-9._/-]{1,256}$")
@@ -114,8 +117,16 @@ class Uploads:
         """An upload that failed before it was stored leaves its URL usable again."""
         target.with_name(f"{target.name}{CLAIM}").unlink(missing_ok=True)
 
+    async def run(self) -> None:
+        """Sweeps every `SWEEP_INTERVAL_S`, off the event loop."""
+        await every(SWEEP_INTERVAL_S, self._swept, "an upload sweep")
+
+    async def _swept(self) -> None:
+        await asyncio.to_thread(self.sweep, utc_now())
+
     def sweep(self, now: datetime) -> int:
-        """Removes every claim whose URL has expired, with its upload if nobody read it; how many."""
+        """Removes every claim whose URL has expired, with its upload if nobody read it (or the part
+        of one a stopped worker left); how many."""
         removed = 0
         for claim in self._directory.glob(f"*{CLAIM}"):
             try:
@@ -124,7 +135,9 @@ class Uploads:
                 expires = 0
             if expires >= now.timestamp():
                 continue
-            claim.with_name(claim.name.removesuffix(CLAIM)).unlink(missing_ok=True)
+            staged = claim.with_name(claim.name.removesuffix(CLAIM))
+            for left in (staged, *self._directory.glob(f"{staged.name}.*.part")):
+                left.unlink(missing_ok=True)
             claim.unlink(missing_ok=True)
             removed += 1
         return removed

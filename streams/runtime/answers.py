@@ -86,13 +86,21 @@ class AnswerAddress:
                 int(fields["p"]),
                 int(fields["o"]),
                 None if key is None else base64.b64decode(key, validate=True),
-                fields.get("c"),
+                _text(fields, "c"),
                 None if command_id is None else UUID(command_id),
-                fields.get("t"),
-                fields.get("s"),
+                _text(fields, "t"),
+                _text(fields, "s"),
             )
         except (ValueError, KeyError, TypeError, binascii.Error):
             return None  # not intake's: nobody to answer
+
+
+def _text(fields: dict[str, Any], name: str) -> str | None:
+    """A text field of the header, or a TypeError (the header is not intake's) for any other value."""
+    value = fields.get(name)
+    if value is not None and not isinstance(value, str):
+        raise TypeError(f"{name} is a {type(value).__name__}")
+    return value
 
 
 def answer(topic: str, address: AnswerAddress, decision: Decision, at: datetime) -> Outgoing:

@@ -19,8 +19,11 @@ def test_a_url_is_claimed_once_and_swept_with_its_unread_upload_once_it_expires(
     assert uploads.claimed(current, int((NOW + timedelta(hours=1)).timestamp()))
     assert not uploads.claimed(expired, int(NOW.timestamp()))  # a URL takes one result
     expired.write_bytes(b"never read")
+    left = expired.with_name(f"{expired.name}.{uuid4().hex}.part")
+    left.write_bytes(b"the part of an upload a stopped worker left")
     current.write_bytes(b"not read yet")
     assert uploads.sweep(NOW) == 1
+    assert not left.exists()
     assert sorted(path.name for path in (tmp_path / "uploads").iterdir()) == sorted(
         [current.name, f"{current.name}.claim"]
     )
