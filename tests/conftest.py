@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import signal
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +23,10 @@ from tests.registry import VERSION as REGISTRY_VERSION
 from tests.registry import running_registry
 
 pytest_plugins = ["tests.phases"]
+
+# A suite started in the background inherits an ignored SIGINT, and so would every CLI the tests Ctrl-C.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
