@@ -43,6 +43,7 @@ class DueWork(Record, frozen=True, kw_only=True):
     credential: str | None = None
     upload_url: str | None = None
     upload_key: str | None = None
+    caller_identity: str = ""
 
 
 class CacheEntry(Record, frozen=True, kw_only=True):

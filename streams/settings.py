@@ -213,6 +213,7 @@ class Settings(BaseSettings):
     allow_private_networks: bool = False
     allowed_networks: tuple[IPv4Network | IPv6Network, ...] = ()
     executor_concurrency: int = Field(default=8, ge=0, le=512)
+    executor_caller_share: float = Field(default=0.75, gt=0, le=1)
     outbox_concurrency: int = Field(default=8, ge=1, le=512)
     profiles: dict[str, tuple[float, float]] = {"http.fetch": (30_000, 3), "browser.render": (60_000, 3)}
     job_type_labels: dict[str, Annotated[str, StringConstraints(max_length=120)]] = {}
@@ -263,6 +264,7 @@ class Settings(BaseSettings):
     as_of_max_records: int = Field(default=500_000, ge=1_000)
     max_request_body_bytes: int = Field(default=1024 * 1024, ge=1024, le=64 * 1024 * 1024)
     max_monitors_per_caller: int = Field(default=100, ge=1, le=100_000)
+    monitor_first_check_spread_s: int = Field(default=10, ge=0, le=3_600)
     http_head_timeout_s: float = Field(default=10.0, gt=0, le=300)
     http_body_timeout_s: float = Field(default=120.0, gt=0, le=3600)
     deployment_id: str = Field(default="", max_length=256)
@@ -482,6 +484,7 @@ class Settings(BaseSettings):
             retry_max_ms=self.retry_max_ms,
             start_window_ms=self.start_window_ms,
             max_denials=self.max_denials,
+            first_check_spread_s=self.monitor_first_check_spread_s,
             callbacks=callbacks,
             routes=self.route_ladder,
             credentials={

@@ -32,6 +32,11 @@ SETTING_DOCS: dict[str, str] = {
     "SCRAPESTREAM_DEPLOYMENT_ID": "the deployment's name, covered by every command signature: give deployments that share principals different ones, so a command signed for one is refused by the other",
     "SCRAPESTREAM_EVENTS_RETENTION_HOURS": "`retention.ms` of the events topic when a worker creates it (`0`: keep forever); recovery needs only the events after the latest snapshot mark",
     "SCRAPESTREAM_EXECUTOR_CONCURRENCY": "fetches run at once per worker (`0`: this worker runs no executor)",
+    "SCRAPESTREAM_EXECUTOR_CALLER_SHARE": (
+        "the fraction of a worker's fetch places one caller's jobs (its monitors' checks included) hold at"
+        " once, at least one; the rest stay free for other callers, and a freed place goes to the waiting"
+        " caller holding fewest (`1`: no reserve)"
+    ),
     "SCRAPESTREAM_GROUP_ID": "the workers' consumer group (unset: `SCRAPESTREAM_TOPIC_PREFIX`, so two deployments on one broker never share one; also the prefix of the exactly-once transactional ids)",
     "SCRAPESTREAM_HISTORY_RETENTION_DAYS": "purge the history of jobs finished longer ago than this (`0`: keep forever); jobs that can still run are never purged",
     "SCRAPESTREAM_HOST_CONCURRENCY": "requests to one host at once, across all workers",
@@ -53,6 +58,10 @@ SETTING_DOCS: dict[str, str] = {
     "SCRAPESTREAM_MAINTENANCE_BATCH": "at most this many of each kind looked at per round; the next round goes on from there",
     "SCRAPESTREAM_MAINTENANCE_INTERVAL_S": "seconds between maintenance rounds (expired cache entries, expired and orphaned artifacts, old histories)",
     "SCRAPESTREAM_MAX_MONITORS_PER_CALLER": "the most monitors one caller may hold (deleted ones do not count): one more is answered 409 `quota`, naming this setting",
+    "SCRAPESTREAM_MONITOR_FIRST_CHECK_SPREAD_S": (
+        "a new monitor with no jitter makes its first check within this many seconds of its creation"
+        " (at most its interval), at an offset of its own: monitors created together do not check together"
+    ),
     "SCRAPESTREAM_HTTP_HEAD_TIMEOUT_S": "how long the API waits for a request's head (from its first byte; and for a first request after a connection opens) and, within a body, between its pieces: past it the request is answered 408 and its connection closed. A head longer than 32 KiB is answered 414 or 431 before it is read whole",
     "SCRAPESTREAM_HTTP_BODY_TIMEOUT_S": "the longest a request body may take to arrive, however steadily it trickles (the largest remote result at 1 MiB/s fits the default): past it 408 and the connection closed",
     "SCRAPESTREAM_MAX_REQUEST_BODY_BYTES": "the largest HTTP request body the API reads (the console's forms: 64 KiB); a larger one is answered 413 as soon as its declared length or its bytes pass it, and no body is read before its sender is authenticated",

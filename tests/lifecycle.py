@@ -40,6 +40,7 @@ POLICY = Policy.from_declared(
     lease_grace_ms=10_000,
     retry_base_ms=1_000,
     start_window_ms=60_000,
+    first_check_spread_s=0,  # a baseline at creation; the spread is tested on its own
 )
 
 

@@ -182,6 +182,7 @@ def due_work(state: Job, dispatched: JobDispatched, policy: Policy) -> DueWork:
         credential=accepted.credential,
         upload_url=None,  # the worker hands one out for a remotely run type
         upload_key=None,
+        caller_identity=accepted.caller_identity,
     )
 
 

@@ -83,7 +83,7 @@ def decide(state: State, command: Command, now: datetime, policy: Policy) -> lis
     if isinstance(command, SubmitJob):
         return decide_submit(state, command, command_id, now, policy)
     if isinstance(command, CreateMonitor):
-        return decide_create(state, command, command_id, now)
+        return decide_create(state, command, command_id, now, policy.first_check_spread_s)
     emit = Emitter(command_id, command.job_id, 0 if state is None else state.sequence, now)
     if isinstance(state, Monitor):
         if isinstance(command, MONITOR_COMMANDS):

@@ -44,6 +44,7 @@ from projections.monitors.schedule import (
     in_window,
     jitter_of,
     next_due,
+    offset_of,
     schedule_problem,
 )
 from schemas.commands import (
@@ -177,15 +178,20 @@ def change_refusal(state: Monitor, actor_id: str, actor_role: ActorRole) -> str 
     return "only a monitor's own service, operators and admins change it"
 
 
-def first_due(spec: MonitorSpec, monitor_id: UUID, created_at: datetime) -> datetime | None:
-    """A new monitor's first check, for a baseline: at once, later by its jitter (monitors created
-    together spread out from their first check on), unless its window is closed then."""
+def first_due(spec: MonitorSpec, monitor_id: UUID, created_at: datetime, spread_s: int) -> datetime | None:
+    """A new monitor's first check, for a baseline: soon, later by its jitter or, with none, by an
+    offset of its own within `spread_s` (monitors created together do not check together), unless
+    its window is closed then."""
     schedule = schedule_of(spec.schedule)
-    at = created_at + timedelta(seconds=jitter_of(schedule, monitor_id))
+    within_s = min(spread_s, schedule.every_s or spread_s)
+    offset = jitter_of(schedule, monitor_id) or offset_of(monitor_id, within_s)
+    at = created_at + timedelta(seconds=offset)
     return at if in_window(schedule, at) else next_due(schedule, monitor_id, at)
 
 
-def decide_create(state: State, command: CreateMonitor, command_id: UUID, now: datetime) -> list[Event]:
+def decide_create(
+    state: State, command: CreateMonitor, command_id: UUID, now: datetime, spread_s: int
+) -> list[Event]:
     monitor_id = monitor_id_for(command.caller_identity, command.name)
     if not (state is None or isinstance(state, Monitor)):
         return []
@@ -211,7 +217,7 @@ def decide_create(state: State, command: CreateMonitor, command_id: UUID, now: d
         spec=command.spec,
         actor_id=command.submitted_by or command.caller_identity,
         actor_role=command.submitter_role or ActorRole.SERVICE,
-        next_due_at=first_due(command.spec, monitor_id, now),
+        next_due_at=first_due(command.spec, monitor_id, now, spread_s),
     )
     return emit.events
 

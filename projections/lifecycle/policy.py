@@ -79,6 +79,7 @@ class Policy:
     retry_max_ms: int = 3_600_000
     start_window_ms: int = 60_000
     max_denials: int = 100  # denials cost no budget; past this many the job dead letters all the same
+    first_check_spread_s: int = 10  # a new monitor's first check falls this far after its creation at most
     callbacks: CallbackPolicy = CallbackPolicy()
     routes: RouteLadder = NO_LADDER
     # Switched off at run time (the controls topic): job type -> why. New submissions are rejected.
@@ -106,6 +107,7 @@ class Policy:
         callbacks: CallbackPolicy = CallbackPolicy(),
         routes: RouteLadder = NO_LADDER,
         credentials: Mapping[str, CredentialGrant] | None = None,
+        first_check_spread_s: int = 10,
     ) -> Policy:
         """Register declared profiles; an unusable one falls back whole, with one warning."""
         profiles: dict[str, ExecutionProfile] = {}
@@ -130,6 +132,7 @@ class Policy:
             retry_max_ms=retry_max_ms,
             start_window_ms=start_window_ms,
             max_denials=max_denials,
+            first_check_spread_s=first_check_spread_s,
             callbacks=callbacks,
             routes=routes,
             credentials=dict(credentials or {}),

@@ -148,10 +148,15 @@ def due_at(schedule: Schedule, monitor_id: UUID, last_due: datetime, now: dateti
 def jitter_of(schedule: Schedule, monitor_id: UUID) -> int:
     """The monitor's own offset from its nominal due times, the same on every worker: monitors on
     one schedule spread over the jitter instead of falling due together."""
-    if schedule.jitter_s == 0:
+    return offset_of(monitor_id, schedule.jitter_s)
+
+
+def offset_of(monitor_id: UUID, within_s: int) -> int:
+    """Seconds from 0 to `within_s`, the same for a monitor everywhere, spread evenly over monitors."""
+    if within_s <= 0:
         return 0
     digest = hashlib.blake2b(monitor_id.bytes, digest_size=8).digest()
-    return int.from_bytes(digest, "big") % (schedule.jitter_s + 1)
+    return int.from_bytes(digest, "big") % (within_s + 1)
 
 
 def _latest_interval(

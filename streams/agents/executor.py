@@ -72,7 +72,7 @@ from streams.settings import Settings
 log = logging.getLogger(__name__)
 HTTP_FETCH = "http.fetch"
 STARTED_REMEMBERED = 50_000
-WAITING_PER_FETCH = 4  # work taken in beyond the fetch places, waiting for its host's turn
+WAITING_PER_FETCH = 16  # work taken in beyond the fetch places, waiting for its host's turn or a fair place
 STALE_PER_BATCH = 500  # due records past their start window one batch may skip besides its work
 NOTHING_SWITCHED_OFF: Mapping[str, str] = {}
 MIN_WAIT = timedelta(milliseconds=1)  # due work read sooner waited too little for a span

@@ -22,6 +22,7 @@ from schemas.records import Artifact, Attempt, RenderOptions, Request
 from schemas.work import CacheEntry, DueWork
 from streams.agents.attempts import attempt_of, failed, result_of
 from streams.agents.credentials import Credentials
+from streams.agents.fair_places import FairPlaces
 from streams.agents.renewals import Renewals
 from streams.agents.response_cache import ResponseCache
 from streams.artifacts.port import ArtifactStore
@@ -67,7 +68,7 @@ class AttemptPipeline:
         self._browser = browser
         self._routes = routes
         self._credentials = Credentials(settings)
-        self._fetching = asyncio.Semaphore(max(settings.executor_concurrency, 1))
+        self._places = FairPlaces(settings.executor_concurrency, settings.executor_caller_share)
         self._politeness = politeness_of(settings)
         self._robots = RobotsRules()
         self.not_started = 0  # work whose start window passed while it waited for its turn
@@ -117,7 +118,7 @@ class AttemptPipeline:
         """The fetch, once it holds one of the worker's fetch places; its route's reservation is
         released if it is stopped or revoked before that."""
         try:
-            async with self._fetching:
+            async with self._places.held(work.caller_identity):
                 if not self._startable(work):
                     await self._reconcile(passage, 0, ZERO)  # released: it carried nothing
                     return None
@@ -153,7 +154,7 @@ class AttemptPipeline:
 
     async def _run_job_type(self, work: DueWork, job_type: JobType) -> Attempt | None:
         """A plugin's run, bounded by the type's runtime; whatever it raises is a counted attempt."""
-        async with self._fetching:
+        async with self._places.held(work.caller_identity):
             if not self._startable(work):
                 return None
             self._begin(work)

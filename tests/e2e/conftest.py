@@ -53,6 +53,7 @@ class Origin:
         default_factory=lambda: defaultdict(list)
     )
     release: asyncio.Event = field(default_factory=asyncio.Event)
+    let_go: asyncio.Event = field(default_factory=asyncio.Event)  # ends `/held/...` answers
     mended: asyncio.Event = field(default_factory=asyncio.Event)
     conditions: dict[str, list[str | None]] = field(default_factory=lambda: defaultdict(list))
     authorizations: dict[str, list[str | None]] = field(default_factory=lambda: defaultdict(list))
@@ -178,6 +179,10 @@ class Origin:
         await self.release.wait()
         return web.Response(text="slow")
 
+    async def _held(self, request: web.Request, count: int) -> web.Response:
+        await self.let_go.wait()
+        return web.Response(text="held")
+
     async def _sleep(self, request: web.Request, count: int) -> web.Response:
         await asyncio.sleep(int(request.path.split("/")[2]) / 1000)
         return web.Response(text="slept")
@@ -229,6 +234,7 @@ async def origin() -> AsyncIterator[Origin]:
             yield server
         finally:
             server.release.set()
+            server.let_go.set()
 
 
 def worker_settings(bootstrap: str, data_dir: Path, **overrides: Any) -> Settings:
@@ -249,6 +255,7 @@ def worker_settings(bootstrap: str, data_dir: Path, **overrides: Any) -> Setting
         "callback_max_elapsed_s": 3.0,
         "callback_retry_base_s": 0.2,
         "create_topics": True,
+        "monitor_first_check_spread_s": 0,  # a baseline at once; the spread has its own test
     }
     return load_settings(**(values | overrides))
 

@@ -34,7 +34,7 @@ from streams.runtime.publisher import Outgoing, Publisher, outgoing, partition_o
 from tests.commands import run
 from tests.console_sessions import console_cookies, session_csrf
 from tests.e2e.cluster import Cluster, answered, auth_on, running_cluster
-from tests.e2e.conftest import Observer, Origin
+from tests.e2e.conftest import Observer, Origin, running_system, worker_settings
 from tests.principals import ISSUED
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -513,3 +513,29 @@ async def test_a_caller_holds_at_most_its_quota_of_monitors_across_workers(
         monitor_id = made[0].json()["monitor_id"]
         assert (await answered(http, "DELETE", f"/monitors/{monitor_id}")).status_code in (200, 204)
         assert (await create("one-too-many")).status_code == 201  # a deleted one no longer counts
+
+
+async def test_one_callers_slow_jobs_never_take_the_fetch_places_another_callers_job_needs(
+    broker, origin: Origin, tmp_path
+):
+    settings = worker_settings(
+        broker.bootstrap,
+        tmp_path,
+        profiles={"http.fetch": (60_000, 3)},  # a held fetch ends at its policy's 30 s timeout
+        host_concurrency=64,  # the hog's host limit is not what holds the places here
+    )
+    async with running_system(settings) as system:
+        hog_url = origin.url("/held/hog-{}").replace("127.0.0.1", "localhost")
+        hog = [await system.submit(hog_url.format(n), caller_identity="svc-b") for n in range(20)]
+        try:
+            share = int(settings.executor_concurrency * settings.executor_caller_share)
+            async with asyncio.timeout(120):
+                while sum(hits for path, hits in origin.hits.items() if path.startswith("/held/")) < share:  # noqa: ASYNC110 - the origin counts
+                    await asyncio.sleep(0.1)
+            victim = await system.submit(origin.url("/page/beside-the-hog"), caller_identity="svc-a")
+            # Before the hog's fetches time out (30 s): with every place held, the victim ends only then.
+            assert (await system.completion(victim, timeout_s=25)).status is JobStatus.SUCCEEDED
+        finally:
+            origin.let_go.set()
+        for job_id in hog:
+            assert (await system.completion(job_id)).status is JobStatus.SUCCEEDED

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from datetime import timedelta
 from typing import Any
@@ -440,6 +441,23 @@ def test_monitors_created_together_spread_their_first_checks_by_their_jitter():
         firsts.append(next_due_at(life.state, POLICY))
     assert all(first is not None and T0 <= first <= T0 + MINUTE for first in firsts)
     assert len(set(firsts)) > 10
+
+
+@settings(max_examples=30, deadline=None)
+@given(every_s=st.sampled_from([10, 30, 60, 3600]), spread_s=st.sampled_from([5, 10, 60]))
+def test_monitors_created_together_with_no_jitter_spread_their_first_checks_within_the_spread(
+    every_s: int, spread_s: int
+):
+    spread = dataclasses.replace(POLICY, first_check_spread_s=spread_s)
+    plain = msgspec.structs.replace(SPEC, schedule=MonitorSchedule(every_s=every_s))
+    firsts = []
+    for n in range(40):
+        life = Lifecycle(policy=spread)
+        life(create(plain, name=f"burst-{n}"))
+        firsts.append(next_due_at(life.state, spread))
+    within = timedelta(seconds=min(every_s, spread_s))
+    assert all(first is not None and T0 <= first <= T0 + within for first in firsts)
+    assert len(set(firsts)) > min(every_s, spread_s) // 3  # not one instant for the whole burst
 
 
 def test_operators_replay_the_latest_changes_callback_under_its_first_webhook_id():
