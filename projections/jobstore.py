@@ -9,11 +9,18 @@ Keys (all ASCII):
   s/<partition>/<job_id>          a job changed since its last snapshot; the value is the offset it changed at
   p/<job_id>                      `<events offset>/<parts>` of the job's last snapshot written in parts
   q/<job_id>                      a history whose old audit records were purged (`AuditRecordsPurged`)
+  v/<job_id>                      a monitor's checkpoint: its state after the events it replaces
+  g/<job_id>/<sequence>           an audit record of a monitor's, kept when its event left for a checkpoint
+  h/<job_id>/<ordinal, inverted>  a monitor's check older than its checkpoint, as listed (the newest few)
+  y/<job_id>/<ordinal, inverted>  a change older than its checkpoint, as listed (the newest few)
 and the read indexes of `projections.readindex`.
 A commit writes all of them in one atomic batch, so state and offset never disagree. Deleting a
 job's history removes its events but its audit records, and leaves a tombstone; purging audit
 records removes those written before the purge's `before` and their index entries.
 The fold keeps the first event of each job and sequence: a later duplicate is ignored and counted.
+A monitor between checks is checkpointed once a check ends (or its events pile up): its events so
+far leave the store for its state, so folding, reading and snapshotting it cost the same after ten
+checks and after a hundred thousand; the log keeps them as long as its retention says.
 """
 
 from __future__ import annotations
@@ -21,19 +28,23 @@ from __future__ import annotations
 import itertools
 import typing
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import cast
 from urllib.parse import urlsplit
 from uuid import UUID
 
+from pydantic import BaseModel
+
 from projections.lifecycle.audit import audit_of, listed_as_audit
+from projections.lifecycle.checkpoint import checkpoint_of, monitor_of
 from projections.lifecycle.consequences import lease_expiry, next_due_at
 from projections.lifecycle.evolve import replay
 from projections.lifecycle.policy import Policy
 from projections.lifecycle.state import Job, Monitor, State, Unaccepted, accepted_job
 from projections.lifecycle.submission import rejection_owner
+from projections.monitor_views import ChangeView, CheckView, change_views, check_views
 from projections.readindex import (
     Page,
     artifact_ref_key,
@@ -51,16 +62,27 @@ from projections.readindex import (
     tombstone_key,
 )
 from projections.storage.base import KeyValueStore, prefix_end
-from schemas.codec import decode, encode
+from schemas.codec import decode, decode_as, encode
 from schemas.enums import JobStatus
 from schemas.errors import CodecError
-from schemas.events import AttemptRecorded, AuditRecorded, AuditRecordsPurged, Event, JobHistoryDeleted
+from schemas.events import (
+    AttemptRecorded,
+    AuditRecorded,
+    AuditRecordsPurged,
+    CheckRecorded,
+    Event,
+    JobHistoryDeleted,
+)
 from schemas.records import Artifact
 from schemas.types import uuid_text
+from schemas.work import MonitorCheckpoint
 
 EVENT_TYPES = typing.get_args(Event)
 Listed = Job | Unaccepted  # a job, or a rejected submission (an `Unaccepted` with `rejected`)
 CACHE_SIZE = 20_000
+CHECKPOINT_AFTER = 32  # a monitor's events kept past its checkpoint, checks ended or not
+LISTED_KEPT = 1_000  # a monitor's older checks (and changes) the store lists; the log keeps them all
+ORDINAL_END = 10**12
 SCAN_BUDGET = 5_000  # index entries one page may read
 
 
@@ -197,14 +219,33 @@ class JobStore:
             return self._cache[job_id]
         # A point read of the first event answers the common case, a job never seen, without a scan.
         first = self._store.get(_events_prefix(job_id) + _sequence_key(1))
+        base = None if first is not None else self.checkpoint(job_id)
         seen = (
             first is not None
+            or base is not None
             or self._store.get(tombstone_key(job_id)) is not None
             or self._store.get(_audit_purged_key(job_id)) is not None
         )
-        state = replay(self.events_of(job_id)) if seen else None
+        state = replay(self.events_of(job_id), None if base is None else monitor_of(base)) if seen else None
         self._remember(job_id, state)
         return state
+
+    def checkpoint(self, job_id: UUID) -> MonitorCheckpoint | None:
+        """The monitor's state in place of its events up to the checkpoint's, if it has one."""
+        value = self._store.get(_checkpoint_key(job_id))
+        return None if value is None else decode_as(value, MonitorCheckpoint)
+
+    def older_checks(self, monitor_id: UUID) -> Iterator[CheckView]:
+        """The monitor's checks its checkpoint replaced, newest first."""
+        return (CheckView.model_validate_json(value) for value in self._older("h", monitor_id))
+
+    def older_changes(self, monitor_id: UUID) -> Iterator[ChangeView]:
+        """The changes its checkpoint replaced, newest first."""
+        return (ChangeView.model_validate_json(value) for value in self._older("y", monitor_id))
+
+    def _older(self, kind: str, monitor_id: UUID) -> Iterator[bytes]:
+        prefix = f"{kind}/{uuid_text(monitor_id)}/".encode()
+        return (value for _, value in self._store.scan(prefix, prefix + b"\xff"))
 
     def load_job(self, job_id: UUID) -> Job | None:
         return accepted_job(self.load(job_id))
@@ -266,6 +307,7 @@ class JobStore:
             self._index(partition, job_id, job.after, changes)
             self._index_reads(partition, job.before, job.after, job.kept, changes, counts)
             changes[_changed_key(partition, job_id)] = changed_at
+            self._checkpoint(partition, job, changes)
         self._count(counts, changes)
         if next_offset is not None:
             changes[_offset_key(partition)] = str(next_offset).encode()
@@ -291,7 +333,11 @@ class JobStore:
                 break
             job_id = UUID(key[len(prefix) :].decode())
             events = _events_prefix(job_id)
-            jobs[job_id] = [stored for _, stored in self._store.scan(events, events + b"\xff")]
+            checkpoint = self._store.get(_checkpoint_key(job_id))
+            jobs[job_id] = [
+                *([] if checkpoint is None else [checkpoint]),
+                *(stored for _, stored in self._store.scan(events, events + b"\xff")),
+            ]
             marks[key] = value
         purged = frozenset(job_id for job_id in jobs if self.history_deleted(job_id))
         return SnapshotCut(partition, self.events_offset(partition), jobs, marks, complete, purged)
@@ -319,14 +365,18 @@ class JobStore:
         return int(offset), int(count)
 
     def restore(self, partition: int, snapshots: Mapping[UUID, Sequence[bytes]], events_offset: int) -> None:
-        """Fill an empty partition from snapshots (each job's stored events), complete to `events_offset`."""
+        """Fill an empty partition from snapshots (each job's stored events, after a monitor's
+        checkpoint), complete to `events_offset`."""
         changes: dict[bytes, bytes | None] = {}
         counts: Counter[bytes] = Counter()
         for job_id, encoded in snapshots.items():
+            base, encoded = _checkpointed(encoded)
+            if base is not None:
+                changes[_checkpoint_key(job_id)] = encode(base)
             events = [decode_event(value) for value in encoded]
             for event, value in zip(events, encoded, strict=True):
                 changes[_events_prefix(job_id) + _sequence_key(event.sequence)] = value
-            state = replay(events)
+            state = replay(events, None if base is None else monitor_of(base))
             self._index(partition, job_id, state, changes)
             self._index_reads(partition, None, state, events, changes, counts)
             if any(isinstance(event, JobHistoryDeleted) for event in events):
@@ -411,6 +461,31 @@ class JobStore:
                 changes[key] = encode(audit)
             else:
                 changes[key] = None
+
+    def _checkpoint(self, partition: int, job: _Folding, changes: dict[bytes, bytes | None]) -> None:
+        """A monitor's state in place of its stored events, once a check ended or they piled up (never
+        within a check); the checks and changes they held are listed from the store from then on, and
+        audit records kept."""
+        state = job.after
+        if not isinstance(state, Monitor) or state.pending is not None:
+            return
+        stored = list(self._store.scan(job.prefix, job.prefix + b"\xff"))
+        ended = any(isinstance(event, CheckRecorded) for event in job.kept)
+        if not ended and len(stored) + len(job.kept) < CHECKPOINT_AFTER:
+            return
+        folded = [(key, decode_event(value)) for key, value in stored]
+        folded += [(job.prefix + _sequence_key(event.sequence), event) for event in job.kept]
+        for key, event in folded:
+            changes[key] = None
+            audit = audit_of(event)
+            entry = None if audit is None else audit_key(partition, audit.occurred_at, audit.audit_id)
+            if audit is not None and entry is not None and self._indexed(entry, changes) == key:
+                kept_at = b"g/" + key[2:]
+                changes[kept_at], changes[entry] = encode(audit), kept_at
+        events = [event for _, event in folded]
+        changes[_checkpoint_key(state.monitor_id)] = encode(checkpoint_of(state, events[-1].occurred_at))
+        _list_older("h", state.monitor_id, state.checks, check_views(events), changes)
+        _list_older("y", state.monitor_id, state.changes, change_views(events), changes)
 
     def _indexed(self, entry: bytes, changes: dict[bytes, bytes | None]) -> bytes | None:
         """What an index entry points at once this fold is written."""
@@ -642,6 +717,35 @@ def _index_events(
         elif isinstance(event, AttemptRecorded) and event.sequence > deleted_before:
             for artifact in event.attempt.artifacts:
                 changes[artifact_ref_key(partition, artifact.artifact_id, event.job_id)] = encode(artifact)
+
+
+def _checkpointed(encoded: Sequence[bytes]) -> tuple[MonitorCheckpoint | None, Sequence[bytes]]:
+    """A snapshot's checkpoint (its first record, for a checkpointed monitor) and the events after it."""
+    if not encoded:
+        return None, encoded
+    first = decode(encoded[0])
+    return (first, encoded[1:]) if isinstance(first, MonitorCheckpoint) else (None, encoded)
+
+
+def _checkpoint_key(job_id: UUID) -> bytes:
+    return f"v/{uuid_text(job_id)}".encode()
+
+
+def _list_older(
+    kind: str,
+    monitor_id: UUID,
+    total: int,
+    newest_first: Sequence[BaseModel],
+    changes: dict[bytes, bytes | None],
+) -> None:
+    """Lists views that leave the events (the newest of `total` first), and forgets those past the
+    newest `LISTED_KEPT`."""
+    prefix = f"{kind}/{uuid_text(monitor_id)}/"
+    for index, view in enumerate(newest_first[:LISTED_KEPT]):
+        ordinal = total - index
+        changes[f"{prefix}{ORDINAL_END - ordinal:012d}".encode()] = view.model_dump_json().encode()
+        if ordinal > LISTED_KEPT:
+            changes[f"{prefix}{ORDINAL_END - ordinal + LISTED_KEPT:012d}".encode()] = None
 
 
 def _sequence(state: State) -> int:

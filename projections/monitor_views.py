@@ -3,9 +3,10 @@ returns them (its OpenAPI document is generated from these models)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import itertools
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
-from typing import Literal
+from typing import Literal, TypeVar
 from uuid import UUID
 
 from pydantic import Field
@@ -16,6 +17,8 @@ from projections.views import ArtifactView, View, artifact_view
 from schemas.enums import CaptureMode, ChangeKind, JobStatus
 from schemas.events import ChangeDetected, CheckRecorded, CheckScheduled, Event
 from schemas.records import MonitorSchedule
+
+V = TypeVar("V")
 
 
 class WindowView(View):
@@ -199,3 +202,16 @@ def change_views(events: Iterable[Event]) -> list[ChangeView]:
 def clock_of(minutes: int) -> str:
     """Minutes after midnight as HH:MM, as windows are written."""
     return f"{minutes // 60:02d}:{minutes % 60:02d}"
+
+
+def newest_views(
+    recent: Sequence[V],
+    older: Iterable[V],
+    at: Callable[[V], datetime | None],
+    until: datetime | None,
+    limit: int,
+) -> list[V]:
+    """Up to `limit` views, newest first: those of the kept events, then the older ones the store lists
+    (only those that had happened by `until`, when given)."""
+    earlier = older if until is None else (view for view in older if (at(view) or until) <= until)
+    return list(itertools.islice(itertools.chain(recent, earlier), limit))

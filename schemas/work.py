@@ -16,8 +16,8 @@ from schemas.enums import (
     RetentionClass,
     TransportPolicy,
 )
-from schemas.events import JobCompleted
-from schemas.records import Artifact, RenderOptions, Request
+from schemas.events import CheckScheduled, JobCompleted, MonitorCreated
+from schemas.records import Artifact, MonitorSpec, RenderOptions, Request
 from schemas.types import Instant, Money, Record
 
 
@@ -138,6 +138,41 @@ class JobSnapshot(Record, frozen=True, kw_only=True):
     events: tuple[bytes, ...]
     part: int = 0
     parts: int = 1
+
+
+class CallbackInFlight(Record, frozen=True, kw_only=True):
+    due: CallbackDue
+    first_dispatched_at: Instant
+    attempt_number: int
+    dispatched_at: Instant | None = None
+    next_attempt_at: Instant | None = None
+    last_error: str = ""
+
+
+class MonitorCheckpoint(Record, frozen=True, kw_only=True):
+    created: MonitorCreated
+    spec: MonitorSpec
+    sequence: int
+    folded_at: Instant
+    next_due_at: Instant | None = None
+    paused: bool = False
+    deleted: bool = False
+    last_due_at: Instant | None = None
+    pending: CheckScheduled | None = None
+    fetched: Artifact | None = None
+    fingerprint: str | None = None
+    artifact: Artifact | None = None
+    gone: bool = False
+    checks: int = 0
+    changes: int = 0
+    missed: int = 0
+    last_change: MonitorChange | None = None
+    last_change_webhook_id: str | None = None
+    callback_replays: int = 0
+    callbacks: tuple[CallbackInFlight, ...] = ()
+    callbacks_finished: int = 0
+    recent_command_ids: tuple[UUID, ...] = ()
+    recent_command_at: tuple[Instant, ...] = ()
 
 
 class SnapshotMark(Record, frozen=True, kw_only=True):

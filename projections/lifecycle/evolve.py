@@ -57,6 +57,10 @@ from schemas.work import CallbackDue
 MONITOR_EVENTS = typing.get_args(MonitorEvent)
 CALLBACK_EVENTS = (CallbackDispatched, CallbackRetryScheduled, CallbackDelivered, CallbackAbandoned)
 
+# A monitor's checks: each command is decided once by the check it names, so a monitor's dedupe window
+# does not grow with its checks.
+CHECK_FLOW = (CheckScheduled, CheckFetched, CheckRecorded, ChangeDetected)
+
 
 def start(accepted: JobAccepted, before: Unaccepted | None = None) -> Job:
     """The state a job has before its first event is folded (keeping an earlier unaccepted stream)."""
@@ -97,9 +101,12 @@ def evolve(state: State, event: Event) -> State:
         folded = _forgotten(state)
     else:
         folded = _unaccepted(state or Unaccepted(job_id=event.job_id, sequence=0), event)
-    ids, times = remembered(
-        folded.recent_command_ids, folded.recent_command_at, event.command_id, event.occurred_at
-    )
+    if isinstance(event, CHECK_FLOW):  # fenced by the check they are for: nothing to remember
+        ids, times = folded.recent_command_ids, folded.recent_command_at
+    else:
+        ids, times = remembered(
+            folded.recent_command_ids, folded.recent_command_at, event.command_id, event.occurred_at
+        )
     # `folded` is a fresh copy unless the event changed nothing but the bookkeeping.
     if folded is state:
         folded = copy.copy(folded)

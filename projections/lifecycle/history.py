@@ -15,8 +15,21 @@ def events_until(events: Sequence[Event], at: datetime) -> list[Event]:
     return [event for event in events if event.occurred_at <= at]
 
 
-def state_as_of(events: Sequence[Event], at: datetime) -> State:
-    return replay(events_until(events, at))
+def state_as_of(events: Sequence[Event], at: datetime, base: State = None) -> State:
+    """The state at `at`: `base` (a checkpoint's, when the events follow one) and the events by then."""
+    return replay(events_until(events, at), base)
+
+
+def checkpoint_refusal(since: datetime, at: datetime, now: datetime) -> str | None:
+    """Why a monitor kept from a checkpoint at `since` on cannot be told as of `at`."""
+    if at > now:
+        return f"{at.isoformat()} is in the future (now is {now.isoformat()}): leave the time out for now"
+    if at < since:
+        return (
+            f"this monitor's state is kept from {since.isoformat()} on (its earlier checks are in the log "
+            f"and its lists); {at.isoformat()} is before it"
+        )
+    return None
 
 
 def as_of_refusal(events: Sequence[Event], at: datetime, now: datetime, what: str = "job") -> str | None:

@@ -15,7 +15,9 @@ from fastapi import APIRouter, Body, Query, Request, Response
 from pydantic import ValidationError
 
 from projections.access import job_read_refusal, listing_caller
-from projections.lifecycle.history import events_until, state_as_of
+from projections.jobstore import JobStore
+from projections.lifecycle.checkpoint import monitor_of
+from projections.lifecycle.history import checkpoint_refusal, events_until, state_as_of
 from projections.lifecycle.identity import public_command_id
 from projections.lifecycle.monitors import (
     change_refusal,
@@ -27,12 +29,15 @@ from projections.lifecycle.monitors import (
 from projections.lifecycle.state import Monitor
 from projections.monitor_views import (
     ChangeList,
+    ChangeView,
     CheckList,
+    CheckView,
     MonitorList,
     MonitorView,
     change_views,
     check_views,
     monitor_view,
+    newest_views,
 )
 from projections.readindex import Page
 from schemas.commands import (
@@ -45,6 +50,7 @@ from schemas.commands import (
 )
 from schemas.events import Event, MonitorRefused
 from streams.auth.principals import Principal
+from streams.clock import utc_now
 from streams.moments import as_utc
 from streams.runtime.publisher import outgoing
 from streams.web.auth import Caller, PeerCaller
@@ -195,8 +201,16 @@ async def get_monitor(monitor_id: UUID, request: Request, principal: Caller, as_
     if as_of is None:
         return _view(monitor)
     at = as_utc(as_of)
-    history = kept_history(context, monitor_id, at, "monitor")
-    then = await context.costly.run(principal, lambda: state_as_of(history, at))
+    checkpoint = context.store.checkpoint(monitor_id)
+    if checkpoint is None:
+        history = kept_history(context, monitor_id, at, "monitor")
+        then = await context.costly.run(principal, lambda: state_as_of(history, at))
+    else:
+        refusal = checkpoint_refusal(checkpoint.folded_at, at, utc_now())
+        if refusal is not None:
+            raise ApiError(422, "out_of_history", refusal)
+        kept, base = context.store.events_of(monitor_id), monitor_of(checkpoint)
+        then = await context.costly.run(principal, lambda: state_as_of(kept, at, base))
     if not isinstance(then, Monitor):
         raise ApiError(422, "out_of_history", f"monitor {monitor_id} did not exist at {at.isoformat()}")
     return _view(then)
@@ -216,7 +230,12 @@ async def get_checks(
         monitor_id,
         principal,
         until,
-        lambda e: CheckList(monitor_id=monitor_id, items=check_views(e)[:limit]),
+        lambda store, events: CheckList(
+            monitor_id=monitor_id,
+            items=newest_views(
+                check_views(events), store.older_checks(monitor_id), _recorded_at, until, limit
+            ),
+        ),
     )
 
 
@@ -234,7 +253,12 @@ async def get_changes(
         monitor_id,
         principal,
         until,
-        lambda e: ChangeList(monitor_id=monitor_id, items=change_views(e)[:limit]),
+        lambda store, events: ChangeList(
+            monitor_id=monitor_id,
+            items=newest_views(
+                change_views(events), store.older_changes(monitor_id), _detected_at, until, limit
+            ),
+        ),
     )
 
 
@@ -331,7 +355,7 @@ async def _listed(
     monitor_id: UUID,
     principal: Principal,
     until: datetime | None,
-    listing: Callable[[list[Event]], Any],
+    listing: Callable[[JobStore, list[Event]], Any],
 ) -> Response:
     context = context_of(request)
     forwarded = await context.forwarded(request, monitor_id)
@@ -343,7 +367,7 @@ async def _listed(
         events = context.store.events_of(monitor_id)
         if until is not None:
             events = events_until(events, as_utc(until))
-        return bytes(listing(events).model_dump_json().encode())
+        return bytes(listing(context.store, events).model_dump_json().encode())
 
     return Response(await context.costly.run(principal, listed), media_type=JSON)
 
@@ -404,3 +428,11 @@ def _actor(principal: Principal) -> dict[str, Any]:
 
 def _view(monitor: Monitor, status: int = 200) -> Response:
     return Response(monitor_view(monitor).model_dump_json(), status_code=status, media_type=JSON)
+
+
+def _recorded_at(view: CheckView) -> datetime | None:
+    return view.recorded_at
+
+
+def _detected_at(view: ChangeView) -> datetime:
+    return view.detected_at
