@@ -250,6 +250,7 @@ class CheckScheduled(EventEnvelope, frozen=True, kw_only=True):
 class CheckFetched(EventEnvelope, frozen=True, kw_only=True):
     check_job_id: UUID
     artifact: Artifact
+    http_status: int | None = None
 
 
 class CheckRecorded(EventEnvelope, frozen=True, kw_only=True):

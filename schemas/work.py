@@ -160,6 +160,7 @@ class MonitorCheckpoint(Record, frozen=True, kw_only=True):
     last_due_at: Instant | None = None
     pending: CheckScheduled | None = None
     fetched: Artifact | None = None
+    fetched_status: int | None = None
     fingerprint: str | None = None
     artifact: Artifact | None = None
     gone: bool = False

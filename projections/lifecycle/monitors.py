@@ -305,7 +305,9 @@ def _record(state: Monitor, command: RecordCheck, emit: Emitter) -> None:
     content = _content(command.artifacts)
     fetched = command.status is JobStatus.SUCCEEDED and content is not None
     if fetched and content is not None and (content.key != _key(state.artifact) or state.gone):
-        emit(CheckFetched, check_job_id=pending.check_job_id, artifact=content)
+        emit(
+            CheckFetched, check_job_id=pending.check_job_id, artifact=content, http_status=command.http_status
+        )
         return
     http_status = command.http_status or 0
     if fetched or command.outcome is AttemptOutcome.NOT_MODIFIED:
@@ -334,7 +336,10 @@ def _read(state: Monitor, command: ReportCheckReading, emit: Emitter) -> None:
         return
     fingerprint = command.fingerprint[:MAX_FINGERPRINT_CHARS]
     change, _ = change_of(Seen(state.fingerprint, state.gone), 200, fingerprint)
-    _recorded(state, emit, JobStatus.SUCCEEDED, 200, change=change, fingerprint=fingerprint, artifact=fetched)
+    answered = state.fetched_status or 200  # a 304 onto other stored bytes says 304
+    _recorded(
+        state, emit, JobStatus.SUCCEEDED, answered, change=change, fingerprint=fingerprint, artifact=fetched
+    )
     if change is not None:
         emit(
             ChangeDetected,
@@ -415,7 +420,7 @@ def evolve_monitor(state: State, event: MonitorEvent) -> Monitor | None:  # noqa
                 missed=state.missed + event.missed,
             )
         case CheckFetched():
-            return updated(state, fetched=event.artifact)
+            return updated(state, fetched=event.artifact, fetched_status=event.http_status)
         case CheckRecorded():
             return _after_check(state, event)
         case ChangeDetected():
@@ -453,7 +458,14 @@ def replayed(state: Monitor, event: CallbackReplayed) -> Monitor:
 
 
 def _after_check(state: Monitor, event: CheckRecorded) -> Monitor:
-    state = updated(state, pending=None, fetched=None, checks=state.checks + 1, next_due_at=event.next_due_at)
+    state = updated(
+        state,
+        pending=None,
+        fetched=None,
+        fetched_status=None,
+        checks=state.checks + 1,
+        next_due_at=event.next_due_at,
+    )
     if event.http_status in GONE_STATUSES:
         return updated(state, gone=True)
     if event.fingerprint is not None:

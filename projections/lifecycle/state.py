@@ -129,6 +129,7 @@ class Monitor:
     last_due_at: datetime | None = None  # the due time of the latest check made
     pending: CheckScheduled | None = None  # the check being made: one at a time
     fetched: Artifact | None = None  # its content, while that is read
+    fetched_status: int | None = None  # what the origin answered for it
     fingerprint: str | None = None  # of the last content read
     artifact: Artifact | None = None  # the last content read
     gone: bool = False  # the last answer was 404 or 410

@@ -12,11 +12,9 @@ import sys
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
-from uuid import UUID
 
 from schemas.enums import ActorRole
-from schemas.errors import ScrapestreamError
-from streams.cli.api_client import ApiClient, api_url
+from streams.cli.api_client import ApiClient, api_url, whole_id
 from streams.clock import utc_now
 from streams.errors import UsageError
 from streams.moments import moment_of
@@ -59,20 +57,10 @@ def run_api_command(arguments: argparse.Namespace) -> int:
 
 
 def _job_id(api: ApiClient, given: str) -> str:
-    """`given` itself when it is a whole job id, else the one job whose id starts with it."""
-    text = given.strip().lower()
-    try:
-        return str(UUID(text))
-    except ValueError:
-        pass
-    if not text or any(char not in "0123456789abcdef-" for char in text):
-        raise UsageError(f"{given!r} is neither a job id nor the start of one")
-    found = api.get("/jobs", {"id_prefix": text, "limit": 2})["items"]
-    if not found:
-        raise ScrapestreamError(f"no job id starts with {given!r}")
-    if len(found) > 1:
-        raise UsageError(f"more than one job id starts with {given!r}: give more of it")
-    return str(found[0]["job_id"])
+    def starting_with(text: str) -> list[str]:
+        return [str(job["job_id"]) for job in api.get("/jobs", {"id_prefix": text, "limit": 2})["items"]]
+
+    return whole_id(given, "job", starting_with)
 
 
 def _call(api: ApiClient, arguments: argparse.Namespace) -> Any:

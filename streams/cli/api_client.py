@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
+from uuid import UUID
 
 import httpx
 
@@ -104,6 +105,24 @@ class ApiClient:
             )
             # Nothing named a worker (no --url, SCRAPESTREAM_URL or dev here): the command's mistake.
             raise (UsageError(said) if self.url == DEFAULT_URL else ScrapestreamError(said)) from exc
+
+
+def whole_id(given: str, what: str, starting_with: Callable[[str], list[str]]) -> str:
+    """`given` itself when it is a whole id, else the one id `starting_with` it finds (a short id as
+    the CLI's tables print it)."""
+    text = given.strip().lower()
+    try:
+        return str(UUID(text))
+    except ValueError:
+        pass
+    if not text or any(char not in "0123456789abcdef-" for char in text):
+        raise UsageError(f"{given!r} is neither a {what} id nor the start of one")
+    found = starting_with(text)
+    if not found:
+        raise ScrapestreamError(f"no {what} id starts with {given!r}")
+    if len(found) > 1:
+        raise UsageError(f"more than one {what} id starts with {given!r}: give more of it")
+    return found[0]
 
 
 def _refusal(response: httpx.Response) -> ApiRequestError:

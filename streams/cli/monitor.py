@@ -11,7 +11,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from streams.cli.api_client import ApiClient
+from streams.cli.api_client import ApiClient, whole_id
 from streams.cli.terminal import printable
 from streams.errors import UsageError
 
@@ -33,7 +33,7 @@ def _call(api: ApiClient, arguments: argparse.Namespace) -> Any:
         return api.post("/monitors", _body(arguments))
     if action == "list":
         return _listed(api, arguments.caller)
-    path = f"/monitors/{arguments.monitor_id}"
+    path = f"/monitors/{_monitor_id(api, arguments.monitor_id)}"
     if action == "get":
         return api.get(path)
     if action in ("changes", "checks"):
@@ -41,6 +41,14 @@ def _call(api: ApiClient, arguments: argparse.Namespace) -> Any:
     if action == "delete":
         return api.delete(path)
     return api.post(f"{path}/{action}", {"reason": arguments.reason})
+
+
+def _monitor_id(api: ApiClient, given: str) -> str:
+    def starting_with(text: str) -> list[str]:
+        listed = _listed(api, None)["items"]
+        return [str(item["monitor_id"]) for item in listed if str(item["monitor_id"]).startswith(text)]
+
+    return whole_id(given, "monitor", starting_with)
 
 
 def _body(arguments: argparse.Namespace) -> dict[str, Any]:

@@ -506,3 +506,16 @@ def test_a_reading_report_larger_than_a_reader_writes_is_cut_to_the_bound():
     assert change.diff_truncated
     assert change.fingerprint is not None
     assert len(change.fingerprint) <= 128
+
+
+def test_a_304_onto_other_stored_bytes_is_recorded_as_the_304_the_origin_answered():
+    life = Lifecycle()
+    life(create())
+    check(life, _content("a"), "fa", T0)
+    at = T0 + MINUTE
+    life(tick(MONITOR_ID), at)
+    revalidated = ended(life, outcome=AttemptOutcome.NOT_MODIFIED, http_status=304, artifacts=(_content("b"),))
+    assert kinds(life(revalidated, at)) == ["CheckFetched"]
+    recorded = [e for e in life(reading(life, "fb", diff="-a\n+b\n"), at) if isinstance(e, CheckRecorded)]
+    assert recorded[0].http_status == 304
+    assert replay(life.events) == life.state
