@@ -183,6 +183,8 @@ class CreateMonitor(Record, frozen=True, kw_only=True):
     spec: MonitorSpec
     submitted_by: str | None = None
     submitter_role: ActorRole | None = None
+    request_id: str = ""
+    expires_at: Instant | None = None
 
 
 class EditMonitor(_MonitorCommand, frozen=True, kw_only=True):
@@ -190,6 +192,8 @@ class EditMonitor(_MonitorCommand, frozen=True, kw_only=True):
     spec: MonitorSpec
     actor_id: str
     actor_role: ActorRole
+    request_id: str = ""
+    expires_at: Instant | None = None
 
 
 class PauseMonitor(_MonitorCommand, frozen=True, kw_only=True):
@@ -197,6 +201,8 @@ class PauseMonitor(_MonitorCommand, frozen=True, kw_only=True):
     actor_id: str
     actor_role: ActorRole
     reason: str = ""
+    request_id: str = ""
+    expires_at: Instant | None = None
 
 
 class ResumeMonitor(_MonitorCommand, frozen=True, kw_only=True):
@@ -204,6 +210,8 @@ class ResumeMonitor(_MonitorCommand, frozen=True, kw_only=True):
     actor_id: str
     actor_role: ActorRole
     reason: str = ""
+    request_id: str = ""
+    expires_at: Instant | None = None
 
 
 class DeleteMonitor(_MonitorCommand, frozen=True, kw_only=True):
@@ -211,6 +219,8 @@ class DeleteMonitor(_MonitorCommand, frozen=True, kw_only=True):
     actor_id: str
     actor_role: ActorRole
     reason: str = ""
+    request_id: str = ""
+    expires_at: Instant | None = None
 
 
 class RecordCheck(_MonitorCommand, frozen=True, kw_only=True):

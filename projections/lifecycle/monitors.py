@@ -12,6 +12,7 @@ from datetime import datetime, time, timedelta
 from typing import Any
 from uuid import UUID
 
+from projections.lifecycle.audit import audit
 from projections.lifecycle.callbacks import start_callback
 from projections.lifecycle.completion import webhook_id_of
 from projections.lifecycle.emit import Emitter
@@ -21,6 +22,7 @@ from projections.lifecycle.identity import (
     callback_url_problem,
     canonicalize,
     job_id_for,
+    monitor_target,
     name_based,
 )
 from projections.lifecycle.limits import (
@@ -58,7 +60,15 @@ from schemas.commands import (
     ReportCheckReading,
     ResumeMonitor,
 )
-from schemas.enums import ActorRole, AttemptOutcome, CaptureMode, ChangeKind, JobStatus
+from schemas.enums import (
+    ActorRole,
+    AttemptOutcome,
+    AuditAction,
+    AuditOutcome,
+    CaptureMode,
+    ChangeKind,
+    JobStatus,
+)
 from schemas.events import (
     CallbackReplayed,
     ChangeDetected,
@@ -84,6 +94,15 @@ MAX_NAME_BYTES = 200
 CHECK_DEADLINE = timedelta(minutes=10)
 MAX_FINGERPRINT_CHARS = 128
 MONITOR_CONTROLLERS = frozenset({ActorRole.OPERATOR, ActorRole.ADMIN})
+ChangingMonitor = CreateMonitor | EditMonitor | PauseMonitor | ResumeMonitor | DeleteMonitor
+CHANGING_MONITORS = (CreateMonitor, EditMonitor, PauseMonitor, ResumeMonitor, DeleteMonitor)
+MONITOR_ACTIONS: dict[type[ChangingMonitor], AuditAction] = {
+    CreateMonitor: AuditAction.MONITOR_CREATE,
+    EditMonitor: AuditAction.MONITOR_EDIT,
+    PauseMonitor: AuditAction.MONITOR_PAUSE,
+    ResumeMonitor: AuditAction.MONITOR_RESUME,
+    DeleteMonitor: AuditAction.MONITOR_DELETE,
+}
 
 
 def monitor_id_for(caller_identity: str, name: str) -> UUID:
@@ -153,6 +172,32 @@ def _oversized(spec: MonitorSpec) -> str | None:
     ) or oversized_labels(spec.labels)
 
 
+def monitor_actor(command: ChangingMonitor) -> tuple[str, ActorRole]:
+    if isinstance(command, CreateMonitor):
+        return command.submitted_by or command.caller_identity, command.submitter_role or ActorRole.SERVICE
+    return command.actor_id, command.actor_role
+
+
+def audit_monitor_change(emit: Emitter, command: ChangingMonitor, done: str) -> None:
+    """An allowed creation or change of a monitor, in its own history."""
+    actor_id, actor_role = monitor_actor(command)
+    audit(
+        emit,
+        actor_id=actor_id,
+        actor_role=actor_role,
+        action=MONITOR_ACTIONS[type(command)],
+        outcome=AuditOutcome.ALLOWED,
+        detail=done,
+        target=monitor_target(emit.job_id),
+        reason=getattr(command, "reason", ""),
+        request_id=command.request_id,
+    )
+
+
+def name_taken(command: CreateMonitor) -> str:
+    return f"{clip(command.caller_identity, 64)} has a monitor named {clip(command.name, 64)!r}: edit it"
+
+
 def name_problem(caller_identity: str, name: str) -> str | None:
     """Why a monitor cannot be named so (its id is derived from the caller and the name), or None."""
     if not 0 < utf8_len(name) <= MAX_NAME_BYTES or not name.isprintable():
@@ -200,10 +245,7 @@ def decide_create(
     emit = Emitter(command_id, monitor_id, 0 if state is None else state.sequence, now)
     if isinstance(state, Monitor) and not state.deleted:
         if state.spec != command.spec:
-            detail = (
-                f"{clip(command.caller_identity, 64)} has a monitor named {clip(command.name, 64)!r}: edit it"
-            )
-            emit(MonitorRefused, command="CreateMonitor", reason="name_taken", detail=detail)
+            emit(MonitorRefused, command="CreateMonitor", reason="name_taken", detail=name_taken(command))
         return emit.events
     problem = spec_problem(command.spec)
     if problem is not None:
@@ -219,6 +261,7 @@ def decide_create(
         actor_role=command.submitter_role or ActorRole.SERVICE,
         next_due_at=first_due(command.spec, monitor_id, now, spread_s),
     )
+    audit_monitor_change(emit, command, "created")
     return emit.events
 
 
@@ -230,11 +273,14 @@ def decide_monitor(state: Monitor, command: MonitorCommand | CheckTimers, emit: 
             _edit(state, command, emit)
         case PauseMonitor() if not state.paused:
             emit(MonitorPaused, **_actor(command), reason=command.reason)
+            audit_monitor_change(emit, command, "paused")
         case ResumeMonitor() if state.paused:
             next_at = next_due(schedule_of(state.spec.schedule), state.monitor_id, emit.now)
             emit(MonitorResumed, **_actor(command), reason=command.reason, next_due_at=next_at)
+            audit_monitor_change(emit, command, "resumed")
         case DeleteMonitor():
             emit(MonitorDeleted, **_actor(command), reason=command.reason)
+            audit_monitor_change(emit, command, "deleted")
         case CheckTimers():
             _schedule_check(state, emit)
         case RecordCheck():
@@ -282,6 +328,7 @@ def _edit(state: Monitor, command: EditMonitor, emit: Emitter) -> None:
         rebased=rebased,
         next_due_at=next_due(schedule_of(after.schedule), state.monitor_id, emit.now),
     )
+    audit_monitor_change(emit, command, "edited")
 
 
 def _schedule_check(state: Monitor, emit: Emitter) -> None:

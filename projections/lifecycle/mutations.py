@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from typing import assert_never
+from uuid import UUID
 
 from projections.lifecycle.audit import CONFLICT, FORBIDDEN, INVALID, NOT_FOUND, audit
 from projections.lifecycle.dispatch import dispatch
@@ -31,12 +32,27 @@ from projections.lifecycle.limits import (
     clip,
     oversized_field,
 )
+from projections.lifecycle.monitors import (
+    CHANGING_MONITORS,
+    MONITOR_ACTIONS,
+    ChangingMonitor,
+    change_refusal,
+    creation_refusal,
+    monitor_actor,
+    monitor_id_for,
+    name_problem,
+    name_taken,
+    spec_problem,
+)
 from projections.lifecycle.policy import Policy
 from projections.lifecycle.state import TERMINAL_STATUSES, Job, Monitor, State, Unaccepted, accepted_job
 from schemas.commands import (
     CancelJob,
     Command,
+    CreateMonitor,
     DeleteJobHistory,
+    DeleteMonitor,
+    EditMonitor,
     MutationCommand,
     RecordAudit,
     RedriveJob,
@@ -56,6 +72,7 @@ ACTIONS: dict[type[MutationCommand], AuditAction] = {
     DeleteJobHistory: AuditAction.JOB_HISTORY_DELETE,
     ReplayCallback: AuditAction.CALLBACK_REPLAY,
 }
+MUTATIONS = (CancelJob, RedriveJob, DeleteJobHistory, ReplayCallback)
 
 
 @dataclass(frozen=True)
@@ -117,8 +134,10 @@ def offered_mutations(role: ActorRole, status: JobStatus) -> frozenset[AuditActi
 
 
 def refusal_of(state: State, command: Command, now: datetime) -> RecordAudit | None:
-    """A public mutation that will not go ahead, as the audit command for its actor's audit stream;
-    None for any other command."""
+    """A public mutation (of a job or a monitor) that will not go ahead, as the audit command for its
+    actor's audit stream; None for any other command."""
+    if isinstance(command, CHANGING_MONITORS):
+        return monitor_refusal_of(state, command, now)
     if not isinstance(command, CancelJob | RedriveJob | DeleteJobHistory | ReplayCallback):
         return None
     if state is not None and command_id_of(command) in state.recent_command_ids:
@@ -129,18 +148,86 @@ def refusal_of(state: State, command: Command, now: datetime) -> RecordAudit | N
         _, denial = _checked(accepted_job(state), command, now)
     if denial is None:
         return None
+    return _refused(command, command.actor_id, command.actor_role, denial, now, job_target(command.job_id))
+
+
+def monitor_refusal_of(state: State, command: ChangingMonitor, now: datetime) -> RecordAudit | None:
+    """A monitor's creation or change that will not go ahead, as its actor's audit record."""
+    if state is not None and command_id_of(command) in state.recent_command_ids:
+        return None
+    denial = monitor_denial(state, command, now)
+    if denial is None:
+        return None
+    actor_id, actor_role = monitor_actor(command)
+    target = monitor_target(target_monitor(command))
+    return _refused(command, actor_id, actor_role, denial, now, target)
+
+
+def monitor_denial(state: State, command: ChangingMonitor, now: datetime) -> Refusal | None:
+    """Why a monitor's creation, edit, pause, resume or delete cannot go ahead, or None."""
+    envelope = _sized(command.request_id, getattr(command, "reason", ""), monitor_actor(command)[0])
+    if envelope is None and command.expires_at is not None and command.expires_at < now:
+        envelope = Refusal(INVALID, f"the command expired at {command.expires_at.isoformat()}")
+    if envelope is not None:
+        return envelope
+    if isinstance(command, CreateMonitor):
+        return _creation_denial(state, command)
+    if not isinstance(state, Monitor):
+        return Refusal(NOT_FOUND, "no such monitor")
+    refused = change_refusal(state, command.actor_id, command.actor_role)
+    if refused is not None:
+        hidden = command.actor_role is ActorRole.SERVICE  # another service's is answered as none
+        return Refusal(NOT_FOUND, "no such monitor") if hidden else Refusal(FORBIDDEN, refused)
+    if state.deleted and not isinstance(command, DeleteMonitor):
+        return Refusal(CONFLICT, "the monitor is deleted")
+    problem = spec_problem(command.spec) if isinstance(command, EditMonitor) else None
+    return None if problem is None else Refusal(INVALID, problem)
+
+
+def _creation_denial(state: State, command: CreateMonitor) -> Refusal | None:
+    invalid = name_problem(command.caller_identity, command.name)
+    if invalid is not None:
+        return Refusal(INVALID, invalid)
+    forbidden = creation_refusal(command)
+    if forbidden is not None:
+        return Refusal(FORBIDDEN, forbidden)
+    if state is not None and not isinstance(state, Monitor):
+        return Refusal(CONFLICT, "the monitor's id is another stream's")
+    if isinstance(state, Monitor) and not state.deleted:
+        if state.spec == command.spec:
+            return None  # the same monitor again: nothing to do
+        return Refusal(CONFLICT, name_taken(command))
+    problem = spec_problem(command.spec)
+    return None if problem is None else Refusal(INVALID, problem)
+
+
+def target_monitor(command: ChangingMonitor) -> UUID:
+    if isinstance(command, CreateMonitor):
+        return monitor_id_for(command.caller_identity, command.name)
+    return command.monitor_id
+
+
+def _refused(
+    command: MutationCommand | ChangingMonitor,
+    actor_id: str,
+    actor_role: ActorRole,
+    denial: Refusal,
+    now: datetime,
+    target: str,
+) -> RecordAudit:
+    actor = clip(actor_id, MAX_ACTOR_BYTES)
     return RecordAudit(
         command_id=name_based(command_id_of(command), "refused"),
-        job_id=audit_stream_id(_actor(command), now),
-        actor_id=_actor(command),
-        actor_role=command.actor_role,
-        action=ACTIONS[type(command)],
+        job_id=audit_stream_id(actor, now),
+        actor_id=actor,
+        actor_role=actor_role,
+        action=ACTIONS[type(command)] if isinstance(command, MUTATIONS) else MONITOR_ACTIONS[type(command)],
         outcome=AuditOutcome.DENIED,
         detail=clip(denial.detail, MAX_MESSAGE_BYTES),
-        target=job_target(command.job_id),
+        target=target,
         request_id=clip(command.request_id, MAX_ACTOR_BYTES),
         refusal=denial.kind,
-        reason=_reason(command),
+        reason=clip(getattr(command, "reason", ""), MAX_REASON_BYTES),
     )
 
 
@@ -215,18 +302,23 @@ def _checked(state: Job | None, command: MutationCommand, now: datetime) -> tupl
 
 def _envelope_denial(command: MutationCommand, now: datetime) -> Refusal | None:
     """A mutation too large to record, or past its expiry."""
-    too_large = oversized_field(
-        {
-            "reason": (command.reason, MAX_REASON_BYTES),
-            "actor_id": (command.actor_id, MAX_ACTOR_BYTES),
-            "request_id": (command.request_id, MAX_ACTOR_BYTES),
-        }
-    )
+    too_large = _sized(command.request_id, command.reason, command.actor_id)
     if too_large is not None:
-        return Refusal(INVALID, too_large)
+        return too_large
     if command.expires_at is not None and command.expires_at < now:
         return Refusal(INVALID, f"the command expired at {command.expires_at.isoformat()}")
     return None
+
+
+def _sized(request_id: str, reason: str, actor_id: str) -> Refusal | None:
+    too_large = oversized_field(
+        {
+            "reason": (reason, MAX_REASON_BYTES),
+            "actor_id": (actor_id, MAX_ACTOR_BYTES),
+            "request_id": (request_id, MAX_ACTOR_BYTES),
+        }
+    )
+    return None if too_large is None else Refusal(INVALID, too_large)
 
 
 def _monitor_denial(monitor: Monitor, command: MutationCommand) -> Refusal | None:

@@ -5,8 +5,9 @@ and are decided by the monitor's lifecycle, which this worker runs."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from datetime import datetime
 from typing import Annotated, Any
 from uuid import UUID, uuid4
@@ -18,7 +19,7 @@ from projections.access import job_read_refusal, listing_caller
 from projections.jobstore import JobStore
 from projections.lifecycle.checkpoint import monitor_of
 from projections.lifecycle.history import checkpoint_refusal, events_until, state_as_of
-from projections.lifecycle.identity import public_command_id
+from projections.lifecycle.identity import monitor_target, public_command_id
 from projections.lifecycle.monitors import (
     change_refusal,
     creation_refusal,
@@ -46,18 +47,26 @@ from schemas.commands import (
     EditMonitor,
     MonitorCommand,
     PauseMonitor,
+    RecordAudit,
     ResumeMonitor,
 )
+from schemas.enums import AuditAction
 from schemas.events import Event, MonitorRefused
 from streams.auth.principals import Principal
 from streams.clock import utc_now
 from streams.moments import as_utc
 from streams.runtime.publisher import outgoing
 from streams.web.auth import Caller, PeerCaller
-from streams.web.context import ApiContext, Shard, context_of, page_json, shard_json
+from streams.web.context import ApiContext, Shard, context_of, page_json, request_id, shard_json
 from streams.web.cursor import decode_cursor, encode_cursor, filters_digest
 from streams.web.errors import ApiError, problems_of, responses
-from streams.web.jobs import MUTATION_RESPONSES, kept_history, mutate_through_lifecycle, replay_command
+from streams.web.jobs import (
+    MUTATION_RESPONSES,
+    REFUSALS,
+    kept_history,
+    mutate_through_lifecycle,
+    replay_command,
+)
 from streams.web.listings import After, Cursor, Limit
 from streams.web.models import MutationResult, ReplayBody
 from streams.web.monitor_bodies import MonitorBody, SwitchBody, edited
@@ -69,6 +78,7 @@ REFUSED = {
     "deleted": (409, "conflict"),
     "invalid_spec": (400, "invalid_request"),
 }
+AUDITED_REFUSALS = {status: kind for kind, (status, _) in REFUSALS.items()}
 READ_ERRORS = responses(400, 401, 404, 422, 429, 503)
 CHANGE_ERRORS = responses(400, 401, 403, 404, 409, 429, 503)
 AsOf = Annotated[
@@ -100,7 +110,16 @@ async def create_monitor(body: MonitorBody, request: Request, principal: Caller)
         spec=body.spec(),
         submitted_by=principal.name if verified else None,
         submitter_role=principal.role if verified else None,
+        request_id=request_id(request),
     )
+    target = monitor_id_for(command.caller_identity, command.name)
+    async with _audited(context, principal, request, AuditAction.MONITOR_CREATE, target):
+        return await _create(context, request, principal, command)
+
+
+async def _create(
+    context: ApiContext, request: Request, principal: Principal, command: CreateMonitor
+) -> Response:
     problem = name_problem(command.caller_identity, command.name) or spec_problem(command.spec)
     if problem is not None:
         raise ApiError(400, "invalid_request", problem)
@@ -272,6 +291,13 @@ async def edit_monitor(
     monitor_id: UUID, request: Request, principal: Caller, changes: Annotated[dict[str, Any], Body()]
 ) -> Response:
     context = context_of(request)
+    async with _audited(context, principal, request, AuditAction.MONITOR_EDIT, monitor_id):
+        return await _edit(context, request, monitor_id, principal, changes)
+
+
+async def _edit(
+    context: ApiContext, request: Request, monitor_id: UUID, principal: Principal, changes: dict[str, Any]
+) -> Response:
     forwarded = await context.forwarded(request, monitor_id)
     if forwarded is not None:
         return forwarded
@@ -285,7 +311,9 @@ async def edit_monitor(
         raise ApiError(400, "invalid_request", problem)
     if spec == monitor.spec:
         return _view(monitor)
-    await _decided(context, monitor_id, EditMonitor(monitor_id=monitor_id, spec=spec, **_actor(principal)))
+    await _decided(
+        context, monitor_id, EditMonitor(monitor_id=monitor_id, spec=spec, **_actor(principal, request))
+    )
     return _view(_monitor(context, monitor_id))
 
 
@@ -296,7 +324,9 @@ async def edit_monitor(
     summary="No checks until resumed",
 )
 async def pause_monitor(monitor_id: UUID, body: SwitchBody, request: Request, principal: Caller) -> Response:
-    return await _switch(request, monitor_id, principal, lambda m: m.paused, PauseMonitor, body.reason)
+    action = AuditAction.MONITOR_PAUSE
+    async with _audited(context_of(request), principal, request, action, monitor_id, body.reason):
+        return await _switch(request, monitor_id, principal, lambda m: m.paused, PauseMonitor, body.reason)
 
 
 @router.post(
@@ -306,7 +336,11 @@ async def pause_monitor(monitor_id: UUID, body: SwitchBody, request: Request, pr
     summary="Checks again from the next due time",
 )
 async def resume_monitor(monitor_id: UUID, body: SwitchBody, request: Request, principal: Caller) -> Response:
-    return await _switch(request, monitor_id, principal, lambda m: not m.paused, ResumeMonitor, body.reason)
+    action = AuditAction.MONITOR_RESUME
+    async with _audited(context_of(request), principal, request, action, monitor_id, body.reason):
+        return await _switch(
+            request, monitor_id, principal, lambda m: not m.paused, ResumeMonitor, body.reason
+        )
 
 
 @router.post(
@@ -328,7 +362,8 @@ async def replay_change_callback(
     summary="Stop watching; the history stays",
 )
 async def delete_monitor(monitor_id: UUID, request: Request, principal: Caller) -> Response:
-    return await _switch(request, monitor_id, principal, lambda m: False, DeleteMonitor, "")
+    async with _audited(context_of(request), principal, request, AuditAction.MONITOR_DELETE, monitor_id):
+        return await _switch(request, monitor_id, principal, lambda m: False, DeleteMonitor, "")
 
 
 async def _switch(
@@ -346,7 +381,8 @@ async def _switch(
     monitor = _changeable(context, monitor_id, principal)
     if already(monitor):
         return _view(monitor)
-    await _decided(context, monitor_id, command(monitor_id=monitor_id, reason=reason, **_actor(principal)))
+    switched = command(monitor_id=monitor_id, reason=reason, **_actor(principal, request))
+    await _decided(context, monitor_id, switched)
     return _view(_monitor(context, monitor_id))
 
 
@@ -391,6 +427,9 @@ async def _decided(context: ApiContext, monitor_id: UUID, command: MonitorComman
     if isinstance(decided, MonitorRefused):
         status, code = REFUSED.get(decided.reason, (409, "conflict"))
         raise ApiError(status, code, decided.detail)
+    if isinstance(decided, RecordAudit):
+        status, code = REFUSALS.get(decided.refusal, (409, "conflict"))
+        raise AuditedRefusalError(status, code, decided.detail)
 
 
 def _readable(context: ApiContext, monitor_id: UUID, principal: Principal) -> Monitor:
@@ -422,8 +461,39 @@ def _monitor(context: ApiContext, monitor_id: UUID) -> Monitor:
     return state
 
 
-def _actor(principal: Principal) -> dict[str, Any]:
-    return {"command_id": uuid4(), "actor_id": principal.name, "actor_role": principal.role}
+def _actor(principal: Principal, request: Request) -> dict[str, Any]:
+    return {
+        "command_id": uuid4(),
+        "actor_id": principal.name,
+        "actor_role": principal.role,
+        "request_id": request_id(request),
+    }
+
+
+class AuditedRefusalError(ApiError):
+    """A refusal the lifecycle decided, and audited, itself."""
+
+
+@contextlib.asynccontextmanager
+async def _audited(
+    context: ApiContext,
+    principal: Principal,
+    request: Request,
+    action: AuditAction,
+    monitor_id: UUID,
+    reason: str = "",
+) -> AsyncIterator[None]:
+    """A refused change of a monitor is audited in its actor's stream, as the lifecycle's are."""
+    try:
+        yield
+    except AuditedRefusalError:
+        raise
+    except ApiError as refused:
+        kind = AUDITED_REFUSALS.get(refused.status)
+        if kind is not None:
+            target = monitor_target(monitor_id)
+            await context.audit(principal, request, action, refused.message, target, reason, kind=kind)
+        raise
 
 
 def _view(monitor: Monitor, status: int = 200) -> Response:

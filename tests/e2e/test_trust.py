@@ -515,6 +515,45 @@ async def test_a_caller_holds_at_most_its_quota_of_monitors_across_workers(
         assert (await create("one-too-many")).status_code == 201  # a deleted one no longer counts
 
 
+async def test_every_change_of_a_monitor_and_every_refusal_is_in_the_audit(
+    deployment: Deployment, origin: Origin
+):
+    async with deployment.api(0, "svc-a") as owner, deployment.api(1, "svc-b") as stranger:
+        body = {"name": "audited", "url": origin.url("/page/audited"), "every_s": 3600}
+        created = await answered(owner, "POST", "/monitors", json=body, headers={"X-Request-Id": "req-made"})
+        assert created.status_code == 201, created.text
+        monitor_id = created.json()["monitor_id"]
+        path = f"/monitors/{monitor_id}"
+        paused = await answered(owner, "POST", f"{path}/pause", json={"reason": "site maintenance"})
+        assert paused.status_code == 200, paused.text
+        assert (
+            await answered(stranger, "POST", f"{path}/resume", json={"reason": "mine now"})
+        ).status_code == 404
+        assert (await answered(owner, "PATCH", path, json={"every_s": 1})).status_code == 400
+        assert (await answered(owner, "DELETE", path)).status_code == 200
+        assert (await answered(owner, "PATCH", path, json={"every_s": 60})).status_code == 409
+    expected = {
+        ("svc-a", "MONITOR_CREATE", "ALLOWED", ""),
+        ("svc-a", "MONITOR_PAUSE", "ALLOWED", ""),
+        ("svc-b", "MONITOR_RESUME", "DENIED", "not_found"),
+        ("svc-a", "MONITOR_EDIT", "DENIED", "invalid"),
+        ("svc-a", "MONITOR_DELETE", "ALLOWED", ""),
+        ("svc-a", "MONITOR_EDIT", "DENIED", "conflict"),
+    }
+    async with deployment.api(0, "admin") as admin:
+        for _ in range(300):
+            items = (await admin.get("/audit", params={"target": f"monitor:{monitor_id}"})).json()["items"]
+            seen = {(i["actor_id"], i["action"], i["outcome"], i["refusal"]) for i in items}
+            if seen >= expected:
+                break
+            await asyncio.sleep(0.1)
+    assert seen == expected
+    by_action = {(i["action"], i["outcome"]): i for i in items}
+    assert by_action["MONITOR_CREATE", "ALLOWED"]["request_id"] == "req-made"
+    assert by_action["MONITOR_PAUSE", "ALLOWED"]["reason"] == "site maintenance"
+    assert by_action["MONITOR_RESUME", "DENIED"]["reason"] == "mine now"
+
+
 async def test_one_callers_slow_jobs_never_take_the_fetch_places_another_callers_job_needs(
     broker, origin: Origin, tmp_path
 ):

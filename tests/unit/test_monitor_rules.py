@@ -34,13 +34,14 @@ from schemas.commands import (
 from schemas.enums import (
     ActorRole,
     AttemptOutcome,
+    AuditAction,
     AuditOutcome,
     CacheMode,
     CaptureMode,
     ChangeKind,
     JobStatus,
 )
-from schemas.events import ChangeDetected, CheckRecorded, CheckScheduled, Event, JobCompleted
+from schemas.events import AuditRecorded, ChangeDetected, CheckRecorded, CheckScheduled, Event, JobCompleted
 from schemas.records import Artifact, MonitorSchedule, MonitorSpec, MonitorWindow, Request
 from tests.lifecycle import POLICY, T0, Lifecycle, kinds, submit, tick
 
@@ -66,6 +67,15 @@ def create(spec: MonitorSpec = SPEC, name: str = "pricing") -> CreateMonitor:
 
 def act(command: type[Any], **fields: Any) -> Any:
     return command(monitor_id=MONITOR_ID, command_id=uuid4(), **ACTOR, **fields)
+
+
+def denied(events: list[Event]) -> str:
+    """The refusal kind of the one audit record a refused command leaves (in its actor's stream)."""
+    (record,) = events
+    assert isinstance(record, AuditRecorded)
+    assert record.outcome is AuditOutcome.DENIED
+    assert record.action.name.startswith("MONITOR_")
+    return record.refusal
 
 
 def monitor(life: Lifecycle) -> Monitor:
@@ -121,8 +131,13 @@ def check(life: Lifecycle, content: Artifact, fingerprint: str, at: Any) -> list
 
 def test_a_new_monitor_checks_at_once_for_a_baseline_then_on_its_schedule():
     life = Lifecycle()
-    (created,) = life(create())
+    created, audited = life(create())
     assert created.job_id == MONITOR_ID
+    assert (audited.action, audited.outcome, audited.target) == (  # type: ignore[union-attr]
+        AuditAction.MONITOR_CREATE,
+        AuditOutcome.ALLOWED,
+        f"monitor:{MONITOR_ID}",
+    )
     assert next_due_at(life.state, POLICY) == T0
     (scheduled,) = life(tick(MONITOR_ID), T0)
     assert isinstance(scheduled, CheckScheduled)
@@ -237,16 +252,16 @@ def test_pause_resume_and_edit_take_effect_at_the_next_due_time():
     life = Lifecycle()
     life(create())
     check(life, _content("a"), "f1", T0)
-    assert kinds(life(act(PauseMonitor), T0)) == ["MonitorPaused"]
+    assert kinds(life(act(PauseMonitor), T0)) == ["MonitorPaused", "AuditRecorded"]
     assert next_due_at(life.state, POLICY) is None
     assert life(tick(MONITOR_ID), T0 + MINUTE * 5) == []
     resumed = life(act(ResumeMonitor), T0 + MINUTE * 5)
-    assert kinds(resumed) == ["MonitorResumed"]
+    assert kinds(resumed) == ["MonitorResumed", "AuditRecorded"]
     due = next_due_at(life.state, POLICY)
     assert due is not None
     assert T0 + MINUTE * 5 < due <= T0 + MINUTE * 6  # checks missed while paused are not made
     hourly = msgspec.structs.replace(SPEC, schedule=MonitorSchedule(every_s=3600))
-    (edited,) = life(act(EditMonitor, spec=hourly), T0 + MINUTE * 5)
+    edited, _ = life(act(EditMonitor, spec=hourly), T0 + MINUTE * 5)
     assert not edited.rebased  # type: ignore[union-attr]
     due = next_due_at(life.state, POLICY)
     assert due is not None
@@ -259,7 +274,7 @@ def test_an_edit_of_what_counts_starts_a_new_baseline():
     life(create())
     check(life, _content("a"), "f1", T0)
     focused = msgspec.structs.replace(SPEC, watch=("main",))
-    (edited,) = life(act(EditMonitor, spec=focused), T0)
+    edited, _ = life(act(EditMonitor, spec=focused), T0)
     assert edited.rebased  # type: ignore[union-attr]
     at = T0 + MINUTE * 2
     events = check(life, _content("a"), "f9", at)  # the same bytes are read again, through the new focus
@@ -274,43 +289,47 @@ def test_creating_again_is_idempotent_and_a_name_is_one_monitor_per_caller():
     life(create())
     assert life(create()) == []
     other = msgspec.structs.replace(SPEC, request=Request(url="https://example.com/other"))
-    (refused,) = life(create(other))
-    assert (type(refused).__name__, refused.reason) == ("MonitorRefused", "name_taken")  # type: ignore[union-attr]
+    assert denied(life(create(other))) == "conflict"  # in the actor's audit stream, not the monitor's
     assert monitor_id_for("svc-b", "pricing") != MONITOR_ID
 
 
 def test_an_unusable_spec_is_refused_before_any_check():
     every_second = msgspec.structs.replace(SPEC, schedule=MonitorSchedule(every_s=1))
-    assert Lifecycle()(create(every_second)) == []
     bad_selector = msgspec.structs.replace(SPEC, watch=("main >>> p",))
-    assert Lifecycle()(create(bad_selector)) == []
     bad_window = msgspec.structs.replace(
         SPEC, schedule=MonitorSchedule(every_s=60, window=MonitorWindow(start_minute=0, end_minute=2000))
     )
-    assert Lifecycle()(create(bad_window)) == []
-    assert Lifecycle()(create(name="")) == []
-    assert Lifecycle()(msgspec.structs.replace(create(), caller_identity="")) == []
-    assert Lifecycle()(create(msgspec.structs.replace(SPEC, capture_mode=CaptureMode.METADATA_ONLY))) == []
     many_labels = msgspec.structs.replace(SPEC, labels={f"k{n}": "v" for n in range(100)})
-    assert Lifecycle()(create(many_labels)) == []
     long_url = msgspec.structs.replace(SPEC, request=Request(url="https://example.com/" + "a" * 10_000))
-    assert Lifecycle()(create(long_url)) == []
+    unusable = [
+        create(every_second),
+        create(bad_selector),
+        create(bad_window),
+        create(name=""),
+        msgspec.structs.replace(create(), caller_identity=""),
+        create(msgspec.structs.replace(SPEC, capture_mode=CaptureMode.METADATA_ONLY)),
+        create(many_labels),
+        create(long_url),
+    ]
+    for command in unusable:
+        life = Lifecycle()
+        assert denied(life(command)) == "invalid"
+        assert life.state is None
     life = Lifecycle()
     life(create())
-    (refused,) = life(act(EditMonitor, spec=every_second))
-    assert refused.reason == "invalid_spec"  # type: ignore[union-attr]
+    assert denied(life(act(EditMonitor, spec=every_second))) == "invalid"
 
 
 def test_a_deleted_monitor_makes_no_check_refuses_edits_and_can_be_created_again():
     life = Lifecycle()
     life(create())
     life(tick(MONITOR_ID), T0)
-    assert kinds(life(act(DeleteMonitor))) == ["MonitorDeleted"]
+    assert kinds(life(act(DeleteMonitor))) == ["MonitorDeleted", "AuditRecorded"]
     assert life(fetched(life, _content("a")), T0) == []  # its check ends unrecorded
     assert next_due_at(life.state, POLICY) is None
-    assert kinds(life(act(PauseMonitor))) == ["MonitorRefused"]
+    assert denied(life(act(PauseMonitor))) == "conflict"
     at = T0 + MINUTE * 3
-    assert kinds(life(create(), at)) == ["MonitorCreated"]
+    assert kinds(life(create(), at)) == ["MonitorCreated", "AuditRecorded"]
     assert next_due_at(life.state, POLICY) == at
     assert kinds(life(tick(MONITOR_ID), at)) == ["CheckScheduled"]
 
@@ -388,21 +407,23 @@ def test_only_its_own_service_operators_and_admins_change_a_monitor():
     life(create())
     other = {"actor_id": "svc-b", "actor_role": ActorRole.SERVICE}
     viewer = {"actor_id": "svc-a", "actor_role": ActorRole.VIEWER}
-    for actor in (other, viewer):
+    for actor, kind in ((other, "not_found"), (viewer, "forbidden")):  # another's is answered as none
         for command in (PauseMonitor, DeleteMonitor):
-            assert life(command(monitor_id=MONITOR_ID, command_id=uuid4(), **actor)) == []
+            assert denied(life(command(monitor_id=MONITOR_ID, command_id=uuid4(), **actor))) == kind
         edit = EditMonitor(monitor_id=MONITOR_ID, command_id=uuid4(), spec=SPEC, **actor)
-        assert life(msgspec.structs.replace(edit, spec=msgspec.structs.replace(SPEC, watch=("h1",)))) == []
+        edited = msgspec.structs.replace(edit, spec=msgspec.structs.replace(SPEC, watch=("h1",)))
+        assert denied(life(edited)) == kind
+    assert kinds(life.events) == ["MonitorCreated", "AuditRecorded"]  # nothing of theirs in its history
     operator = {"actor_id": "ops", "actor_role": ActorRole.OPERATOR}
     paused = life(PauseMonitor(monitor_id=MONITOR_ID, command_id=uuid4(), **operator))
-    assert kinds(paused) == ["MonitorPaused"]
+    assert kinds(paused) == ["MonitorPaused", "AuditRecorded"]
 
 
 def test_a_service_creates_monitors_only_as_itself():
     as_other = msgspec.structs.replace(create(), submitted_by="svc-b", submitter_role=ActorRole.SERVICE)
-    assert Lifecycle()(as_other) == []
+    assert denied(Lifecycle()(as_other)) == "forbidden"
     by_admin = msgspec.structs.replace(create(), submitted_by="root", submitter_role=ActorRole.ADMIN)
-    (created,) = Lifecycle()(by_admin)
+    created, _ = Lifecycle()(by_admin)
     assert (created.actor_id, created.caller_identity) == ("root", "svc-a")  # type: ignore[union-attr]
 
 
@@ -514,7 +535,9 @@ def test_a_304_onto_other_stored_bytes_is_recorded_as_the_304_the_origin_answere
     check(life, _content("a"), "fa", T0)
     at = T0 + MINUTE
     life(tick(MONITOR_ID), at)
-    revalidated = ended(life, outcome=AttemptOutcome.NOT_MODIFIED, http_status=304, artifacts=(_content("b"),))
+    revalidated = ended(
+        life, outcome=AttemptOutcome.NOT_MODIFIED, http_status=304, artifacts=(_content("b"),)
+    )
     assert kinds(life(revalidated, at)) == ["CheckFetched"]
     recorded = [e for e in life(reading(life, "fb", diff="-a\n+b\n"), at) if isinstance(e, CheckRecorded)]
     assert recorded[0].http_status == 304

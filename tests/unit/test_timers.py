@@ -106,7 +106,7 @@ async def test_one_pass_sends_at_most_its_cap_the_oldest_first():
 
 async def test_a_monitors_next_check_is_a_timer_and_a_check_in_progress_is_none():
     lifecycle = Lifecycle()
-    (created,) = lifecycle(
+    created, _ = lifecycle(
         CreateMonitor(
             caller_identity="svc-a",
             name="pricing",
