@@ -87,3 +87,13 @@ def test_a_checkpoint_holds_the_whole_state(checks: int):
     life, _, _ = watched(checks)
     state = monitor(life)
     assert monitor_of(checkpoint_of(state, T0)) == state
+
+
+def test_a_monitors_audit_records_outlive_the_events_its_checkpoint_replaced():
+    _, store, _ = watched(20)
+    audits = store.audit_page([0], lambda _: True, None, 100).items
+    assert [(audit.action.value, audit.target) for _, audit in audits] == [
+        ("MONITOR_CREATE", f"monitor:{MONITOR_ID}")
+    ]
+    reread = JobStore(store._store, POLICY)
+    assert reread.audit_page([0], lambda _: True, None, 100).items == audits
