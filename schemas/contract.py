@@ -29,7 +29,19 @@ class TopicContract:
 PUBLIC_TOPICS = (
     TopicContract(
         "submit",
-        ("SubmitJob", "CancelJob", "RedriveJob", "DeleteJobHistory", "ReplayCallback", "ReportRemoteAttempt"),
+        (
+            "SubmitJob",
+            "CancelJob",
+            "RedriveJob",
+            "DeleteJobHistory",
+            "ReplayCallback",
+            "ReportRemoteAttempt",
+            "CreateMonitor",
+            "EditMonitor",
+            "PauseMonitor",
+            "ResumeMonitor",
+            "DeleteMonitor",
+        ),
         "BACKWARD_TRANSITIVE",
         written_by_workers=False,
     ),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import socket
 from collections import Counter
@@ -60,6 +61,7 @@ from streams.runtime.watchdog import Watchdog
 from streams.settings import Settings
 from streams.web.api import build_api
 from streams.web.context import ApiContext, JobViews
+from streams.web.monitors import quota_refusal
 from streams.web.peers import Peers
 from streams.web.refusals import RefusalLimiter
 from streams.web.server import ApiServer
@@ -232,6 +234,7 @@ class Worker:
             capabilities=fleet.own,
             views=JobViews(settings.trace_url_template),
         )
+        intake.count_monitors_with(functools.partial(quota_refusal, context))
         await server.serve(build_api(context))
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(JOIN_TIMEOUT_S):

@@ -12,9 +12,10 @@ command's id or another principal's.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import cast, get_args
@@ -23,17 +24,24 @@ from uuid import UUID, uuid5
 import msgspec
 
 from projections.lifecycle.identity import public_command_id
+from projections.lifecycle.monitors import monitor_id_for
 from projections.lifecycle.state import MAX_COMMAND_VALIDITY
 from projections.lifecycle.submission import submission_identity
 from schemas.codec import decode_as, registry_id
 from schemas.commands import (
     CancelJob,
+    CreateMonitor,
     DeleteJobHistory,
+    DeleteMonitor,
+    EditMonitor,
+    PauseMonitor,
     RedriveJob,
     ReplayCallback,
     ReportRemoteAttempt,
+    ResumeMonitor,
     SubmitJob,
 )
+from schemas.enums import ActorRole
 from schemas.errors import CodecError, ScrapestreamError
 from schemas.types import uuid_text
 from streams.auth.principals import Principal, Principals
@@ -49,8 +57,23 @@ from streams.runtime.schema_registry import SchemaRegistry
 from streams.settings import Settings
 
 INTAKE_NAMESPACE = UUID("3a0c5a51-96e4-5b8e-8f0e-2f4a3d1f7c90")
-PublicCommand = SubmitJob | CancelJob | RedriveJob | DeleteJobHistory | ReplayCallback | ReportRemoteAttempt
+PublicCommand = (
+    SubmitJob
+    | CancelJob
+    | RedriveJob
+    | DeleteJobHistory
+    | ReplayCallback
+    | ReportRemoteAttempt
+    | CreateMonitor
+    | EditMonitor
+    | PauseMonitor
+    | ResumeMonitor
+    | DeleteMonitor
+)
+# Whether a caller may hold one more monitor (None) or why not; asked of the API's count over every worker.
+MonitorQuota = Callable[[Principal, str], Awaitable[str | None]]
 PUBLIC_COMMANDS = get_args(PublicCommand)
+MONITOR_COMMANDS = (CreateMonitor, EditMonitor, PauseMonitor, ResumeMonitor, DeleteMonitor)
 
 
 class Intake(QuietStage):
@@ -76,6 +99,13 @@ class Intake(QuietStage):
         self.topics = frozenset({settings.topic("submit")})
         self._commands = settings.topic("commands")
         self.local: LocalStages | None = None  # the worker's consumer, when submissions may skip the topic
+        self._quota: MonitorQuota | None = None
+        self._quota_set = asyncio.Event()
+
+    def count_monitors_with(self, quota: MonitorQuota) -> None:
+        """How a monitor's creation is checked against its caller's quota, once the API can count."""
+        self._quota = quota
+        self._quota_set.set()
 
     async def handle(self, records: Sequence[Record]) -> None:
         """Forward every usable record as one batch of commands; dead-letter the rest. A command whose
@@ -91,6 +121,9 @@ class Intake(QuietStage):
         published: list[Outgoing] = []
         for record, signer in checked:
             translated = self._translate(record, signer, now)
+            over = await self._over_quota(translated, signer)
+            if over is not None:
+                translated = self._dead_input(record, signer, f"refused: {over}", now)
             if isinstance(translated, Forward):
                 forwards.append(translated)
             else:
@@ -135,15 +168,20 @@ class Intake(QuietStage):
         self, record: Record, signer: Principal | str | None, now: datetime
     ) -> Forward | list[Outgoing]:
         """The command a record holds, or its dead-input record and the answer that says so."""
-        address = AnswerAddress.of_record(record)
         try:
-            return self._command(record, signer, now, address)
+            return self._command(record, signer, now, AnswerAddress.of_record(record))
         except CodecError as exc:
             reason = f"undecodable: {exc}"
         except RefusedError as exc:
             reason = f"refused: {exc}"
         except Exception as exc:  # whatever a hostile record makes fail is that record's fault
             reason = f"unusable: {type(exc).__name__}: {exc}"
+        return self._dead_input(record, signer, reason, now)
+
+    def _dead_input(
+        self, record: Record, signer: Principal | str | None, reason: str, now: datetime
+    ) -> list[Outgoing]:
+        address = AnswerAddress.of_record(record)
         if not isinstance(signer, str):
             with contextlib.suppress(CodecError):
                 address = address.naming(decode_as(record.value or b"", *PUBLIC_COMMANDS))
@@ -152,6 +190,17 @@ class Intake(QuietStage):
             self._dead.of(record, reason),
             dead_answer(self._settings.topic("answers"), address, reason, now),
         ]
+
+    async def _over_quota(
+        self, translated: Forward | list[Outgoing], signer: Principal | str | None
+    ) -> str | None:
+        """Why a monitor's creation would take its caller past the quota, or None."""
+        if not isinstance(translated, Forward) or not isinstance(translated.command, CreateMonitor):
+            return None
+        await self._quota_set.wait()
+        caller = translated.command.caller_identity
+        asking = signer if isinstance(signer, Principal) else Principal(caller, ActorRole.SERVICE)
+        return None if self._quota is None else await self._quota(asking, caller)
 
     def _command(
         self, record: Record, signer: Principal | str | None, now: datetime, address: AnswerAddress
@@ -181,10 +230,10 @@ class Intake(QuietStage):
             INTAKE_NAMESPACE, f"{record.topic}:{record.partition}:{record.offset}"
         )
         command = msgspec.structs.replace(command, command_id=public_command_id(sender, given))
-        if isinstance(command, SubmitJob):  # its creation audit names the command as its producer sent it
+        if isinstance(command, (SubmitJob, *MONITOR_COMMANDS)):  # its audit names the command as sent
             command = msgspec.structs.replace(command, request_id=str(given))
-        # Keyed by the job of the command as forwarded: the one the lifecycle decides.
-        job_id = submission_identity(command)[0] if isinstance(command, SubmitJob) else command.job_id
+        # Keyed by the job (or monitor) of the command as forwarded: the one the lifecycle decides.
+        job_id = _stream_of(command)
         headers: Headers = (address.header(),)
         if isinstance(command, SubmitJob) or trace_context.enabled():  # a job's trace starts here
             incoming = trace_context.from_headers(record.headers)
@@ -209,6 +258,14 @@ class Forward:
 
     def message(self, now: datetime) -> Outgoing:
         return replace(outgoing(self.topic, self.job_id, self.command, at=now), headers=self.headers)
+
+
+def _stream_of(command: PublicCommand) -> UUID:
+    if isinstance(command, SubmitJob):
+        return submission_identity(command)[0]
+    if isinstance(command, CreateMonitor):
+        return monitor_id_for(command.caller_identity, command.name)
+    return command.job_id
 
 
 def _attributes(command: PublicCommand, job_id: UUID) -> dict[str, str]:
@@ -239,6 +296,6 @@ def _as_signer(command: PublicCommand, signer: Principal) -> PublicCommand:
         if command.job_type not in signer.runs:
             raise RefusedError(f"principal {signer.name} may not run job type {command.job_type[:64]!r}")
         return command
-    if isinstance(command, SubmitJob):
+    if isinstance(command, SubmitJob | CreateMonitor):
         return msgspec.structs.replace(command, submitted_by=signer.name, submitter_role=signer.role)
     return msgspec.structs.replace(command, actor_id=signer.name, actor_role=signer.role)

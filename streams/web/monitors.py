@@ -137,14 +137,9 @@ async def _create(
                 409, "conflict", f"{command.caller_identity} has a monitor named {command.name!r}: edit it"
             )
         return _view(existing, status=200)
-    most = context.settings.max_monitors_per_caller
-    if await _held(context, principal, command.caller_identity, most) >= most:
-        raise ApiError(
-            409,
-            "quota",
-            f"{command.caller_identity} holds {most} monitors, the most a caller may "
-            "(SCRAPESTREAM_MAX_MONITORS_PER_CALLER): delete one first",
-        )
+    over = await quota_refusal(context, principal, command.caller_identity)
+    if over is not None:
+        raise ApiError(409, "quota", over)
     await _decided(context, monitor_id, command)
     return _view(_monitor(context, monitor_id), status=201)
 
@@ -177,6 +172,17 @@ async def monitors_shard(
     effective = _listing_caller(principal, caller)
     owned = context.ownership.owned
     return Response(shard_json(owned, _local(context, effective, after, limit)(owned)), media_type=JSON)
+
+
+async def quota_refusal(context: ApiContext, principal: Principal, caller: str) -> str | None:
+    """Why `caller` may not hold one more monitor (it holds the most a caller may), or None."""
+    most = context.settings.max_monitors_per_caller
+    if await _held(context, principal, caller, most) < most:
+        return None
+    return (
+        f"{caller} holds {most} monitors, the most a caller may "
+        "(SCRAPESTREAM_MAX_MONITORS_PER_CALLER): delete one first"
+    )
 
 
 async def _held(context: ApiContext, principal: Principal, caller: str, most: int) -> int:

@@ -179,6 +179,10 @@ class Origin:
         await self.release.wait()
         return web.Response(text="slow")
 
+    async def _visits(self, request: web.Request, count: int) -> web.Response:
+        """A page that says how often it was asked for: each check finds it changed."""
+        return web.Response(text=f"<p>visit {count}</p>", content_type="text/html")
+
     async def _held(self, request: web.Request, count: int) -> web.Response:
         await self.let_go.wait()
         return web.Response(text="held")

@@ -22,10 +22,19 @@ import pytest_asyncio
 
 from projections.artifacts import content_key
 from projections.lifecycle.identity import job_id_for, lease_id_for, name_based, refused_job_id_for
-from schemas.commands import CancelJob, DeleteJobHistory, RedriveJob, ReplayCallback, SubmitJob
-from schemas.enums import ActorRole, JobStatus, RetentionClass
+from projections.lifecycle.monitors import monitor_id_for
+from schemas.commands import (
+    CancelJob,
+    CreateMonitor,
+    DeleteJobHistory,
+    PauseMonitor,
+    RedriveJob,
+    ReplayCallback,
+    SubmitJob,
+)
+from schemas.enums import ActorRole, AnswerKind, ChangeKind, JobStatus, RetentionClass
 from schemas.events import AuditRecorded, JobRejected, JobSucceeded, SubmissionReused
-from schemas.records import Request
+from schemas.records import MonitorSchedule, MonitorSpec, Request
 from streams.auth.peering import PeerKey
 from streams.auth.principals import Principal
 from streams.auth.signing import Binding, private_key_from_text, sign
@@ -552,6 +561,57 @@ async def test_every_change_of_a_monitor_and_every_refusal_is_in_the_audit(
     assert by_action["MONITOR_CREATE", "ALLOWED"]["request_id"] == "req-made"
     assert by_action["MONITOR_PAUSE", "ALLOWED"]["reason"] == "site maintenance"
     assert by_action["MONITOR_RESUME", "DENIED"]["reason"] == "mine now"
+
+
+async def test_a_signed_producer_runs_a_monitor_on_the_submit_topic_and_reads_its_changes(
+    deployment: Deployment, origin: Origin
+):
+    spec = MonitorSpec(request=Request(url=origin.url("/visits/kafka")), schedule=MonitorSchedule(every_s=10))
+    create = CreateMonitor(
+        command_id=uuid4(), caller_identity="svc-a", name="over-kafka", spec=spec, expires_at=expires()
+    )
+    monitor_id = monitor_id_for("svc-a", "over-kafka")
+    unusable = msgspec.structs.replace(
+        create, command_id=uuid4(), name="unusable", spec=msgspec.structs.replace(spec, watch=("p >>> x",))
+    )
+    stranger = PauseMonitor(
+        command_id=uuid4(), monitor_id=monitor_id, actor_id="svc-b", actor_role=ActorRole.SERVICE,
+        reason="mine now", expires_at=expires(),
+    )  # fmt: skip
+    pause = msgspec.structs.replace(stranger, command_id=uuid4(), actor_id="svc-a", reason="enough")
+    answers = Observer(deployment.settings.kafka_access, deployment.settings.topic("answers"))
+    changes = Observer(deployment.settings.kafka_access, deployment.settings.topic("changes"))
+    await answers.start()
+    await changes.start()
+    try:
+        await deployment.publisher.send_all([deployment.signed("svc-a", create)])
+        found = await changes.wait_for(
+            lambda records: sum(getattr(r, "monitor_id", None) == monitor_id for r in records) >= 2, 90
+        )
+        sent = [deployment.signed("svc-b", stranger), deployment.signed("svc-a", pause)]
+        sent.append(deployment.signed("svc-a", unusable))
+        await deployment.publisher.send_all(sent)
+        ids = {create.command_id, stranger.command_id, pause.command_id, unusable.command_id}
+        answered_all = await answers.wait_for(
+            lambda records: {getattr(r, "command_id", None) for r in records} >= ids, 60
+        )
+    finally:
+        await answers.stop()
+        await changes.stop()
+    kinds = [change.kind for change in found if change.monitor_id == monitor_id]
+    assert kinds[:2] == [ChangeKind.NEW, ChangeKind.CHANGED]
+    by_command = {r.command_id: r for r in answered_all if getattr(r, "command_id", None) in ids}
+    assert (by_command[create.command_id].answer, by_command[create.command_id].job_id) == (
+        AnswerKind.CREATED,
+        monitor_id,
+    )
+    assert by_command[stranger.command_id].answer is AnswerKind.REFUSED
+    assert by_command[stranger.command_id].job_status is None  # another's monitor is answered as none
+    assert by_command[pause.command_id].answer is AnswerKind.APPLIED
+    assert by_command[unusable.command_id].answer is AnswerKind.REJECTED
+    async with deployment.api(0, "svc-a") as owner:
+        viewed = (await answered(owner, "GET", f"/monitors/{monitor_id}")).json()
+    assert viewed["state"] == "paused"
 
 
 async def test_one_callers_slow_jobs_never_take_the_fetch_places_another_callers_job_needs(
