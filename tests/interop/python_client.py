@@ -5,7 +5,8 @@ It submits (signed), matches each record's answer by partition and offset, follo
 with `read_committed` and fetches the artifact from the API. With `REGISTRY_URL` set it writes and
 reads through the Schema Registry serializers instead (Confluent framing). Prints what it saw as
 JSON lines. Settings come from the environment (see `main`). `roundtrip BUNDLE GOLDEN HISTORY` instead
-reads every golden record with fastavro alone.
+reads every golden record with fastavro alone; `monitor` creates a monitor of `WATCH_URL` and reads
+its first changes.
 """
 
 import base64
@@ -266,6 +267,53 @@ def main():
     completions.close()
 
 
+def watch(env):
+    """Creates a monitor on the submit topic (signed), matches its answer, and reads its first changes
+    from the changes topic: a NEW, then a CHANGED."""
+    prefix = env.get("TOPIC_PREFIX", "scrapestream")
+    topics = {name: f"{prefix}.{name}" for name in ("submit", "answers", "changes")}
+    contract = Contract(env["BUNDLE"])
+    answers, changes = consumer_for(env, topics["answers"]), consumer_for(env, topics["changes"])
+    now = datetime.now(UTC)
+    create = {
+        "command_id": str(uuid.uuid4()),
+        "caller_identity": env["PRINCIPAL"],
+        "name": f"python-{uuid.uuid4()}",
+        "spec": {
+            "request": {"url": env["WATCH_URL"], "method": "GET", "headers": {}},
+            "schedule": {"every_s": 10},
+        },
+        "expires_at": now + timedelta(minutes=5),
+    }
+    value = contract.encode("CreateMonitor", create)
+    placed = {}
+
+    def delivered(error, message):
+        if error is not None:
+            raise RuntimeError(f"not delivered: {error}")
+        placed[(message.partition(), message.offset())] = "monitor"
+
+    producer = Producer(security(env) | {"enable.idempotence": True})
+    headers = sign(env, topics["submit"], value)
+    producer.produce(
+        topics["submit"], value, key=create["name"].encode(), headers=headers, on_delivery=delivered
+    )
+    producer.flush(30)
+    answer = answers_to(answers, contract, placed)["monitor"]
+    monitor_id = str(answer["job_id"])
+    kinds = []
+    for change in records(changes, contract, "MonitorChange"):
+        if str(change["monitor_id"]) == monitor_id:
+            kinds.append(change["kind"])
+        if len(kinds) >= 2:
+            break
+    print(
+        json.dumps({"case": "monitor", "answer": answer["answer"], "monitor_id": monitor_id, "kinds": kinds})
+    )
+    answers.close()
+    changes.close()
+
+
 def round_trip(bundle, golden_dir, history_dir):
     """Decode every golden record (older writers from the frozen history); re-encode each whose writer
     is current to the same bytes. Prints the counts."""
@@ -292,5 +340,7 @@ def round_trip(bundle, golden_dir, history_dir):
 if __name__ == "__main__":
     if sys.argv[1:2] == ["roundtrip"]:
         round_trip(*sys.argv[2:5])
+    elif sys.argv[1:2] == ["monitor"]:
+        watch(os.environ)
     else:
         main()

@@ -87,6 +87,29 @@ async def test_a_python_team_with_confluent_kafka_and_fastavro_does_the_same(dep
     assert_answered_and_completed(seen, "python")
 
 
+def assert_watched(seen: dict[str, dict]) -> None:
+    """A monitor created on the submit topic, answered, and its first changes read from the changes topic."""
+    assert seen["monitor"]["answer"] == "CREATED"
+    assert seen["monitor"]["kinds"] == ["NEW", "CHANGED"]
+
+
+@pytest.mark.asyncio(loop_scope="module")
+@pytest.mark.kafka_only
+async def test_a_java_team_runs_a_monitor_on_the_submit_topic_and_reads_its_changes(
+    deployment, origin, java_client
+):
+    env = client_env(deployment, origin, "java") | {"WATCH_URL": origin.url("/visits/java")}
+    assert_watched(await run_client([*java_client, "monitor"], env))
+
+
+@pytest.mark.asyncio(loop_scope="module")
+@pytest.mark.kafka_only
+async def test_a_python_team_runs_a_monitor_on_the_submit_topic_and_reads_its_changes(deployment, origin):
+    client = [sys.executable, str(INTEROP / "python_client.py"), "monitor"]
+    env = client_env(deployment, origin, "python") | {"WATCH_URL": origin.url("/visits/python")}
+    assert_watched(await run_client(client, env))
+
+
 def assert_reads_every_golden_record(*round_trip: str) -> None:
     """`round_trip GOLDEN HISTORY` decodes every golden record and re-encodes the current ones."""
     golden, history = ROOT / "tests" / "golden", ROOT / "schemas" / "avsc" / "history"

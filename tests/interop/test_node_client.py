@@ -27,7 +27,12 @@ from tests import brokers
 from tests.brokers import ROOT, fresh_topics
 from tests.clients import NODE
 from tests.e2e.conftest import System, running_system, worker_settings
-from tests.interop.test_foreign_clients import assert_answered_and_completed, client_env, run_client
+from tests.interop.test_foreign_clients import (
+    assert_answered_and_completed,
+    assert_watched,
+    client_env,
+    run_client,
+)
 
 COMPLETIONS = 200
 
@@ -39,6 +44,15 @@ async def test_a_node_team_with_kafkajs_submits_matches_answers_and_fetches_its_
 ):
     seen = await run_client([*node_client, "client"], client_env(deployment, origin, "node"))
     assert_answered_and_completed(seen, "node")
+
+
+@pytest.mark.asyncio(loop_scope="module")
+@pytest.mark.kafka_only
+async def test_a_node_team_runs_a_monitor_on_the_submit_topic_and_reads_its_changes(
+    deployment, origin, node_client
+):
+    env = client_env(deployment, origin, "node") | {"WATCH_URL": origin.url("/visits/node")}
+    assert_watched(await run_client([*node_client, "monitor"], env))
 
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")

@@ -3,6 +3,7 @@
 //
 // `node client.mjs client` submits (signed), matches each record's answer by partition and offset,
 // follows its completion and fetches the artifact from the API, printing what it saw as JSON lines.
+// `node client.mjs monitor` creates a monitor of WATCH_URL and reads its first changes.
 // `node client.mjs completions N` reads the completions topic from its beginning in one consumer
 // until it has N, and prints how many it read. `node client.mjs fingerprints GOLDEN` checks its
 // single-object framing against golden records. Settings come from the environment (see `kafka`).
@@ -169,6 +170,39 @@ async function client() {
   console.log(JSON.stringify(done));
 }
 
+// Creates a monitor on the submit topic (signed), matches its answer and reads its first two changes.
+async function monitor() {
+  const prefix = env.TOPIC_PREFIX ?? "scrapestream";
+  const topics = { submit: `${prefix}.submit`, answers: `${prefix}.answers`, changes: `${prefix}.changes` };
+  const contract = new Contract(env.BUNDLE);
+  const kafkaClient = kafka();
+  const create = {
+    command_id: randomUUID(),
+    caller_identity: env.PRINCIPAL,
+    name: `node-${randomUUID()}`,
+    spec: { request: { url: env.WATCH_URL, method: "GET", headers: {} }, schedule: { every_s: 10 } },
+    expires_at: Date.now() + 5 * 60_000,
+  };
+  const value = contract.encode("CreateMonitor", create);
+  const producer = kafkaClient.producer({ idempotent: true, maxInFlightRequests: 1 });
+  await producer.connect();
+  const [meta] = await producer.send({ topic: topics.submit, acks: -1, messages: [{ key: create.name, value, headers: signed(topics.submit, value) }] });
+  await producer.disconnect();
+  let answer;
+  await readUntil(kafkaClient, topics.answers, true, (_, message) => {
+    const record = contract.decode("SubmissionAnswer", message.value);
+    if (record.source_partition === meta.partition && String(record.source_offset) === meta.baseOffset) answer = record;
+    return answer !== undefined;
+  });
+  const kinds = [];
+  await readUntil(kafkaClient, topics.changes, true, (_, message) => {
+    const change = contract.decode("MonitorChange", message.value);
+    if (change.monitor_id === answer.job_id && kinds.length < 2) kinds.push(change.kind);
+    return kinds.length >= 2;
+  });
+  console.log(JSON.stringify({ case: "monitor", answer: answer.answer, monitor_id: answer.job_id, kinds }));
+}
+
 async function completions(wanted) {
   const contract = new Contract(env.BUNDLE);
   const topic = `${env.TOPIC_PREFIX ?? "scrapestream"}.completions`;
@@ -195,6 +229,7 @@ function fingerprints(goldenPath) {
 
 const [command, argument] = process.argv.slice(2);
 if (command === "client") await client();
+else if (command === "monitor") await monitor();
 else if (command === "completions") await completions(Number(argument));
 else if (command === "fingerprints") fingerprints(argument);
 else throw new Error(`unknown command ${command}`);

@@ -46,8 +46,12 @@ import org.apache.kafka.common.PartitionInfo;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
+import scrapestream.v1.CreateMonitor;
 import scrapestream.v1.HttpMethod;
 import scrapestream.v1.JobCompleted;
+import scrapestream.v1.MonitorChange;
+import scrapestream.v1.MonitorSchedule;
+import scrapestream.v1.MonitorSpec;
 import scrapestream.v1.Request;
 import scrapestream.v1.SubmissionAnswer;
 import scrapestream.v1.SubmitJob;
@@ -64,7 +68,8 @@ public final class Interop {
         switch (args[0]) {
             case "roundtrip" -> roundTrip(Path.of(args[1]), Path.of(args[2]));
             case "client" -> new Client(System.getenv()).run();
-            default -> throw new IllegalArgumentException("roundtrip GOLDEN_DIR HISTORY_DIR | client");
+            case "monitor" -> new Client(System.getenv()).watch();
+            default -> throw new IllegalArgumentException("roundtrip GOLDEN_DIR HISTORY_DIR | client | monitor");
         }
     }
 
@@ -189,6 +194,61 @@ public final class Interop {
                     done.put("artifact_sha256_matches", sha256.equals(artifact.getSha256()));
                 }
                 System.out.println(done);
+            }
+        }
+
+        /** Creates a monitor on the submit topic, matches its answer and reads its first two changes. */
+        void watch() throws Exception {
+            Properties common = security();
+            common.put("bootstrap.servers", env.get("BOOTSTRAP"));
+            Properties producerProps = new Properties();
+            producerProps.putAll(common);
+            producerProps.put(ProducerConfig.ACKS_CONFIG, "all");
+            Properties consumerProps = new Properties();
+            consumerProps.putAll(common);
+            consumerProps.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");
+            consumerProps.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+            String changesTopic = submitTopic.substring(0, submitTopic.length() - "submit".length()) + "changes";
+            try (KafkaProducer<byte[], byte[]> producer =
+                            new KafkaProducer<>(producerProps, new ByteArraySerializer(), new ByteArraySerializer());
+                    KafkaConsumer<byte[], byte[]> answers =
+                            new KafkaConsumer<>(consumerProps, new ByteArrayDeserializer(), new ByteArrayDeserializer());
+                    KafkaConsumer<byte[], byte[]> changes =
+                            new KafkaConsumer<>(consumerProps, new ByteArrayDeserializer(), new ByteArrayDeserializer())) {
+                fromEnd(answers, answersTopic);
+                fromEnd(changes, changesTopic);
+                Request page = Request.newBuilder().setUrl(env.get("WATCH_URL")).setMethod(HttpMethod.GET).build();
+                MonitorSpec spec = MonitorSpec.newBuilder()
+                        .setRequest(page)
+                        .setSchedule(MonitorSchedule.newBuilder().setEveryS(10).build())
+                        .build();
+                CreateMonitor create = CreateMonitor.newBuilder()
+                        .setCommandId(UUID.randomUUID())
+                        .setCallerIdentity(env.get("PRINCIPAL"))
+                        .setName("java-" + UUID.randomUUID())
+                        .setSpec(spec)
+                        .setExpiresAt(Instant.now().plus(Duration.ofMinutes(5)))
+                        .build();
+                Map<String, RecordMetadata> sent = new HashMap<>();
+                sent.put("monitor", send(producer, "monitor", toBytes(create.toByteBuffer()), true));
+                SubmissionAnswer answer = awaitAnswers(answers, sent).get("monitor");
+                UUID monitorId = answer.getJobId();
+                List<String> kinds = new ArrayList<>();
+                Instant giveUp = Instant.now().plus(PATIENCE);
+                while (kinds.size() < 2 && Instant.now().isBefore(giveUp)) {
+                    for (ConsumerRecord<byte[], byte[]> record : changes.poll(Duration.ofMillis(200))) {
+                        MonitorChange change = MonitorChange.fromByteBuffer(ByteBuffer.wrap(record.value()));
+                        if (change.getMonitorId().equals(monitorId) && kinds.size() < 2) {
+                            kinds.add(change.getKind().toString());
+                        }
+                    }
+                }
+                ObjectNode seen = JSON.createObjectNode();
+                seen.put("case", "monitor");
+                seen.put("answer", answer.getAnswer().toString());
+                seen.put("monitor_id", monitorId.toString());
+                kinds.forEach(seen.putArray("kinds")::add);
+                System.out.println(seen);
             }
         }
 
