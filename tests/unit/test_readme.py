@@ -77,16 +77,21 @@ def test_every_test_the_seed_rules_table_cites_exists():
     assert missing == []
 
 
-def test_the_job_id_formula_in_the_contract_is_the_one_submissions_get():
+def test_the_id_formulas_in_the_contract_are_the_ones_jobs_and_monitors_get():
     import uuid
     from datetime import UTC, datetime
 
+    from projections.lifecycle.monitors import monitor_id_for
     from projections.lifecycle.submission import submission_identity
     from schemas.commands import SubmitJob
     from schemas.records import Request
 
     contract = (ROOT / "docs" / "CONTRACT.md").read_text()
-    (namespace,) = re.findall(r"`uuid5\(([0-9a-f-]{36}), caller_identity", contract)
+    (namespace,) = re.findall(
+        r"`uuid5\(([0-9a-f-]{36}), caller_identity \+ \"\\n\" \+ idempotency_key", contract
+    )
+    (monitors,) = re.findall(r"`uuid5\(([0-9a-f-]{36}), caller_identity \+ \"\\n\" \+ name", contract)
+    assert monitor_id_for("svc-a", "pricing") == uuid.uuid5(uuid.UUID(monitors), "svc-a\npricing")
     submission = SubmitJob(
         caller_identity="svc-a",
         idempotency_key="order-42",
