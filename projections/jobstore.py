@@ -226,7 +226,12 @@ class JobStore:
             or self._store.get(tombstone_key(job_id)) is not None
             or self._store.get(_audit_purged_key(job_id)) is not None
         )
-        state = replay(self.events_of(job_id), None if base is None else monitor_of(base)) if seen else None
+        after = 0 if base is None else base.sequence
+        state = (
+            replay(self._events_after(job_id, after), None if base is None else monitor_of(base))
+            if seen
+            else None
+        )
         self._remember(job_id, state)
         return state
 
@@ -258,8 +263,17 @@ class JobStore:
         return None
 
     def events_of(self, job_id: UUID) -> list[Event]:
+        """The job's stored events: a checkpointed monitor's since its checkpoint."""
+        checkpoint = self.checkpoint(job_id)
+        return self._events_after(job_id, 0 if checkpoint is None else checkpoint.sequence)
+
+    def _events_after(self, job_id: UUID, sequence: int) -> list[Event]:
+        return [decode_event(value) for _, value in self._stored_after(job_id, sequence)]
+
+    def _stored_after(self, job_id: UUID, sequence: int) -> list[tuple[bytes, bytes]]:
+        """Stored events past `sequence`, read from there: not through what a checkpoint deleted."""
         prefix = _events_prefix(job_id)
-        return [decode_event(value) for _, value in self._store.scan(prefix, prefix + b"\xff")]
+        return list(self._store.scan(prefix + _sequence_key(sequence + 1), prefix + b"\xff"))
 
     def events_offset(self, partition: int) -> int:
         value = self._store.get(_offset_key(partition))
@@ -332,11 +346,11 @@ class JobStore:
                 complete = False
                 break
             job_id = UUID(key[len(prefix) :].decode())
-            events = _events_prefix(job_id)
-            checkpoint = self._store.get(_checkpoint_key(job_id))
+            checkpoint = self.checkpoint(job_id)
+            after = 0 if checkpoint is None else checkpoint.sequence
             jobs[job_id] = [
-                *([] if checkpoint is None else [checkpoint]),
-                *(stored for _, stored in self._store.scan(events, events + b"\xff")),
+                *([] if checkpoint is None else [encode(checkpoint)]),
+                *(stored for _, stored in self._stored_after(job_id, after)),
             ]
             marks[key] = value
         purged = frozenset(job_id for job_id in jobs if self.history_deleted(job_id))
@@ -469,7 +483,8 @@ class JobStore:
         state = job.after
         if not isinstance(state, Monitor) or state.pending is not None:
             return
-        stored = list(self._store.scan(job.prefix, job.prefix + b"\xff"))
+        previous = self.checkpoint(state.monitor_id)
+        stored = self._stored_after(state.monitor_id, 0 if previous is None else previous.sequence)
         ended = any(isinstance(event, CheckRecorded) for event in job.kept)
         if not ended and len(stored) + len(job.kept) < CHECKPOINT_AFTER:
             return
