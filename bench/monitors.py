@@ -60,6 +60,7 @@ async def main(monitors: int, every_s: int, seconds: float) -> dict[str, object]
         before = {name: cpu_seconds(pid) for name, pid in pids.items()}
         await asyncio.sleep(seconds)
         after = {name: cpu_seconds(pid) for name, pid in pids.items()}
+        memory = {name: resident_mib(pid) for name, pid in pids.items()}
         ended = datetime.now(UTC)
         scheduled, recorded = await checks_between(bootstrap, f"{prefix}.events", started, ended)
     finally:
@@ -83,7 +84,20 @@ async def main(monitors: int, every_s: int, seconds: float) -> dict[str, object]
             name: round((after[name] - before[name]) * 1000 / max(len(recorded), 1), 3) for name in pids
         },
         "cpu_core_percent": {name: round((after[name] - before[name]) * 100 / seconds, 1) for name in pids},
+        "rss_mib": {name: now for name, (now, _) in memory.items()},
+        "peak_rss_mib": {name: peak for name, (_, peak) in memory.items()},
     }
+
+
+def resident_mib(pid: int) -> tuple[float, float]:
+    """A process's resident memory now and at its peak (`VmRSS`, `VmHWM`), in MiB."""
+    lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    fields = dict(line.split(":", 1) for line in lines if ":" in line)
+
+    def mib(name: str) -> float:
+        return round(int(fields[name].split()[0]) / 1024, 1)
+
+    return mib("VmRSS"), mib("VmHWM")
 
 
 async def create(bootstrap: str, prefix: str, port: int, monitors: int, every_s: int) -> None:
