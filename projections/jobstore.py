@@ -350,6 +350,7 @@ class JobStore:
             after = 0 if checkpoint is None else checkpoint.sequence
             jobs[job_id] = [
                 *([] if checkpoint is None else [encode(checkpoint)]),
+                *(audit for _, audit in ([] if checkpoint is None else self._kept_audits(job_id))),
                 *(stored for _, stored in self._stored_after(job_id, after)),
             ]
             marks[key] = value
@@ -387,6 +388,7 @@ class JobStore:
             base, encoded = _checkpointed(encoded)
             if base is not None:
                 changes[_checkpoint_key(job_id)] = encode(base)
+                encoded = self._restore_kept_audits(partition, job_id, base, encoded, changes)
             events = [decode_event(value) for value in encoded]
             for event, value in zip(events, encoded, strict=True):
                 changes[_events_prefix(job_id) + _sequence_key(event.sequence)] = value
@@ -401,6 +403,26 @@ class JobStore:
         self._count(counts, changes)
         changes[_offset_key(partition)] = str(events_offset).encode()
         self._store.write(changes)
+
+    def _restore_kept_audits(
+        self,
+        partition: int,
+        monitor_id: UUID,
+        base: MonitorCheckpoint,
+        encoded: Sequence[bytes],
+        changes: dict[bytes, bytes | None],
+    ) -> Sequence[bytes]:
+        """A snapshot's audit records from before its checkpoint, kept and listed again; the events after."""
+        after: list[bytes] = []
+        for value in encoded:
+            event = decode_event(value)
+            if event.sequence > base.sequence or not isinstance(event, AuditRecorded):
+                after.append(value)
+                continue
+            kept_at = b"g/" + (_events_prefix(monitor_id) + _sequence_key(event.sequence))[2:]
+            changes[kept_at] = value
+            changes[audit_key(partition, event.occurred_at, event.audit_id)] = kept_at
+        return after
 
     def _index(self, partition: int, job_id: UUID, state: State, changes: dict[bytes, bytes | None]) -> None:
         pointer = f"t/{uuid_text(job_id)}".encode()
@@ -507,10 +529,16 @@ class JobStore:
         return changes[entry] if entry in changes else self._store.get(entry)
 
     def _history(self, job_id: UUID, kept: list[Event]) -> list[tuple[bytes, Event]]:
-        """The job's stored events and those of this fold, with their keys."""
+        """The job's stored events (and a monitor's audit records its checkpoint kept) and those of
+        this fold, with their keys."""
         prefix = _events_prefix(job_id)
-        stored = [(key, decode_event(value)) for key, value in self._store.scan(prefix, prefix + b"\xff")]
+        stored = [(key, decode_event(value)) for key, value in self._kept_audits(job_id)]
+        stored += [(key, decode_event(value)) for key, value in self._store.scan(prefix, prefix + b"\xff")]
         return stored + [(prefix + _sequence_key(event.sequence), event) for event in kept]
+
+    def _kept_audits(self, job_id: UUID) -> list[tuple[bytes, bytes]]:
+        prefix = b"g/" + _events_prefix(job_id)[2:]
+        return list(self._store.scan(prefix, prefix + b"\xff"))
 
     def _purge_audit(
         self, partition: int, purge: AuditRecordsPurged, kept: list[Event], changes: dict[bytes, bytes | None]

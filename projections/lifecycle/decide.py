@@ -95,6 +95,8 @@ def decide(state: State, command: Command, now: datetime, policy: Policy) -> lis
             report_callback(state.callbacks, command, emit, policy)
         elif isinstance(command, ReplayCallback):
             replay_change(state, command, emit)
+        elif isinstance(command, PurgeAuditRecords):  # a monitor's audit records age out as a job's do
+            purge_audit(state, command, emit)
         return emit.events
     job = accepted_job(state)
     match command:

@@ -4,6 +4,7 @@ and snapshotting it cost the same after a few checks and after many, and say wha
 from __future__ import annotations
 
 from datetime import timedelta
+from uuid import uuid4
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -12,7 +13,9 @@ from projections.jobstore import CHECKPOINT_AFTER, JobStore
 from projections.lifecycle.checkpoint import checkpoint_of, monitor_of
 from projections.monitor_views import change_views, check_views, newest_views
 from projections.storage.memory import MemoryStore
-from tests.lifecycle import POLICY, T0, Lifecycle, tick
+from schemas.commands import PurgeAuditRecords
+from schemas.enums import ActorRole
+from tests.lifecycle import POLICY, T0, Lifecycle, kinds, tick
 from tests.unit.test_monitor_rules import MONITOR_ID, _content, create, fetched, monitor, reading
 
 MINUTE = timedelta(minutes=1)
@@ -97,3 +100,27 @@ def test_a_monitors_audit_records_outlive_the_events_its_checkpoint_replaced():
     ]
     reread = JobStore(store._store, POLICY)
     assert reread.audit_page([0], lambda _: True, None, 100).items == audits
+    cut = store.snapshot_cut(0, 10)
+    restored = JobStore(MemoryStore(), POLICY)
+    restored.restore(0, cut.jobs, cut.events_offset)
+    assert restored.audit_page([0], lambda _: True, None, 100).items == audits
+    assert restored.load(MONITOR_ID) == store.load(MONITOR_ID)
+
+
+def test_a_monitors_kept_audit_records_age_out_as_a_jobs_do():
+    life, store, _ = watched(5)
+    assert store.audited_before(0, T0 + timedelta(days=2), 10) == [MONITOR_ID]
+    later = T0 + timedelta(days=3)
+    purge = PurgeAuditRecords(
+        command_id=uuid4(),
+        job_id=MONITOR_ID,
+        before=T0 + timedelta(days=2),
+        actor_id="maint",
+        actor_role=ActorRole.ADMIN,
+        reason="retention",
+    )
+    purged = life(purge, later)
+    assert kinds(purged) == ["AuditRecordsPurged"]
+    store.commit(0, purged, next_offset=len(life.events))
+    assert store.audit_page([0], lambda _: True, None, 100).items == []
+    assert store.audited_before(0, T0 + timedelta(days=2), 10) == []
