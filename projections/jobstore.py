@@ -40,7 +40,7 @@ from pydantic import BaseModel
 from projections.lifecycle.audit import audit_of, listed_as_audit
 from projections.lifecycle.checkpoint import checkpoint_of, monitor_of
 from projections.lifecycle.consequences import lease_expiry, next_due_at
-from projections.lifecycle.evolve import replay
+from projections.lifecycle.evolve import evolve, replay
 from projections.lifecycle.policy import Policy
 from projections.lifecycle.state import Job, Monitor, State, Unaccepted, accepted_job
 from projections.lifecycle.submission import rejection_owner
@@ -499,30 +499,31 @@ class JobStore:
                 changes[key] = None
 
     def _checkpoint(self, partition: int, job: _Folding, changes: dict[bytes, bytes | None]) -> None:
-        """A monitor's state in place of its stored events, once a check ended or they piled up (never
-        within a check); the checks and changes they held are listed from the store from then on, and
-        audit records kept."""
-        state = job.after
-        if not isinstance(state, Monitor) or state.pending is not None:
+        """A monitor's state in place of its stored events, at the last event after which a check
+        ended or events piled up (never within a check): a point the events alone decide, so a store
+        folded from the log in other batches holds the same. The checks and changes the events held
+        are listed from the store from then on, and audit records kept."""
+        if not isinstance(job.after, Monitor):
             return
-        previous = self.checkpoint(state.monitor_id)
-        stored = self._stored_after(state.monitor_id, 0 if previous is None else previous.sequence)
-        ended = any(isinstance(event, CheckRecorded) for event in job.kept)
-        if not ended and len(stored) + len(job.kept) < CHECKPOINT_AFTER:
-            return
+        monitor_id = job.after.monitor_id
+        previous = self.checkpoint(monitor_id)
+        stored = self._stored_after(monitor_id, 0 if previous is None else previous.sequence)
         folded = [(key, decode_event(value)) for key, value in stored]
         folded += [(job.prefix + _sequence_key(event.sequence), event) for event in job.kept]
-        for key, event in folded:
+        cut, state = _checkpoint_point(None if previous is None else monitor_of(previous), folded)
+        if state is None:
+            return
+        for key, event in folded[:cut]:
             changes[key] = None
             audit = audit_of(event)
             entry = None if audit is None else audit_key(partition, audit.occurred_at, audit.audit_id)
             if audit is not None and entry is not None and self._indexed(entry, changes) == key:
                 kept_at = b"g/" + key[2:]
                 changes[kept_at], changes[entry] = encode(audit), kept_at
-        events = [event for _, event in folded]
-        changes[_checkpoint_key(state.monitor_id)] = encode(checkpoint_of(state, events[-1].occurred_at))
-        _list_older("h", state.monitor_id, state.checks, check_views(events), changes)
-        _list_older("y", state.monitor_id, state.changes, change_views(events), changes)
+        events = [event for _, event in folded[:cut]]
+        changes[_checkpoint_key(monitor_id)] = encode(checkpoint_of(state, events[-1].occurred_at))
+        _list_older("h", monitor_id, state.checks, check_views(events), changes)
+        _list_older("y", monitor_id, state.changes, change_views(events), changes)
 
     def _indexed(self, entry: bytes, changes: dict[bytes, bytes | None]) -> bytes | None:
         """What an index entry points at once this fold is written."""
@@ -768,6 +769,20 @@ def _checkpointed(encoded: Sequence[bytes]) -> tuple[MonitorCheckpoint | None, S
         return None, encoded
     first = decode(encoded[0])
     return (first, encoded[1:]) if isinstance(first, MonitorCheckpoint) else (None, encoded)
+
+
+def _checkpoint_point(base: State, folded: Sequence[tuple[bytes, Event]]) -> tuple[int, Monitor | None]:
+    """How many of the events after a monitor's checkpoint the next one replaces, and the state
+    after them (None: none yet): the last event that ends a check, or the `CHECKPOINT_AFTER`th
+    since the last such point, with no check in flight after it."""
+    state, since, cut, chosen = base, 0, 0, None
+    for index, (_, event) in enumerate(folded):
+        state = evolve(state, event)
+        since += 1
+        between = isinstance(state, Monitor) and state.pending is None
+        if between and (isinstance(event, CheckRecorded) or since >= CHECKPOINT_AFTER):
+            cut, chosen, since = index + 1, state, 0
+    return cut, cast(Monitor | None, chosen)
 
 
 def _checkpoint_key(job_id: UUID) -> bytes:

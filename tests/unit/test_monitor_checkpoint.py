@@ -15,6 +15,7 @@ from projections.monitor_views import change_views, check_views, newest_views
 from projections.storage.memory import MemoryStore
 from schemas.commands import PurgeAuditRecords
 from schemas.enums import ActorRole
+from streams.readers.replay import first_difference
 from tests.lifecycle import POLICY, T0, Lifecycle, kinds, tick
 from tests.unit.test_monitor_rules import MONITOR_ID, _content, create, fetched, monitor, reading
 
@@ -124,3 +125,21 @@ def test_a_monitors_kept_audit_records_age_out_as_a_jobs_do():
     store.commit(0, purged, next_offset=len(life.events))
     assert store.audit_page([0], lambda _: True, None, 100).items == []
     assert store.audited_before(0, T0 + timedelta(days=2), 10) == []
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.integers(1, 40), min_size=1, max_size=12))
+def test_a_monitors_store_is_the_same_whatever_batches_its_events_were_folded_in(sizes: list[int]):
+    life, live, _ = watched(12)
+    pending = life(tick(MONITOR_ID), T0 + MINUTE * 20)  # the log ends within a check
+    live.commit(0, pending, next_offset=len(life.events))
+    events, rebuilt, start = life.events, JobStore(MemoryStore(), POLICY), 0
+    for size in sizes * 10:
+        if start >= len(events):
+            break
+        start, batch = min(start + size, len(events)), events[start : start + size]
+        rebuilt.commit(0, batch, next_offset=start)
+    if start < len(events):
+        rebuilt.commit(0, events[start:], next_offset=len(events))
+    live.commit(0, [], next_offset=len(events))
+    assert first_difference(live._store, rebuilt._store) is None
