@@ -24,9 +24,7 @@ from uuid import UUID, uuid5
 import msgspec
 
 from projections.lifecycle.identity import public_command_id
-from projections.lifecycle.monitors import monitor_id_for
 from projections.lifecycle.state import MAX_COMMAND_VALIDITY
-from projections.lifecycle.submission import submission_identity
 from schemas.codec import decode_as, registry_id
 from schemas.commands import (
     CancelJob,
@@ -44,6 +42,7 @@ from schemas.commands import (
 from schemas.enums import ActorRole
 from schemas.errors import CodecError, ScrapestreamError
 from schemas.types import uuid_text
+from streams.agents.lifecycle import target_job
 from streams.auth.principals import Principal, Principals
 from streams.auth.signing import Binding, claimed_principal, verify
 from streams.broker.headers import Headers
@@ -233,7 +232,7 @@ class Intake(QuietStage):
         if isinstance(command, (SubmitJob, *MONITOR_COMMANDS)):  # its audit names the command as sent
             command = msgspec.structs.replace(command, request_id=str(given))
         # Keyed by the job (or monitor) of the command as forwarded: the one the lifecycle decides.
-        job_id = _stream_of(command)
+        job_id = target_job(command)
         headers: Headers = (address.header(),)
         if isinstance(command, SubmitJob) or trace_context.enabled():  # a job's trace starts here
             incoming = trace_context.from_headers(record.headers)
@@ -258,14 +257,6 @@ class Forward:
 
     def message(self, now: datetime) -> Outgoing:
         return replace(outgoing(self.topic, self.job_id, self.command, at=now), headers=self.headers)
-
-
-def _stream_of(command: PublicCommand) -> UUID:
-    if isinstance(command, SubmitJob):
-        return submission_identity(command)[0]
-    if isinstance(command, CreateMonitor):
-        return monitor_id_for(command.caller_identity, command.name)
-    return command.job_id
 
 
 def _attributes(command: PublicCommand, job_id: UUID) -> dict[str, str]:

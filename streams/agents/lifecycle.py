@@ -113,7 +113,7 @@ def _traced(item: Incoming, job_id: UUID) -> Command:
     return trace_context.submitted_in(command, context)
 
 
-def target_job(command: Command) -> UUID:
+def target_job(command: Command | ReportRemoteAttempt) -> UUID:
     if isinstance(command, SubmitJob):
         return submission_identity(command)[0]
     if isinstance(command, CreateMonitor):

@@ -252,7 +252,7 @@ def _submitted(job_id: UUID, decided: Decided | None) -> Response:
     summary="Cancel a job (its caller, operators, admins)",
 )
 async def cancel(job_id: UUID, body: MutationBody, request: Request, principal: Caller) -> Response:
-    command = CancelJob(job_id=job_id, reason=body.reason, **_actor(principal, request))
+    command = CancelJob(job_id=job_id, reason=body.reason, **actor_of(principal, request))
     return await mutate_through_lifecycle(request, command)
 
 
@@ -268,7 +268,7 @@ async def redrive(job_id: UUID, body: RedriveBody, request: Request, principal: 
         reason=body.reason,
         deadline_at=body.deadline_at,
         cache_mode=body.cache_mode,
-        **_actor(principal, request),
+        **actor_of(principal, request),
     )
     return await mutate_through_lifecycle(request, command)
 
@@ -294,7 +294,7 @@ async def replay_callback(job_id: UUID, body: ReplayBody, request: Request, prin
 
 def replay_command(job_id: UUID, body: ReplayBody, principal: Principal, request: Request) -> ReplayCallback:
     return ReplayCallback(
-        job_id=job_id, reason=body.reason, callback_url=body.callback_url, **_actor(principal, request)
+        job_id=job_id, reason=body.reason, callback_url=body.callback_url, **actor_of(principal, request)
     )
 
 
@@ -305,7 +305,7 @@ def replay_command(job_id: UUID, body: ReplayBody, principal: Principal, request
     summary="Delete a finished job's history, keeping its audit records (admins)",
 )
 async def delete_history(job_id: UUID, body: MutationBody, request: Request, principal: Caller) -> Response:
-    command = DeleteJobHistory(job_id=job_id, reason=body.reason, **_actor(principal, request))
+    command = DeleteJobHistory(job_id=job_id, reason=body.reason, **actor_of(principal, request))
     context = context_of(request)
     forwarded = await context.forwarded(request, job_id)
     if forwarded is not None:
@@ -336,7 +336,7 @@ def kept_history(context: ApiContext, job_id: UUID, at: datetime, what: str = "j
     return events
 
 
-def _actor(principal: Principal, request: Request) -> dict[str, Any]:
+def actor_of(principal: Principal, request: Request) -> dict[str, Any]:
     """Who a mutation is by: the authenticated principal, never the request body."""
     return {
         "command_id": uuid4(),

@@ -63,6 +63,7 @@ from streams.web.errors import ApiError, problems_of, responses
 from streams.web.jobs import (
     MUTATION_RESPONSES,
     REFUSALS,
+    actor_of,
     kept_history,
     mutate_through_lifecycle,
     replay_command,
@@ -318,7 +319,7 @@ async def _edit(
     if spec == monitor.spec:
         return _view(monitor)
     await _decided(
-        context, monitor_id, EditMonitor(monitor_id=monitor_id, spec=spec, **_actor(principal, request))
+        context, monitor_id, EditMonitor(monitor_id=monitor_id, spec=spec, **actor_of(principal, request))
     )
     return _view(_monitor(context, monitor_id))
 
@@ -387,7 +388,7 @@ async def _switch(
     monitor = _changeable(context, monitor_id, principal)
     if already(monitor):
         return _view(monitor)
-    switched = command(monitor_id=monitor_id, reason=reason, **_actor(principal, request))
+    switched = command(monitor_id=monitor_id, reason=reason, **actor_of(principal, request))
     await _decided(context, monitor_id, switched)
     return _view(_monitor(context, monitor_id))
 
@@ -465,15 +466,6 @@ def _monitor(context: ApiContext, monitor_id: UUID) -> Monitor:
     if not isinstance(state, Monitor):
         raise ApiError(503, "unavailable", f"monitor {monitor_id} is not in this worker's store yet")
     return state
-
-
-def _actor(principal: Principal, request: Request) -> dict[str, Any]:
-    return {
-        "command_id": uuid4(),
-        "actor_id": principal.name,
-        "actor_role": principal.role,
-        "request_id": request_id(request),
-    }
 
 
 class AuditedRefusalError(ApiError):
