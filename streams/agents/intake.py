@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
@@ -55,6 +56,7 @@ from streams.runtime.publisher import Outgoing, Sink, outgoing
 from streams.runtime.schema_registry import SchemaRegistry
 from streams.settings import Settings
 
+log = logging.getLogger(__name__)
 INTAKE_NAMESPACE = UUID("3a0c5a51-96e4-5b8e-8f0e-2f4a3d1f7c90")
 PublicCommand = (
     SubmitJob
@@ -199,7 +201,13 @@ class Intake(QuietStage):
         await self._quota_set.wait()
         caller = translated.command.caller_identity
         asking = signer if isinstance(signer, Principal) else Principal(caller, ActorRole.SERVICE)
-        return None if self._quota is None else await self._quota(asking, caller)
+        if self._quota is None:
+            return None
+        try:
+            return await self._quota(asking, caller)
+        except Exception as exc:  # a worker that does not answer the count refuses the record, not the batch
+            log.warning("the monitors of %r could not be counted against the quota: %r", caller, exc)
+            return "the caller's monitors could not be counted against its quota: send it again"
 
     def _command(
         self, record: Record, signer: Principal | str | None, now: datetime, address: AnswerAddress

@@ -148,18 +148,26 @@ class ApiContext:
         return await self.peers.forward(owner, request)
 
     def audit_soon(
-        self, principal: Principal, request: Request, action: AuditAction, refusal: str, target: str
+        self,
+        principal: Principal,
+        request: Request,
+        action: AuditAction,
+        refusal: str,
+        target: str,
+        reason: str = "",
+        kind: str = NOT_FOUND,
     ) -> None:
-        """A refused read's audit record, sent without holding the answer: a refusal then takes as
-        long as the answer for a job that does not exist (no time tells them apart)."""
-        task = asyncio.create_task(self.audit(principal, request, action, refusal, target))
+        """A refusal's audit record, sent without holding the answer: a refusal then takes as long
+        as the answer for a job that does not exist (no time tells them apart), and is answered even
+        while its record cannot be written."""
+        task = asyncio.create_task(self.audit(principal, request, action, refusal, target, reason, kind=kind))
         self._audits.add(task)
         task.add_done_callback(self._audited)
 
     def _audited(self, task: asyncio.Task[UUID]) -> None:
         self._audits.discard(task)
         if not task.cancelled() and task.exception() is not None:
-            log.warning("a refused read could not be audited: %r", task.exception())
+            log.warning("a refusal could not be audited: %r", task.exception())
 
     async def audit(
         self,

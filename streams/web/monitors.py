@@ -490,7 +490,7 @@ async def _audited(
         kind = AUDITED_REFUSALS.get(refused.status)
         if kind is not None:
             target = monitor_target(monitor_id)
-            await context.audit(principal, request, action, refused.message, target, reason, kind=kind)
+            context.audit_soon(principal, request, action, refused.message, target, reason, kind)
         raise
 
 
