@@ -74,7 +74,7 @@ PublicCommand = (
 # Whether a caller may hold one more monitor (None) or why not; asked of the API's count over every worker.
 MonitorQuota = Callable[[Principal, str], Awaitable[str | None]]
 PUBLIC_COMMANDS = get_args(PublicCommand)
-MONITOR_COMMANDS = (CreateMonitor, EditMonitor, PauseMonitor, ResumeMonitor, DeleteMonitor)
+AUDITED_AS_SENT = (SubmitJob, CreateMonitor, EditMonitor, PauseMonitor, ResumeMonitor, DeleteMonitor)
 
 
 class Intake(QuietStage):
@@ -120,9 +120,10 @@ class Intake(QuietStage):
             )
         forwards: list[Forward] = []
         published: list[Outgoing] = []
+        over_quota: dict[str, str] = {}  # a caller found at its quota is not counted again in the batch
         for record, signer in checked:
             translated = self._translate(record, signer, now)
-            over = await self._over_quota(translated, signer)
+            over = await self._over_quota(translated, signer, over_quota)
             if over is not None:
                 translated = self._dead_input(record, signer, f"refused: {over}", now)
             if isinstance(translated, Forward):
@@ -193,21 +194,26 @@ class Intake(QuietStage):
         ]
 
     async def _over_quota(
-        self, translated: Forward | list[Outgoing], signer: Principal | str | None
+        self, translated: Forward | list[Outgoing], signer: Principal | str | None, over: dict[str, str]
     ) -> str | None:
         """Why a monitor's creation would take its caller past the quota, or None."""
         if not isinstance(translated, Forward) or not isinstance(translated.command, CreateMonitor):
             return None
-        await self._quota_set.wait()
         caller = translated.command.caller_identity
+        if caller in over:
+            return over[caller]
+        await self._quota_set.wait()
         asking = signer if isinstance(signer, Principal) else Principal(caller, ActorRole.SERVICE)
         if self._quota is None:
             return None
         try:
-            return await self._quota(asking, caller)
+            refusal = await self._quota(asking, caller)
         except Exception as exc:  # a worker that does not answer the count refuses the record, not the batch
             log.warning("the monitors of %r could not be counted against the quota: %r", caller, exc)
-            return "the caller's monitors could not be counted against its quota: send it again"
+            refusal = "the caller's monitors could not be counted against its quota: send it again"
+        if refusal is not None:
+            over[caller] = refusal
+        return refusal
 
     def _command(
         self, record: Record, signer: Principal | str | None, now: datetime, address: AnswerAddress
@@ -237,7 +243,7 @@ class Intake(QuietStage):
             INTAKE_NAMESPACE, f"{record.topic}:{record.partition}:{record.offset}"
         )
         command = msgspec.structs.replace(command, command_id=public_command_id(sender, given))
-        if isinstance(command, (SubmitJob, *MONITOR_COMMANDS)):  # its audit names the command as sent
+        if isinstance(command, AUDITED_AS_SENT):  # its audit names the command as its producer sent it
             command = msgspec.structs.replace(command, request_id=str(given))
         # Keyed by the job (or monitor) of the command as forwarded: the one the lifecycle decides.
         job_id = target_job(command)
