@@ -614,6 +614,41 @@ async def test_a_signed_producer_runs_a_monitor_on_the_submit_topic_and_reads_it
     assert viewed["state"] == "paused"
 
 
+async def test_a_producer_past_its_monitor_quota_on_the_submit_topic_is_answered_so(
+    deployment: Deployment, origin: Origin
+):
+    spec = MonitorSpec(
+        request=Request(url=origin.url("/page/quota-kafka")), schedule=MonitorSchedule(every_s=3600)
+    )
+
+    def creation(name: str) -> CreateMonitor:
+        return CreateMonitor(
+            command_id=uuid4(), caller_identity="svc-c", name=name, spec=spec, expires_at=expires()
+        )
+
+    held = [creation(f"kafka-quota-{n}") for n in range(MONITORS_PER_CALLER)]
+    one_more = creation("kafka-quota-one-more")
+    answers = Observer(deployment.settings.kafka_access, deployment.settings.topic("answers"))
+    await answers.start()
+    try:
+        await deployment.publisher.send_all([deployment.signed("svc-c", command) for command in held])
+        wanted = {command.command_id for command in held}
+        await answers.wait_for(
+            lambda records: {getattr(r, "command_id", None) for r in records} >= wanted, 60
+        )
+        await deployment.publisher.send_all([deployment.signed("svc-c", one_more)])
+        found = await answers.wait_for(
+            lambda records: any(getattr(r, "command_id", None) == one_more.command_id for r in records), 60
+        )
+    finally:
+        await answers.stop()
+    by_command = {r.command_id: r for r in found if getattr(r, "command_id", None) is not None}
+    assert [by_command[command.command_id].answer for command in held] == [AnswerKind.CREATED] * len(held)
+    refused = by_command[one_more.command_id]
+    assert refused.answer is AnswerKind.DEAD_INPUT
+    assert "SCRAPESTREAM_MAX_MONITORS_PER_CALLER" in (refused.reason or "")
+
+
 async def test_one_callers_slow_jobs_never_take_the_fetch_places_another_callers_job_needs(
     broker, origin: Origin, tmp_path
 ):
