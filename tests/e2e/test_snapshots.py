@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -11,9 +12,12 @@ from uuid import UUID, uuid4
 import httpx
 import pytest
 
+from projections.lifecycle.submission import submission_identity
 from schemas.codec import decode
+from schemas.commands import Request, SubmitJob
 from schemas.enums import CacheMode
 from schemas.work import SnapshotMark
+from streams.clock import utc_now
 from streams.readers import snapshots
 from streams.runtime.publisher import Outgoing, Publisher, partition_of
 from streams.settings import Settings
@@ -51,6 +55,21 @@ class LiveRun:
     views: dict[UUID, Any]  # every job as the live worker answered it
 
 
+def spread_urls(origin: Any, path: str, count: int) -> list[str]:
+    """`count` origin URLs under `path` whose jobs fall evenly on the partitions (every one has a mark)."""
+    by_partition: dict[int, list[str]] = {partition: [] for partition in range(PARTITIONS)}
+    for n in itertools.count():
+        url = origin.url(f"{path}-{n}")
+        command = SubmitJob(request=Request(url=url), caller_identity="svc-a", deadline_at=utc_now())
+        job_id, _ = submission_identity(command)
+        found = by_partition[partition_of(str(job_id).encode(), PARTITIONS)]
+        if len(found) < count // PARTITIONS:
+            found.append(url)
+        if sum(map(len, by_partition.values())) == count:
+            return [url for urls in by_partition.values() for url in urls]
+    raise AssertionError("unreachable: the URLs never end")
+
+
 async def live_run(broker: Any, origin: Any, data_dir: Path) -> LiveRun:
     """A worker finishes jobs, snapshots them, finishes more, answers for all of them, and stops."""
     settings = worker_settings(broker.bootstrap, data_dir, partitions=PARTITIONS, snapshot_interval_s=3_600.0)
@@ -58,7 +77,7 @@ async def live_run(broker: Any, origin: Any, data_dir: Path) -> LiveRun:
         live = system.worker
         assert live is not None
         assert live.snapshots is not None
-        before = [await system.submit(origin.url(f"/page/snap-{data_dir.name}-{n}")) for n in range(12)]
+        before = [await system.submit(url) for url in spread_urls(origin, f"/page/snap-{data_dir.name}", 12)]
         await job_views(live, before)
         assert await live.snapshots.write_round() == len(before)
         after = [

@@ -187,7 +187,8 @@ def publish(env, topics, framing):
                 raise RuntimeError(f"{name} not delivered: {error}")
             placed[(message.partition(), message.offset())] = name
 
-        key = "created" if name == "repeated" else name  # one partition keeps the repeat after the first
+        # A repeat and a reuse of the key share the first's key: one partition decides them in order.
+        key = "created" if name in ("repeated", "reused_key") else name
         producer.produce(topics["submit"], value, key=key.encode(), headers=headers, on_delivery=delivered)
         producer.flush(30)
     return first, placed

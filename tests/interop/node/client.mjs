@@ -135,7 +135,8 @@ async function client() {
   await producer.connect();
   for (const [name, [value, isSigned]] of Object.entries(cases)) {
     const headers = { "scrapestream-correlation-id": `node-${name}`, ...(isSigned ? signed(topics.submit, value) : {}) };
-    const recordKey = name === "repeated" ? "created" : name; // one partition keeps the repeat after the first
+    // A repeat and a reuse of the key share the first's key: one partition decides them in order.
+    const recordKey = name === "repeated" || name === "reused_key" ? "created" : name;
     const [meta] = await producer.send({ topic: topics.submit, acks: -1, messages: [{ key: recordKey, value, headers }] });
     placed.set(`${meta.partition}:${meta.baseOffset}`, name);
   }

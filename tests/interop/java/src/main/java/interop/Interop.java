@@ -270,8 +270,8 @@ public final class Interop {
 
         RecordMetadata send(KafkaProducer<byte[], byte[]> producer, String name, byte[] value, boolean signed)
                 throws Exception {
-            // A repeat shares the first's key: one partition keeps them in order, as the answers expect.
-            String key = name.equals("repeated") ? "created" : name;
+            // A repeat and a reuse of the key share the first's key: one partition decides them in order.
+            String key = name.equals("repeated") || name.equals("reused_key") ? "created" : name;
             ProducerRecord<byte[], byte[]> record =
                     new ProducerRecord<>(submitTopic, key.getBytes(StandardCharsets.UTF_8), value);
             record.headers().add("scrapestream-correlation-id", ("java-" + name).getBytes(StandardCharsets.UTF_8));
