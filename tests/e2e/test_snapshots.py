@@ -55,17 +55,16 @@ class LiveRun:
     views: dict[UUID, Any]  # every job as the live worker answered it
 
 
-def spread_urls(origin: Any, path: str, count: int) -> list[str]:
-    """`count` origin URLs under `path` whose jobs fall evenly on the partitions (every one has a mark)."""
+def spread_urls(origin: Any, path: str, each: int) -> list[str]:
+    """Origin URLs under `path` whose jobs fall `each` on every partition (so every one has a mark)."""
     by_partition: dict[int, list[str]] = {partition: [] for partition in range(PARTITIONS)}
     for n in itertools.count():
         url = origin.url(f"{path}-{n}")
         command = SubmitJob(request=Request(url=url), caller_identity="svc-a", deadline_at=utc_now())
-        job_id, _ = submission_identity(command)
-        found = by_partition[partition_of(str(job_id).encode(), PARTITIONS)]
-        if len(found) < count // PARTITIONS:
+        found = by_partition[partition_of(str(submission_identity(command)[0]).encode(), PARTITIONS)]
+        if len(found) < each:
             found.append(url)
-        if sum(map(len, by_partition.values())) == count:
+        if all(len(urls) == each for urls in by_partition.values()):
             return [url for urls in by_partition.values() for url in urls]
     raise AssertionError("unreachable: the URLs never end")
 
@@ -77,7 +76,7 @@ async def live_run(broker: Any, origin: Any, data_dir: Path) -> LiveRun:
         live = system.worker
         assert live is not None
         assert live.snapshots is not None
-        before = [await system.submit(url) for url in spread_urls(origin, f"/page/snap-{data_dir.name}", 12)]
+        before = [await system.submit(url) for url in spread_urls(origin, f"/page/snap-{data_dir.name}", 6)]
         await job_views(live, before)
         assert await live.snapshots.write_round() == len(before)
         after = [
