@@ -1,4 +1,5 @@
-"""`scrapestream dev`: the embedded broker, one worker with every agent, the HTTP API, local artifacts.
+"""`scrapestream dev`: the embedded broker, a worker (one process a core) with every agent, the HTTP API,
+local artifacts.
 
 The broker keeps its log in memory, so every run starts from a clean data directory and removes it
 when it stops; other commands run in the same directory find the run through `STATE_FILE`.
@@ -17,43 +18,97 @@ from streams.broker.embedded import EmbeddedBroker
 from streams.devstate import DEV_DIR, STATE_FILE, read_dev_state
 from streams.readers.fleet import startup_lines
 from streams.settings import Settings, on_embedded_broker
+from streams.supervisor.run import Supervised, process_environment
 from streams.worker import Worker
 
+DEV_SETTINGS = (  # what `dev` gives its worker, passed on to each of its processes
+    "kafka_bootstrap",
+    "broker_profile",
+    "kafka_security_protocol",
+    "auth_enabled",
+    "s3_create_bucket",
+    "create_topics",
+    "allow_private_networks",
+    "partitions",
+    "web_host",
+)
 
-async def run_dev(settings: Settings, stopped: Any) -> None:
+
+async def run_dev(settings: Settings, stopped: Any, count: int = 1, verbose: bool = False) -> None:
     """Serve until `stopped` (an awaitable) completes; always removes the state file and broker."""
     if read_dev_state() is not None:
         raise SystemExit("scrapestream dev already runs from this directory (.scrapestream/dev.json)")
     data_dir = _fresh_data_dir()
     async with EmbeddedBroker(log_path=DEV_DIR / "broker.log") as broker:
         worker_settings = on_embedded_broker(settings, broker.bootstrap, data_dir=data_dir)
-        worker = Worker(worker_settings, alone=True)
-        await worker.start()
-        try:
-            state = {
-                "pid": os.getpid(),
-                "broker_pid": broker.pid,
-                "kafka_bootstrap": broker.bootstrap,
-                "topic_prefix": settings.topic_prefix,
-                "partitions": settings.partitions,
-                "web_url": f"http://{worker_settings.web_host}:{worker.web_port}",
-                "callbacks": "signed with SCRAPESTREAM_CALLBACK_SECRET"
-                if settings.callback_secret is not None
-                else "unsigned (no SCRAPESTREAM_CALLBACK_SECRET); each still carries webhook-id and "
-                "webhook-timestamp",
-                "artifacts": str((data_dir / "artifacts").resolve())
-                if settings.artifact_store == "local"
-                else f"s3://{settings.s3_bucket}/{settings.s3_prefix}",
-            }
-            STATE_FILE.write_text(json.dumps(state, indent=2) + "\n")
-            _announce(state, startup_lines(worker.fleet.own) if worker.fleet else [])
-            await stopped
-        finally:
-            STATE_FILE.unlink(missing_ok=True)
-            await worker.stop()
+        if count == 1:
+            await _one_process(worker_settings, stopped, broker.pid)
+        else:
+            await _processes(worker_settings, stopped, count, verbose, broker.pid)
     shutil.rmtree(data_dir, ignore_errors=True)  # the broker's log is gone: what folded it goes too
     kept = "" if settings.artifact_store == "local" else f" (its artifacts stay in s3://{settings.s3_bucket})"
     sys.stdout.write(f"scrapestream dev: stopped; its broker and data are gone{kept}\n")
+
+
+async def _one_process(settings: Settings, stopped: Any, broker_pid: int | None) -> None:
+    worker = Worker(settings, alone=True)
+    await worker.start()
+    try:
+        state = _state(settings, worker.web_port, 1, broker_pid)
+        STATE_FILE.write_text(json.dumps(state, indent=2) + "\n")
+        _announce(state, startup_lines(worker.fleet.own) if worker.fleet else [])
+        await stopped
+    finally:
+        STATE_FILE.unlink(missing_ok=True)
+        await worker.stop()
+
+
+async def _processes(
+    settings: Settings, stopped: Any, count: int, verbose: bool, broker_pid: int | None
+) -> None:
+    """The worker as `count` processes on the embedded broker, behind one port."""
+    inherited = {
+        name: value
+        for name, value in os.environ.items()
+        if not name.startswith(("SCRAPESTREAM_KAFKA_SASL_", "SCRAPESTREAM_KAFKA_SSL_"))
+    }
+    shared = {name: getattr(settings, name) for name in DEV_SETTINGS}
+    supervised = Supervised(
+        settings,
+        count,
+        lambda index: process_environment(inherited, settings, index, shared),
+        verbose,
+        alone=True,
+    )
+
+    def started(running: Supervised) -> None:
+        state = _state(settings, running.server.port, count, broker_pid)
+        STATE_FILE.write_text(json.dumps(state, indent=2) + "\n")
+        _announce(state, running.lines)
+
+    try:
+        await supervised.run(stopped, started)
+    finally:
+        STATE_FILE.unlink(missing_ok=True)
+
+
+def _state(settings: Settings, port: int | None, count: int, broker_pid: int | None) -> dict[str, Any]:
+    return {
+        "pid": os.getpid(),
+        "broker_pid": broker_pid,
+        "kafka_bootstrap": settings.kafka_bootstrap,
+        "topic_prefix": settings.topic_prefix,
+        "partitions": settings.partitions,
+        "processes": count,
+        "web_url": f"http://{settings.web_host}:{port}",
+        "callbacks": "signed with SCRAPESTREAM_CALLBACK_SECRET"
+        if settings.callback_secret is not None
+        else "unsigned (no SCRAPESTREAM_CALLBACK_SECRET); each still carries webhook-id and "
+        "webhook-timestamp",
+        "artifacts": str(settings.local_artifacts.resolve())
+        if settings.artifact_store == "local"
+        else f"s3://{settings.s3_bucket}/{settings.s3_prefix}",
+    }
 
 
 def _fresh_data_dir() -> Path:
@@ -70,6 +125,8 @@ def _announce(state: dict[str, Any], job_types: list[str]) -> None:
         f"  http api         {state['web_url']}   (docs: {state['web_url']}/docs)",
         f"  console          {state['web_url']}/ui",
         "  auth             off: every HTTP request and every command is trusted as ADMIN (dev only)",
+        f"  processes        {state['processes']} worker process{'es' if state['processes'] > 1 else ''}, "
+        f"{state['partitions']} partition{'s' if state['partitions'] > 1 else ''} (SCRAPESTREAM_PROCESSES)",
         f"  artifacts        {state['artifacts']}",
         f"  callbacks        {state['callbacks']}",
         *(f"  job types        {line}" for line in job_types),

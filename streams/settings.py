@@ -180,15 +180,20 @@ class HostOverride(BaseModel):
     requests_per_s: float | None = Field(default=None, ge=0, le=10_000)
 
 
+MAX_PROCESSES = 256
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="SCRAPESTREAM_", frozen=True, extra="ignore")
 
     kafka_bootstrap: str = "127.0.0.1:9092"
     broker_profile: Literal["kafka", "embedded"] = "kafka"
     data_dir: Path = Path(".scrapestream/data")
+    artifact_dir: Path | None = None
     web_host: str = "127.0.0.1"
     web_port: int = Field(default=8080, ge=0, le=65535)
     partitions: int = Field(default=4, ge=1, le=1024)
+    processes: Literal["auto"] | int = "auto"
     replication_factor: int = Field(default=1, ge=1, le=16)
     min_insync_replicas: int | None = Field(default=None, ge=1, le=16)
     processing_guarantee: Literal["exactly_once", "at_least_once"] | None = None
@@ -301,6 +306,16 @@ class Settings(BaseSettings):
     callback_retry_max_s: float = Field(default=3_600.0, gt=0)
     callback_timeout_s: float = Field(default=10.0, gt=0, le=300)
 
+    @field_validator("processes", mode="before")
+    @classmethod
+    def _process_count(cls, value: object) -> object:
+        text = str(value).strip()
+        if text == "auto":
+            return text
+        if not text.isdigit() or not 1 <= int(text) <= MAX_PROCESSES:
+            raise ValueError(f"must be auto or a number of processes from 1 to {MAX_PROCESSES}")
+        return int(text)
+
     @field_validator("trace_url_template")
     @classmethod
     def _trace_viewer(cls, value: str | None) -> str | None:
@@ -375,6 +390,10 @@ class Settings(BaseSettings):
         if problems:
             raise ValueError("\n  ".join(problems))
         return self
+
+    @property
+    def local_artifacts(self) -> Path:
+        return self.data_dir / "artifacts" if self.artifact_dir is None else self.artifact_dir
 
     @property
     def resolved_min_insync_replicas(self) -> int:

@@ -10,6 +10,7 @@ import socket
 from collections import Counter
 from collections.abc import Coroutine
 from typing import Any
+from urllib.parse import urlsplit
 
 from projections.jobstore import JobStore
 from projections.storage.rocks import RocksStore
@@ -73,9 +74,13 @@ JOIN_TIMEOUT_S = 60.0
 class Worker:
     """Every agent of scrapestream in one process. `start()` returns once it is serving."""
 
-    def __init__(self, settings: Settings, alone: bool = False) -> None:
+    def __init__(
+        self, settings: Settings, alone: bool = False, front: str | None = None, process_index: int = 0
+    ) -> None:
         self.settings = settings
         self.alone = alone  # no other worker shares its broker (`dev`)
+        self.front = front  # set for one of a worker's processes, on a port of its own
+        self.process_index = process_index
         self.profile = settings.client_profile
         self.job_types = discover()
         self.policy = deployment_policy(settings, self.job_types)
@@ -116,7 +121,10 @@ class Worker:
         )
         stack.push_async_callback(server.stop)
         self.web_port = server.port
-        routing = Routing(settings.advertised_url or _own_url(settings.web_host, server.port))
+        advertised = settings.advertised_url
+        if advertised is not None and self.front is not None:
+            advertised = urlsplit(advertised)._replace(netloc=_with_port(advertised, server.port)).geturl()
+        routing = Routing(advertised or _own_url(settings.web_host, server.port))
         artifacts = await open_artifact_store(settings)
         stack.push_async_callback(artifacts.close)
         await probe_browser(settings)  # remembered: what asks again below does not wait
@@ -233,6 +241,8 @@ class Worker:
             uploads=uploads,
             capabilities=fleet.own,
             views=JobViews(settings.trace_url_template),
+            front=self.front,
+            process_index=self.process_index,
         )
         intake.count_monitors_with(functools.partial(quota_refusal, context))
         await server.serve(build_api(context))
@@ -376,6 +386,11 @@ async def _cancelled(task: asyncio.Task[Any]) -> None:
     task.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await task
+
+
+def _with_port(url: str, port: int) -> str:
+    host = urlsplit(url).hostname or ""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def _own_url(host: str, port: int) -> str:

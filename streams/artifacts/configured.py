@@ -11,7 +11,7 @@ from streams.settings import Settings
 async def open_artifact_store(settings: Settings) -> ArtifactStore:
     """The local directory, or the S3 bucket (checked; created when SCRAPESTREAM_S3_CREATE_BUCKET)."""
     if settings.artifact_store == "local":
-        return LocalArtifactStore(settings.data_dir / "artifacts")
+        return LocalArtifactStore(settings.local_artifacts)
     secret = settings.s3_secret_access_key
     store = S3ArtifactStore.connect(
         bucket=settings.s3_bucket or "",

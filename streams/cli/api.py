@@ -75,6 +75,8 @@ def _call(api: ApiClient, arguments: argparse.Namespace) -> Any:
         return api.get("/routes", {"as_of": as_of})
     if command == "list":
         return _listed(api, arguments)
+    if command == "processes":
+        return api.get("/processes")
     body: dict[str, Any] = {"reason": arguments.reason}
     if command == "redrive" and arguments.deadline_s is not None:
         body["deadline_at"] = (utc_now() + timedelta(seconds=arguments.deadline_s)).isoformat()
@@ -101,7 +103,14 @@ def _listed(api: ApiClient, arguments: argparse.Namespace) -> dict[str, Any]:
 def _show(arguments: argparse.Namespace, answer: Any) -> None:
     from rich.console import Console
 
-    from streams.cli.tables import events_table, job_table, jobs_table, print_all, routes_table
+    from streams.cli.tables import (
+        events_table,
+        job_table,
+        jobs_table,
+        print_all,
+        processes_table,
+        routes_table,
+    )
 
     console = Console()
     command = arguments.command
@@ -117,6 +126,8 @@ def _show(arguments: argparse.Namespace, answer: Any) -> None:
             console.print(line, highlight=False, markup=False, soft_wrap=True)
     elif command == "routes":
         print_all(console, routes_table(answer["items"]))
+    elif command == "processes":
+        print_all(console, processes_table(answer["processes"]))
     elif command == "list":
         print_all(console, jobs_table(answer["items"]))
         if answer.get("next_cursor"):

@@ -42,6 +42,7 @@ API_COMMANDS = frozenset(
         "callbacks",
         "routes",
         "monitor",
+        "processes",
     }
 )
 KAFKA_COMMANDS = frozenset({"submit", "watch", "replay", "topics", "tail", "acls"})
@@ -88,7 +89,21 @@ def _parser() -> argparse.ArgumentParser:
     dev.add_argument(
         "--port", type=int, default=None, help="HTTP port (default: SCRAPESTREAM_WEB_PORT, else a free one)"
     )
-    commands.add_parser("worker", help="join the cluster at SCRAPESTREAM_KAFKA_BOOTSTRAP and run every agent")
+    worker = commands.add_parser(
+        "worker", help="join the cluster at SCRAPESTREAM_KAFKA_BOOTSTRAP and run every agent"
+    )
+    worker.add_argument("--supervised-as", type=int, default=None, help=argparse.SUPPRESS)
+    worker.add_argument("--front", default=None, help=argparse.SUPPRESS)
+    worker.add_argument("--alone", action="store_true", help=argparse.SUPPRESS)
+    for serving in (dev, worker):
+        serving.add_argument(
+            "--processes",
+            type=_processes,
+            default=None,
+            help="worker processes behind the one HTTP port (default: SCRAPESTREAM_PROCESSES, else auto: "
+            "one per core)",
+        )
+    dev.set_defaults(supervised_as=None, front=None, alone=True)
     _submit_parser(commands)
     watch = commands.add_parser("watch", help="print completions as they are published")
     start = watch.add_mutually_exclusive_group()
@@ -215,6 +230,7 @@ def _api_parsers(commands: argparse._SubParsersAction[_Parser]) -> None:
                 choices=_choices(CacheMode),
                 help="how the cache may answer it (default: BYPASS)",
             )
+    _api_command(commands, "processes", "show the worker's processes: pid, state, restarts, memory")
     routes = _api_command(commands, "routes", "show each route's budget, spend, rate and reservations")
     routes.add_argument("--as-of", help="as the ledger stood then: a duration ago (2h) or an RFC 3339 time")
     top = _api_command(commands, "top", "a live view: rates, states, lag, busiest hosts, routes (q quits)")
@@ -336,6 +352,14 @@ def _check_submit(parser: argparse.ArgumentParser, arguments: argparse.Namespace
 def _positive(text: str) -> int:
     if not text.isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number above 0")
+    return int(text)
+
+
+def _processes(text: str) -> int | str:
+    if text == "auto":
+        return text
+    if not text.isdigit() or not 1 <= int(text) <= 256:
+        raise argparse.ArgumentTypeError(f"{text!r} is neither auto nor a number of processes from 1 to 256")
     return int(text)
 
 

@@ -8,15 +8,17 @@ import gc
 import os
 import signal
 import sys
+import threading
+from collections.abc import Coroutine
 from typing import Any
 
 from schemas.errors import ScrapestreamError
 from streams.auth.preflight import check_serving
 from streams.cli.kafka import run
 from streams.settings import Settings, load_settings
+from streams.supervisor.count import process_count
 
 GC_THRESHOLDS = (20_000, 20, 20)
-DEV_PARTITIONS = 1  # one process serves them all; each idle fetch asks the broker about every one
 
 
 class WorkerCrashedError(ScrapestreamError):
@@ -27,6 +29,8 @@ def serve(arguments: argparse.Namespace) -> int:
     """The cyclic garbage collector runs far less often than by default: with its default thresholds
     it took a fifth of a worker's CPU, mostly rescanning long-lived caches (docs/PERFORMANCE.md)."""
     overrides: dict[str, Any] = {}
+    if arguments.processes is not None:
+        overrides["processes"] = arguments.processes
     if arguments.command == "dev":
         overrides = {"auth_enabled": False, "s3_create_bucket": True, "create_topics": True}
         if arguments.port is not None:
@@ -35,12 +39,16 @@ def serve(arguments: argparse.Namespace) -> int:
             overrides["web_port"] = 0
         if arguments.allow_private:
             overrides["allow_private_networks"] = True
-        if "SCRAPESTREAM_PARTITIONS" not in os.environ:
-            overrides["partitions"] = DEV_PARTITIONS
     settings = load_settings(**overrides)
+    count = 1 if arguments.supervised_as is not None else process_count(settings.processes)
+    if arguments.command == "dev" and "SCRAPESTREAM_PARTITIONS" not in os.environ:
+        settings = settings.model_copy(update={"partitions": count})  # one a process: none idles
     check_serving(settings)
+    if count > 1 and arguments.command == "worker":
+        run(_supervise(settings, count, arguments.verbose))
+        return 0
     collect_rarely()
-    run(_serve(arguments.command, settings))
+    run(_serve(arguments, settings, count))
     return 0
 
 
@@ -50,24 +58,60 @@ def collect_rarely() -> None:
     gc.set_threshold(*GC_THRESHOLDS)
 
 
-async def _serve(command: str, settings: Settings) -> None:
-    stopped: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+def _until_signalled(supervised: bool = False) -> asyncio.Future[None]:
+    """Done at SIGINT or SIGTERM, or, for one of a worker's processes, when its supervisor is gone."""
+    loop = asyncio.get_running_loop()
+    stopped: asyncio.Future[None] = loop.create_future()
 
     def stop() -> None:
         if not stopped.done():
             stopped.set_result(None)
 
     for signum in (signal.SIGINT, signal.SIGTERM):
-        asyncio.get_running_loop().add_signal_handler(signum, stop)
-    if command == "dev":
+        loop.add_signal_handler(signum, stop)
+    if supervised:
+
+        def until_supervisor_gone() -> None:
+            sys.stdin.buffer.read()  # the supervisor holds the other end; it closes when it dies
+            loop.call_soon_threadsafe(stop)
+
+        threading.Thread(target=until_supervisor_gone, name="supervisor pipe", daemon=True).start()
+    return stopped
+
+
+async def _supervise(settings: Settings, count: int, verbose: bool) -> None:
+    from streams.supervisor.run import Supervised, announce_worker, process_environment
+
+    stopped = _until_signalled()
+    base = dict(os.environ)
+    supervised = Supervised(
+        settings, count, lambda index: process_environment(base, settings, index), verbose
+    )
+    await _exit_as_the_process_did(supervised.run(stopped, announce_worker))
+
+
+async def _exit_as_the_process_did(work: Coroutine[Any, Any, None]) -> None:
+    from streams.supervisor.children import ProcessFailedError
+
+    try:
+        await work
+    except ProcessFailedError as exc:
+        sys.stderr.write(f"scrapestream: {exc}\n")
+        raise SystemExit(exc.code) from None
+
+
+async def _serve(arguments: argparse.Namespace, settings: Settings, count: int) -> None:
+    index = arguments.supervised_as
+    stopped = _until_signalled(supervised=index is not None)
+    if arguments.command == "dev":
         from streams.dev import run_dev
 
-        await run_dev(settings, stopped)
+        await _exit_as_the_process_did(run_dev(settings, stopped, count, arguments.verbose))
         return
     from streams.readers.fleet import startup_lines
     from streams.worker import Worker
 
-    worker = Worker(settings)
+    worker = Worker(settings, arguments.alone, arguments.front, index or 0)
     await worker.start()
     sys.stdout.write(f"scrapestream worker: serving HTTP on {settings.web_host}:{worker.web_port}\n")
     for line in startup_lines(worker.fleet.own) if worker.fleet else []:

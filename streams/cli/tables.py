@@ -221,6 +221,21 @@ def route_figures(route: dict[str, Any]) -> dict[str, str]:
     }
 
 
+def processes_table(processes: list[dict[str, Any]]) -> Table:
+    table = Table("process", "pid", "state", "restarts", "memory", "last exit")
+    for process in processes:
+        resident = process.get("resident_bytes")
+        table.add_row(
+            str(process["index"]),
+            "-" if process.get("pid") is None else str(process["pid"]),
+            str(process["state"]),
+            str(process["restarts"]),
+            "-" if resident is None else f"{resident / 2**20:.0f} MiB",
+            process.get("last_exit") or "-",
+        )
+    return table
+
+
 def routes_table(routes: list[dict[str, Any]]) -> Table:
     table = Table("route", "kind", "spent this period", "budget", "remaining", "rate/s")
     table.add_column("outstanding")

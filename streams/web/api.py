@@ -20,6 +20,7 @@ from streams.web import (
     monitors,
     operations,
     overview,
+    processes,
     replays,
     uploads,
 )
@@ -77,6 +78,7 @@ def documented_api(context: ApiContext) -> FastAPI:
     app.state.sessions = context.sessions
     routers = (
         operations.router,
+        processes.router,
         overview.router,
         controls.router,
         jobs.router,

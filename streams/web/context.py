@@ -105,6 +105,8 @@ class ApiContext:
     refusals: RefusalLimiter = field(default_factory=lambda: RefusalLimiter(60))
     uploads: Uploads | None = None
     capabilities: Capabilities | None = None  # the job types this worker's executor reads, why not others
+    front: str | None = None  # the worker's front, when this is one of its processes
+    process_index: int = 0
     costly: CostlyReads = field(default_factory=CostlyReads)
     _audits: set[asyncio.Task[UUID]] = field(default_factory=set)
     replay_pacer: ReceiverPacer = field(default_factory=ReceiverPacer)

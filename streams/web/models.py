@@ -301,6 +301,24 @@ class Cluster(BaseModel):
     workers: dict[str, list[int]] = Field(description="Each worker's URL and the commands partitions it has")
     unowned: list[int] = Field(description="Commands partitions no worker keeps")
     unowned_elsewhere: dict[str, list[int]] = Field(description="Other topics' partitions no worker holds")
+    processes: list[ProcessView] = Field(
+        default_factory=list, description="The processes of the worker that answered (`GET /processes`)"
+    )
+
+
+class ProcessView(BaseModel):
+    index: int = Field(description="Its place among the worker's processes, from 0")
+    pid: int | None = Field(description="Its process id; null while it is being restarted")
+    state: Literal["starting", "serving", "restarting", "stopped"]
+    url: str | None = Field(description="The address it serves on (its own port)")
+    started_at: datetime | None
+    restarts: int = Field(description="Times the worker restarted it since the worker started")
+    last_exit: str | None = Field(description="How it last ended, and after how long, if it ever did")
+    resident_bytes: int | None = Field(description="Its resident memory")
+
+
+class Processes(BaseModel):
+    processes: list[ProcessView]
 
 
 class Overview(BaseModel):

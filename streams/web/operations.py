@@ -83,12 +83,18 @@ async def readyz(request: Request, response: Response) -> Readiness:
 )
 async def metrics(request: Request, credentials: Credentials) -> Response:
     context = context_of(request)
+    await reader_of_everything(request, credentials, "every caller's metrics")
+    return Response(context.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
+
+
+async def reader_of_everything(request: Request, credentials: Credentials, what: str) -> None:
+    """Viewers, operators, admins and peer workers (with auth on)."""
+    context = context_of(request)
     if context.principals is not None and not _is_peer(request):
         principal = await authenticated(request, credentials)
         if principal.role not in READERS_OF_EVERYTHING:
             context.refusals.refused(principal)
-            raise ApiError(403, "forbidden", f"role {principal.role} may not read every caller's metrics")
-    return Response(context.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
+            raise ApiError(403, "forbidden", f"role {principal.role} may not read {what}")
 
 
 def _is_peer(request: Request) -> bool:

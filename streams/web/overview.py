@@ -17,6 +17,7 @@ from streams.web.errors import responses
 from streams.web.listings import recent_jobs
 from streams.web.models import Cluster, Overview
 from streams.web.peers import WORKER
+from streams.web.processes import worker_processes
 
 RECENT = timedelta(hours=1)
 MOST_RECENT_JOBS = 2_000
@@ -64,6 +65,7 @@ async def _cluster(context: ApiContext) -> Cluster:
         workers=summary.partitions_by_worker(context.routing.owners, context.routing.everyone()),
         unowned=sorted(set(range(context.partitions)) - set(context.routing.owners)),
         unowned_elsewhere=context.consumer.unowned(),
+        processes=await worker_processes(context),
     )
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -187,6 +188,8 @@ async def test_every_page_loads_without_console_errors(console):
         assert "SUCCEEDED" in states
         assert "DEAD_LETTER" in states
         assert console.base.removeprefix("http://") in await visit.page.inner_text("#workers")
+        processes = await visit.page.inner_text("#processes")
+        assert f"{os.getpid()}\tserving\t0" in processes  # the console's worker runs in this process
 
 
 async def test_the_jobs_table_filters_and_pages(console):
@@ -364,6 +367,8 @@ async def test_the_overview_gives_a_service_its_own_jobs_and_readers_the_cluster
         everything = (await http.get("/overview")).json()
     assert sum(everything["cluster"]["jobs"].values()) >= len(console.jobs) - 1  # the rejected one is no job
     assert list(everything["cluster"]["workers"]) == [console.base]
+    [process] = everything["cluster"]["processes"]
+    assert (process["pid"], process["state"], process["url"]) == (os.getpid(), "serving", console.base)
     assert everything["cluster"]["unowned"] == []
     assert everything["outcomes"]["DEAD_LETTER"] >= 1
     async with httpx.AsyncClient(base_url=console.base) as anonymous:

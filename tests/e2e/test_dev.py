@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
+from streams.supervisor.count import process_count
 from tests.commands import run, start
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -69,7 +70,8 @@ async def test_dev_serves_a_submission_end_to_end_and_stops_cleanly(origin, tmp_
         assert "webhook-signature" not in headers  # dev has no callback secret: unsigned, as it says
         code, output = await run("topics", "describe", cwd=tmp_path)
         assert code == 0, output
-        assert "scrapestream.commands: 1 partitions" in output  # one process: one partition a topic
+        assert state["processes"] == process_count("auto")  # a process a core (here: 2 in CI)
+        assert f"scrapestream.commands: {state['processes']} partitions" in output  # one a process
         code, output = await run("topics", "check", cwd=tmp_path)
         assert code == 0, output
         await the_cli_reads_and_acts_through_the_api(tmp_path, completion["job_id"])

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import signal
 import sys
 import tempfile
@@ -27,6 +28,7 @@ from typing import Any
 from uuid import UUID
 
 import httpx
+from prometheus_client.parser import text_string_to_metric_families
 
 from schemas.enums import JobStatus
 from schemas.events import JobAccepted, JobCancelled, JobCompleted, JobDeadLettered, JobSucceeded
@@ -98,7 +100,13 @@ class WorkerProcess:
         self.starts += 1
         log = (self.data_dir / f"{self.name}-{self.starts}.log").open("wb")
         self.process = await asyncio.create_subprocess_exec(
-            SCRAPESTREAM, "-v", "worker", env=self.environment, stdout=asyncio.subprocess.PIPE, stderr=log
+            SCRAPESTREAM,
+            "-v",
+            "worker",
+            env=self.environment,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=log,
+            start_new_session=True,  # its process group is the worker with all of its processes
         )
         log.close()
         assert self.process.stdout is not None
@@ -108,23 +116,35 @@ class WorkerProcess:
         return self
 
     def kill(self) -> None:
-        if self.process is not None and self.process.returncode is None:
-            self.process.send_signal(signal.SIGKILL)
+        """SIGKILL to every process of the worker, as a container runtime or the OOM killer of a
+        cgroup ends it."""
+        self._signal_all(signal.SIGKILL)
 
     def pause(self) -> None:
-        """SIGSTOP: the process keeps its connections and its state, and does nothing."""
-        if self.process is not None and self.process.returncode is None:
-            self.process.send_signal(signal.SIGSTOP)
+        """SIGSTOP: the processes keep their connections and their state, and do nothing."""
+        self._signal_all(signal.SIGSTOP)
 
     def resume(self) -> None:
-        if self.process is not None and self.process.returncode is None:
-            self.process.send_signal(signal.SIGCONT)
+        self._signal_all(signal.SIGCONT)
 
-    async def metric(self, name: str) -> float:
-        """The sum of a /metrics family's samples (0 when it has none)."""
+    def _signal_all(self, signum: signal.Signals) -> None:
+        if self.process is not None and self.process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signum)
+
+    async def metric(self, sample: str) -> float:
+        """The sum of the /metrics samples named `sample` (`name` or `name{label="value",…}`) over every
+        other label, the worker's processes' included (0 when there is none)."""
+        name, _, wanted = sample.partition("{")
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', wanted))
         async with httpx.AsyncClient() as http:
             text = (await http.get(f"http://127.0.0.1:{self.web_port}/metrics")).text
-        return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name))
+        return sum(
+            found.value
+            for family in text_string_to_metric_families(text)
+            for found in family.samples
+            if found.name == name and labels.items() <= found.labels.items()
+        )
 
     async def stop(self) -> None:
         process = self.process
@@ -224,22 +244,30 @@ def check_log(
 async def assert_stores_match_the_log(environments: Iterable[dict[str, str]], observed: Any = None) -> None:
     """Each worker's lifecycle store is what a replay of the events topic rebuilds (bit for bit)."""
     for environment in environments:
-        settings = settings_of(environment)
-        with tempfile.TemporaryDirectory() as scratch:
-            difference = await verify(
-                settings, profile(settings.kafka_bootstrap), settings.policy(), Path(scratch) / "rebuilt"
-            )
-        if difference is not None and observed is not None:
-            job = difference.key.decode(errors="replace").rsplit("/", 1)[-1]
-            log = [
-                (raw.partition, raw.offset, type(event).__name__, event.sequence, str(event.occurred_at))
-                for raw, event in zip(observed.raw, observed.records, strict=True)
-                if str(event.job_id) == job
-            ]
-            raise AssertionError(
-                f"{environment['SCRAPESTREAM_DATA_DIR']}: {difference.describe()}; log: {log}"
-            )
-        assert difference is None, difference.describe()
+        for settings in _stores_of(settings_of(environment)):
+            await _assert_store_matches_the_log(settings, observed)
+
+
+def _stores_of(settings: Settings) -> list[Settings]:
+    """A worker of several processes keeps a store in each one's directory."""
+    directories = sorted(settings.data_dir.glob("process-*")) or [settings.data_dir]
+    return [settings.model_copy(update={"data_dir": directory}) for directory in directories]
+
+
+async def _assert_store_matches_the_log(settings: Settings, observed: Any) -> None:
+    with tempfile.TemporaryDirectory() as scratch:
+        difference = await verify(
+            settings, profile(settings.kafka_bootstrap), settings.policy(), Path(scratch) / "rebuilt"
+        )
+    if difference is not None and observed is not None:
+        job = difference.key.decode(errors="replace").rsplit("/", 1)[-1]
+        log = [
+            (raw.partition, raw.offset, type(event).__name__, event.sequence, str(event.occurred_at))
+            for raw, event in zip(observed.raw, observed.records, strict=True)
+            if str(event.job_id) == job
+        ]
+        raise AssertionError(f"{settings.data_dir}: {difference.describe()}; log: {log}")
+    assert difference is None, f"{settings.data_dir}: {difference.describe()}"
 
 
 def report(counts: FaultCounts) -> None:
