@@ -42,11 +42,11 @@ from uuid import UUID, uuid4
 from bench.kafka import KafkaCluster, fetch_kafka
 from bench.processes import (
     Child,
-    cpu_seconds,
     origin_url,
     own_cpu_seconds,
     start_origin,
     start_worker,
+    tree_cpu_seconds,
     worker_environment,
 )
 from bench.zipkin import running_zipkin
@@ -160,7 +160,7 @@ async def main(
 
 
 def cpu_snapshot(pids: dict[str, int]) -> dict[str, float]:
-    return {name: cpu_seconds(pid) for name, pid in pids.items()} | {"client": own_cpu_seconds()}
+    return {name: tree_cpu_seconds(pid) for name, pid in pids.items()} | {"client": own_cpu_seconds()}
 
 
 def cpu_per_job(before: dict[str, float], after: dict[str, float], jobs: int) -> dict[str, float]:

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from bench.e2e import commands
-from bench.processes import SCRAPESTREAM, Child, cpu_seconds, start_origin
+from bench.processes import SCRAPESTREAM, Child, start_origin, tree_cpu_seconds
 from streams.broker.access import plaintext
 from streams.broker.compat import EMBEDDED_TANSU
 from streams.broker.embedded import free_loopback_port
@@ -56,9 +56,9 @@ async def main(seconds: float, pauses: int, pause_s: float) -> dict[str, object]
     try:
         pids = {"dev": dev.pid, "broker": int(str(state["broker_pid"]))}
         await asyncio.sleep(SETTLE_S)
-        before = {name: cpu_seconds(pid) for name, pid in pids.items()}
+        before = {name: tree_cpu_seconds(pid) for name, pid in pids.items()}
         await asyncio.sleep(seconds)
-        after = {name: cpu_seconds(pid) for name, pid in pids.items()}
+        after = {name: tree_cpu_seconds(pid) for name, pid in pids.items()}
         share: dict[str, object] = {
             f"idle_core_percent_{name}": round((after[name] - before[name]) * 100 / seconds, 2)
             for name in pids

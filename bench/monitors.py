@@ -27,7 +27,7 @@ from aiokafka import TopicPartition
 
 from bench.e2e import percentile
 from bench.idle import start_dev
-from bench.processes import cpu_seconds, origin_url, start_origin
+from bench.processes import origin_url, start_origin, tree_cpu_seconds
 from projections.lifecycle.monitors import monitor_id_for
 from schemas.codec import decode
 from schemas.commands import CreateMonitor
@@ -57,9 +57,9 @@ async def main(monitors: int, every_s: int, seconds: float) -> dict[str, object]
         created_s = time.monotonic() - created_at
         await asyncio.sleep(every_s + 5)  # the first checks (a baseline each) settle into the schedule
         started = datetime.now(UTC)
-        before = {name: cpu_seconds(pid) for name, pid in pids.items()}
+        before = {name: tree_cpu_seconds(pid) for name, pid in pids.items()}
         await asyncio.sleep(seconds)
-        after = {name: cpu_seconds(pid) for name, pid in pids.items()}
+        after = {name: tree_cpu_seconds(pid) for name, pid in pids.items()}
         memory = {name: resident_mib(pid) for name, pid in pids.items()}
         ended = datetime.now(UTC)
         scheduled, recorded = await checks_between(bootstrap, f"{prefix}.events", started, ended)

@@ -41,7 +41,7 @@ import celery
 import urllib3
 
 from bench import e2e
-from bench.processes import Child, cpu_seconds, origin_url, own_cpu_seconds, start_origin
+from bench.processes import Child, origin_url, own_cpu_seconds, start_origin, tree_cpu_seconds
 from streams.broker.embedded import free_loopback_port
 
 app = celery.Celery(
@@ -76,15 +76,6 @@ def fetch(url: str) -> dict[str, object]:
         temporary.write_bytes(body)
         temporary.replace(path)
     return {"status": response.status, "sha256": digest, "size": len(body)}
-
-
-def tree_cpu_seconds(pid: int) -> float:
-    """CPU time of a process and every live descendant (prefork children are never waited for)."""
-    total = cpu_seconds(pid)
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        for child in (task / "children").read_text().split():
-            total += tree_cpu_seconds(int(child))
-    return total
 
 
 @contextlib.contextmanager

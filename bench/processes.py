@@ -6,10 +6,13 @@ CPU time is read from /proc, so each process's share of a run can be reported on
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+import httpx
 
 ORIGIN = """
 import sys
@@ -31,6 +34,15 @@ def cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     utime, stime, cutime, cstime = (int(fields[index]) for index in (11, 12, 13, 14))
     return (utime + stime + cutime + cstime) / TICKS
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU time of a process and every live descendant (a worker's processes, a prefork pool)."""
+    total = cpu_seconds(pid)
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            total += tree_cpu_seconds(int(child))
+    return total
 
 
 def own_cpu_seconds() -> float:
@@ -91,7 +103,20 @@ async def start_worker(environment: dict[str, str], log_path: Path) -> Child:
     line = await asyncio.wait_for(process.stdout.readline(), 60)
     if b"serving HTTP" not in line:
         raise RuntimeError(f"the worker did not start: {line!r}; see {log_path}")
-    return Child("worker", process, line.decode().rsplit(" ", 1)[1].strip())
+    worker = Child("worker", process, line.decode().rsplit(" ", 1)[1].strip())
+    await until_ready(worker.address)
+    return worker
+
+
+async def until_ready(address: str) -> None:
+    """Until `/readyz` answers 200: every process of the worker holds its partitions."""
+    async with httpx.AsyncClient(base_url=f"http://{address}") as http:
+        for _ in range(600):
+            with contextlib.suppress(httpx.HTTPError):
+                if (await http.get("/readyz")).status_code == 200:
+                    return
+            await asyncio.sleep(0.1)
+    raise RuntimeError(f"the worker at {address} did not become ready")
 
 
 def worker_environment(bootstrap: str, data_dir: Path, **settings: object) -> dict[str, str]:

@@ -8,7 +8,6 @@ import gc
 import os
 import signal
 import sys
-import threading
 from collections.abc import Coroutine
 from typing import Any
 
@@ -58,8 +57,8 @@ def collect_rarely() -> None:
     gc.set_threshold(*GC_THRESHOLDS)
 
 
-def _until_signalled(supervised: bool = False) -> asyncio.Future[None]:
-    """Done at SIGINT or SIGTERM, or, for one of a worker's processes, when its supervisor is gone."""
+def _until_signalled() -> asyncio.Future[None]:
+    """Done at SIGINT or SIGTERM."""
     loop = asyncio.get_running_loop()
     stopped: asyncio.Future[None] = loop.create_future()
 
@@ -69,14 +68,19 @@ def _until_signalled(supervised: bool = False) -> asyncio.Future[None]:
 
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop)
-    if supervised:
-
-        def until_supervisor_gone() -> None:
-            sys.stdin.buffer.read()  # the supervisor holds the other end; it closes when it dies
-            loop.call_soon_threadsafe(stop)
-
-        threading.Thread(target=until_supervisor_gone, name="supervisor pipe", daemon=True).start()
     return stopped
+
+
+async def _until_supervisor_gone(stopped: asyncio.Future[None]) -> None:
+    """For one of a worker's processes: done when its supervisor is, which holds the other end of its
+    standard input (so a supervisor killed outright leaves no process behind)."""
+    reader = asyncio.StreamReader()
+    protocol = asyncio.StreamReaderProtocol(reader)
+    await asyncio.get_running_loop().connect_read_pipe(lambda: protocol, sys.stdin)
+    while await reader.read(4096):
+        pass
+    if not stopped.done():
+        stopped.set_result(None)
 
 
 async def _supervise(settings: Settings, count: int, verbose: bool) -> None:
@@ -102,7 +106,10 @@ async def _exit_as_the_process_did(work: Coroutine[Any, Any, None]) -> None:
 
 async def _serve(arguments: argparse.Namespace, settings: Settings, count: int) -> None:
     index = arguments.supervised_as
-    stopped = _until_signalled(supervised=index is not None)
+    stopped = _until_signalled()
+    if index is not None:
+        watch = asyncio.create_task(_until_supervisor_gone(stopped), name="the supervisor's pipe")
+        stopped.add_done_callback(lambda _: watch.cancel())
     if arguments.command == "dev":
         from streams.dev import run_dev
 

@@ -91,3 +91,16 @@ async def test_one_port_speaks_for_every_process_and_a_killed_one_comes_back(bro
     assert {statuses[job_id] for job_id in before + after} == {JobStatus.SUCCEEDED}
     log = (worker.data_dir / "worker-1.log").read_text()
     assert f"worker process 1 (pid {pids[1]}) was killed by SIGKILL" in log
+
+
+async def test_a_worker_killed_outright_leaves_none_of_its_processes_running(broker, tmp_path):
+    environment = worker_environment(broker.bootstrap, prefix(), tmp_path / "worker", processes=2)
+    worker = WorkerProcess(environment)
+    async with workers(worker):
+        await worker.start()
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{worker.web_port}", timeout=30) as http:
+            children = [int(str(p["pid"])) for p in await processes_of(http)]
+        assert worker.process is not None
+        worker.process.kill()  # the supervisor alone, as the OOM killer may pick it
+        await worker.wait_dead()
+        await until(lambda: not any(alive(pid) for pid in children), 30)
