@@ -187,7 +187,9 @@ class WorkerProcesses:
                 code if code > 0 else 1,
             )
         exited.cancel()
-        message = f"worker process {child.index} did not serve within {START_WITHIN_S:.0f} s"
+        with contextlib.suppress(ProcessLookupError):
+            process.kill()  # stuck: killed, so the next wait sees it end and restarts it
+        message = f"worker process {child.index} did not serve within {START_WITHIN_S:.0f} s: killed"
         raise ProcessFailedError(message, 1)
 
     async def _keep(self, child: WorkerProcess, process: asyncio.subprocess.Process) -> None:

@@ -1,0 +1,70 @@
+"""The supervisor's processes, with small Python programs standing in for the worker: what it does when
+one serves and dies, dies before serving, never serves, or ignores SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+
+import pytest
+
+from streams.supervisor import children
+from streams.supervisor.children import ProcessFailedError, WorkerProcesses
+
+pytestmark = pytest.mark.asyncio(loop_scope="function")
+SERVES = "import sys, time; print('scrapestream worker: serving HTTP on 127.0.0.1:9', flush=True); "
+
+
+def processes(program: str, count: int = 1, grace_s: float = 0.5) -> WorkerProcesses:
+    return WorkerProcesses(
+        count,
+        [sys.executable, "-c", program],
+        lambda _: dict(os.environ),
+        grace_s,
+        lambda _: None,
+        "http://x",
+    )
+
+
+async def test_a_process_that_dies_after_serving_is_restarted_and_its_exit_named(monkeypatch):
+    monkeypatch.setattr(children, "FIRST_BACKOFF_S", 0.05)
+    running = processes(SERVES + "time.sleep(0.3); sys.exit(3)")
+    await running.start()
+    try:
+        async with asyncio.timeout(30):
+            while running.processes[0].restarts < 2:  # noqa: ASYNC110 - counted by the supervisor's task
+                await asyncio.sleep(0.05)
+        view = running.processes[0].view()
+        assert view["last_exit"].startswith("exited with code 3 after ")
+    finally:
+        await running.stop()
+    assert running.processes[0].view()["state"] == "stopped"
+
+
+async def test_a_process_that_exits_before_serving_fails_the_start_with_its_code():
+    running = processes("import sys; sys.exit(2)")
+    with pytest.raises(ProcessFailedError, match="exited with code 2 before it served") as failed:
+        await running.start()
+    assert failed.value.code == 2
+    await running.stop()
+
+
+async def test_a_process_that_never_serves_is_killed(monkeypatch):
+    monkeypatch.setattr(children, "START_WITHIN_S", 0.5)
+    running = processes("import time; time.sleep(60)")
+    with pytest.raises(ProcessFailedError, match="did not serve within"):
+        await running.start()
+    process = running.processes[0].process
+    assert process is not None
+    assert await asyncio.wait_for(process.wait(), 10) == -9
+    await running.stop()
+
+
+async def test_stop_kills_what_outlives_the_grace(monkeypatch):
+    monkeypatch.setattr(children, "KILL_WAIT_S", 0.2)
+    program = "import signal; signal.signal(signal.SIGTERM, signal.SIG_IGN); " + SERVES + "time.sleep(60)"
+    running = processes(program, count=2, grace_s=0.2)
+    await running.start()
+    await asyncio.wait_for(running.stop(), 10)
+    assert [child.process.returncode for child in running.processes if child.process] == [-9, -9]
