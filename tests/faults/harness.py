@@ -61,6 +61,7 @@ def worker_environment(bootstrap: str, prefix: str, data_dir: Path, **settings: 
         "callback_retry_base_s": 0.3,
         "callback_timeout_s": 2,
         "shutdown_grace_s": 1,
+        "processes": 1,  # the scenarios the issue names run `auto`; one process keeps the rest quick
     } | settings
     inherited = {k: v for k, v in os.environ.items() if not k.startswith("SCRAPESTREAM_")}
     return inherited | {f"SCRAPESTREAM_{name.upper()}": str(value) for name, value in values.items()}

@@ -71,6 +71,7 @@ async def test_a_worker_killed_ten_times_leaves_one_completion_per_job_only_with
         concurrency=16,
         processing_guarantee=guarantee,
         profiles=json.dumps({"http.fetch": [10_000, 5]}),
+        processes="auto",  # every process of a worker SIGKILLed at once, as a container's are
     )
     pair = [WorkerProcess(environments[0], "a"), WorkerProcess(environments[1], "b")]
     settings = settings_of(environments[0])

@@ -43,7 +43,7 @@ pytestmark = [pytest.mark.asyncio(loop_scope="function"), pytest.mark.timeout(30
 
 
 async def test_a_worker_killed_three_times_mid_fetch_loses_nothing_and_forks_nothing(broker, tmp_path):
-    environment = worker_environment(broker.bootstrap, prefix(), tmp_path / "worker")
+    environment = worker_environment(broker.bootstrap, prefix(), tmp_path / "worker", processes="auto")
     settings = settings_of(environment)
     worker = WorkerProcess(environment)
     watch = Stopwatch()

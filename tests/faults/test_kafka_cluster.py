@@ -174,6 +174,7 @@ async def run_through(
         executor_concurrency=32,
         host_concurrency=32,
         profiles=json.dumps({"http.fetch": [10_000, 5]}),
+        processes="auto",  # a broker lost under a worker of every core's processes
         **REPLICATED,
     )
     settings = settings_of(environment)
