@@ -100,7 +100,8 @@ async def _exit_as_the_process_did(work: Coroutine[Any, Any, None]) -> None:
     try:
         await work
     except ProcessFailedError as exc:
-        sys.stderr.write(f"scrapestream: {exc}\n")
+        if not exc.said:
+            sys.stderr.write(f"scrapestream: {exc}\n")
         raise SystemExit(exc.code) from None
 
 

@@ -31,9 +31,10 @@ class ProcessFailedError(ScrapestreamError):
     """A worker process exited before it ever served: its settings or its broker are wrong, and a
     restart would fail the same way. Carries the exit code the supervisor exits with."""
 
-    def __init__(self, message: str, code: int) -> None:
+    def __init__(self, message: str, code: int, said: bool = False) -> None:
         super().__init__(message)
         self.code = code
+        self.said = said  # the process printed why itself: nothing to add
 
 
 def exit_named(returncode: int) -> str:
@@ -182,9 +183,9 @@ class WorkerProcesses:
         if exited in done:
             code = process.returncode or 1
             raise ProcessFailedError(
-                f"worker process {child.index} {exit_named(process.returncode or 0)} before it served "
-                "(its error is above)",
+                f"worker process {child.index} {exit_named(process.returncode or 0)} before it served",
                 code if code > 0 else 1,
+                said=code > 0,
             )
         exited.cancel()
         with contextlib.suppress(ProcessLookupError):
