@@ -100,7 +100,7 @@ async def start_worker(environment: dict[str, str], log_path: Path) -> Child:
             SCRAPESTREAM, "worker", env=environment, stdout=asyncio.subprocess.PIPE, stderr=log
         )
     assert process.stdout is not None
-    line = await asyncio.wait_for(process.stdout.readline(), 60)
+    line = await asyncio.wait_for(process.stdout.readline(), 180)
     if b"serving HTTP" not in line:
         raise RuntimeError(f"the worker did not start: {line!r}; see {log_path}")
     worker = Child("worker", process, line.decode().rsplit(" ", 1)[1].strip())

@@ -25,6 +25,7 @@ def clean_environment(**settings: str) -> dict[str, str]:
 async def start(
     *arguments: str, cwd: Path, stdin: int | None = None, **settings: str
 ) -> asyncio.subprocess.Process:
+    settings.setdefault("processes", "1")  # `dev` and `worker` as one process unless a test asks for more
     return await asyncio.create_subprocess_exec(
         SCRAPESTREAM, *arguments, cwd=cwd, env=clean_environment(**settings), stdin=stdin,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,

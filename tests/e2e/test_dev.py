@@ -37,7 +37,7 @@ async def test_dev_serves_a_submission_end_to_end_and_stops_cleanly(origin, tmp_
     from streams.broker.embedded import free_loopback_port
 
     port = free_loopback_port()
-    dev = await start("dev", "--allow-private", cwd=tmp_path, web_port=str(port))
+    dev = await start("dev", "--allow-private", cwd=tmp_path, web_port=str(port), processes="auto")
     try:
         state = await wait_for_file(tmp_path / ".scrapestream" / "dev.json")
         assert state["web_url"] == f"http://127.0.0.1:{port}"

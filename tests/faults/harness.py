@@ -38,7 +38,7 @@ from tests.brokers import profile, profile_name
 
 SCRAPESTREAM = str(Path(sys.executable).with_name("scrapestream"))
 TERMINAL = (JobSucceeded, JobDeadLettered, JobCancelled)
-READY_TIMEOUT_S = 60.0
+READY_TIMEOUT_S = 180.0  # a worker of several processes starts them one after another
 
 
 def worker_environment(bootstrap: str, prefix: str, data_dir: Path, **settings: Any) -> dict[str, str]:
