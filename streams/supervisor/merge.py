@@ -14,7 +14,7 @@ Answer = dict[str, Any] | None  # a process's JSON answer; None when it gave non
 
 def health(answers: dict[int, Answer], processes: list[dict[str, Any]]) -> tuple[int, dict[str, Any]]:
     """Live while every process that serves answers: a process being restarted is the supervisor's
-    work, not a reason to restart the whole worker."""
+    work, not a reason to restart the whole worker. Probes need no token: no pid or address here."""
     counters: Counter[str] = Counter()
     owned: set[int] = set()
     silent = []
@@ -30,7 +30,6 @@ def health(answers: dict[int, Answer], processes: list[dict[str, Any]]) -> tuple
         "status": "ok" if not silent else "unresponsive",
         "owned_partitions": sorted(owned),
         "counters": dict(sorted(counters.items())),
-        "processes": processes,
     }
     return (200 if not silent else 503), body
 
@@ -56,7 +55,6 @@ def readiness(answers: dict[int, Answer], processes: list[dict[str, Any]]) -> tu
         "assigned_partitions": sorted(assigned),
         "catching_up": sorted(catching_up),
         "reasons": reasons,
-        "processes": processes,
     }
     return (200 if not reasons else 503), body
 

@@ -4,13 +4,13 @@ all of them, a process that dies is restarted and named in the log, SIGTERM stop
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import signal
 
 import httpx
 import pytest
 
+from bench.processes import until_ready
 from schemas.enums import JobStatus
 from tests.faults.harness import WorkerProcess, settings_of, worker_environment, workers
 from tests.faults.origins import hostile_origin
@@ -31,15 +31,6 @@ async def processes_of(http: httpx.AsyncClient) -> list[dict[str, object]]:
     return list((await http.get("/processes")).json()["processes"])
 
 
-async def until_ready(http: httpx.AsyncClient) -> None:
-    for _ in range(600):
-        with contextlib.suppress(httpx.HTTPError):
-            if (await http.get("/readyz")).status_code == 200:
-                return
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"never ready: {(await http.get('/readyz')).text}")
-
-
 async def test_one_port_speaks_for_every_process_and_a_killed_one_comes_back(broker, tmp_path):
     environment = worker_environment(broker.bootstrap, prefix(), tmp_path / "worker", processes=2)
     worker = WorkerProcess(environment)
@@ -47,7 +38,7 @@ async def test_one_port_speaks_for_every_process_and_a_killed_one_comes_back(bro
         await worker.start()
         system = await observe(settings_of(environment))
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{worker.web_port}", timeout=30) as http:
-            await until_ready(http)
+            await until_ready(f"127.0.0.1:{worker.web_port}")
             first = await processes_of(http)
             assert [p["state"] for p in first] == ["serving", "serving"]
             pids = [int(str(p["pid"])) for p in first]
@@ -78,7 +69,7 @@ async def test_one_port_speaks_for_every_process_and_a_killed_one_comes_back(bro
             after_kill = await asyncio.wait_for(restarted(), 120)
             assert after_kill[1]["last_exit"].startswith("was killed by SIGKILL")
             assert after_kill[0]["pid"] == pids[0]
-            await until_ready(http)
+            await until_ready(f"127.0.0.1:{worker.web_port}")
             after = [await system.submit(origin.url("page", f"after-{n}")) for n in range(8)]
             await all_terminal(system, after)
             children = [int(str(p["pid"])) for p in after_kill]
