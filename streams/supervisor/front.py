@@ -111,6 +111,7 @@ class Front:
         query = scope.get("query_string", b"")
         target = f"{child.url}{raw_path.decode('latin-1')}" + (f"?{query.decode('latin-1')}" if query else "")
         has_body = any(name.lower() in BODY_HEADERS for name, _ in scope["headers"])
+        started = False
         try:
             async with self.session.request(
                 scope["method"],
@@ -123,11 +124,15 @@ class Front:
                     (name, value) for name, value in response.raw_headers if name.lower() not in HOP_BY_HOP
                 ]
                 await send({"type": "http.response.start", "status": response.status, "headers": headers})
+                started = True
                 async for chunk in response.content.iter_any():
                     await send({"type": "http.response.body", "body": chunk, "more_body": True})
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
-        except aiohttp.ClientConnectionError:
-            await _unavailable(send, self.views())
+        except aiohttp.ClientError:
+            if started:  # the process went away mid-answer: end the body it had begun
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+            else:
+                await _unavailable(send, self.views())
 
 
 def _forwarded_headers(scope: Scope) -> list[tuple[str, str]]:
