@@ -50,9 +50,12 @@ async def test_a_worker_killed_three_times_mid_fetch_loses_nothing_and_forks_not
     async with hostile_origin() as origin, workers(worker):
         await worker.start()
         system = await observe(settings)
-        jobs = {f"kill-{n}": await system.submit(origin.url("sleep", f"kill-{n}")) for n in range(40)}
+        jobs: dict[str, str] = {}
         recovery = []
-        for _ in range(3):
+        for kill in range(3):
+            # each kill gets its own batch: with several processes an earlier batch may already be done
+            batch = [f"kill-{kill}-{n}" for n in range(15)]
+            jobs |= {key: await system.submit(origin.url("sleep", key)) for key in batch}
             await until(lambda: origin.in_flight > 0)
             worker.kill()
             await worker.wait_dead()
