@@ -692,6 +692,12 @@ class JobStore:
         high = _timer_key("d", partition, until, _MAX_UUID) + b"\xff"
         return [_parse_timer(key) for key, _ in itertools.islice(self._store.scan(prefix, high), limit)]
 
+    def next_due(self, partition: int) -> int | None:
+        """When the earliest timer of `partition` falls due (epoch ms), or None if it has none."""
+        prefix = f"d/{partition:05d}/".encode()
+        first = next(iter(self._store.scan(prefix, prefix + b"\xff")), None)
+        return None if first is None else _parse_timer(first[0])[0]
+
     def leases_after(self, partition: int, after: datetime) -> list[tuple[int, UUID]]:
         """(expiry ms, job id) of running leases of `partition` that end later than `after`."""
         prefix = f"l/{partition:05d}/".encode()

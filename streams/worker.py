@@ -8,7 +8,7 @@ import functools
 import logging
 import socket
 from collections import Counter
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -16,6 +16,7 @@ from projections.jobstore import JobStore
 from projections.storage.rocks import RocksStore
 from schemas.enums import PolicyClass
 from schemas.errors import ScrapestreamError
+from schemas.events import Event
 from streams.agents.check_reads import CheckReads
 from streams.agents.executor import HttpExecutor
 from streams.agents.intake import Intake
@@ -164,6 +165,12 @@ class Worker:
             lambda: routing.own_url,
             settings.remote_result_max_bytes,
         )
+        timers = Timers(settings, store, lambda: lifecycle.owned, publisher, self.policy, utc_now)
+
+        def decided(events: Sequence[Event]) -> None:
+            self.metrics.observe_events(events)
+            timers.wake()
+
         lifecycle = self.lifecycle = Lifecycle(
             settings,
             self.profile,
@@ -172,7 +179,7 @@ class Worker:
             self.policy,
             dead,
             utc_now,
-            self.metrics.observe_events,
+            decided,
             snapshots.restore,
             table.hold,
             disabled=lambda: table.disabled,
@@ -249,7 +256,6 @@ class Worker:
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(JOIN_TIMEOUT_S):
                 await consumer.joined.wait()
-        timers = Timers(settings, store, lambda: lifecycle.owned, publisher, self.policy, utc_now)
         self._background("timers", timers.run())
         maintenance = self.maintenance = Maintenance(
             settings,

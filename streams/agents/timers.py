@@ -6,6 +6,8 @@ leases (the only timers it can act on). `decide` judges what is really due.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -15,13 +17,14 @@ from uuid import UUID, uuid5
 from projections.jobstore import JobStore
 from projections.lifecycle.policy import Policy
 from schemas.commands import CheckTimers
-from streams.runtime.periodic import every
+from streams.runtime.periodic import one_round
 from streams.runtime.publisher import Sink, outgoing
 from streams.settings import Settings
 
 log = logging.getLogger(__name__)
 RESEND_AFTER_S = 5.0
 HORIZON_SWEEP_EVERY_S = 10.0
+IDLE_PASS_S = 1.0  # the longest an idle worker goes without a pass (a partition it just took over)
 
 
 class Timers:
@@ -43,9 +46,32 @@ class Timers:
         self._sent: dict[tuple[UUID, str], float] = {}
         self._last_sweep = 0.0
         self._turn = 0
+        self._woken = asyncio.Event()
+
+    def wake(self) -> None:
+        """Something was decided: a timer may be due sooner than the pass waits for."""
+        self._woken.set()
 
     async def run(self) -> None:
-        await every(self._settings.timer_interval_ms / 1000, self.tick, "timer pass")
+        interval_s = self._settings.timer_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval_s)
+            await self._until_due(interval_s)
+            await one_round(self.tick, "timer pass")
+
+    async def _until_due(self, interval_s: float) -> None:
+        """Returns when a timer falls due within `interval_s`, a decision may have set one, or at the
+        latest after `IDLE_PASS_S`: an idle worker does not scan its timers ten times a second."""
+        self._woken.clear()
+        now_ms = self._clock().timestamp() * 1000
+        dues = [due for partition in self._owned() if (due := self._store.next_due(partition)) is not None]
+        earliest = min(dues, default=None)
+        if earliest is not None and earliest - now_ms <= interval_s * 1000:
+            return
+        wait_s = IDLE_PASS_S if earliest is None else min(IDLE_PASS_S, (earliest - now_ms) / 1000)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(wait_s):
+                await self._woken.wait()
 
     async def tick(self) -> int:
         """At most `timers_per_pass` due timers, the oldest of each partition first; partitions take

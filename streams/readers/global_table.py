@@ -50,6 +50,9 @@ CONTROL = b"c/"  # c/<job type> -> its JobTypeControl, as an operator last set i
 EXECUTOR = b"x/"  # x/<worker> -> its ExecutorAnnouncement, as it last announced itself
 EXECUTOR_KEY = b"executor/"  # how the controls topic keys an announcement
 MAX_RECORDS = 2_000
+# Other workers' entries need not arrive within milliseconds: a long fetch wait keeps an idle
+# table's polls off the broker (tansu answers an empty fetch after half of it).
+FOLLOW_WAIT_MS = 2_000
 REQUEST_HASH = re.compile(rb"[0-9a-f]{64}")
 MAX_REFERENCE_KEY_BYTES = 1_024
 
@@ -77,8 +80,7 @@ class GlobalTable(TopicFollower):
             kafka,
             enable_auto_commit=False,
             auto_offset_reset="earliest",  # compaction may have removed what a stored offset points at
-            # The table need not be read within milliseconds: a long wait keeps its polls off the broker.
-            fetch_max_wait_ms=max(profile.idle_fetch_max_wait_ms, profile.fetch_max_wait_ms),
+            fetch_max_wait_ms=FOLLOW_WAIT_MS,
             isolation_level=profile.isolation_level,
         )
         self._task: asyncio.Task[None] | None = None

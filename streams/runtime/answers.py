@@ -80,11 +80,13 @@ class AnswerAddress:
             return None
         try:
             fields = json.loads(raw)
-            key = fields.get("k")
-            command_id = fields.get("i")
+            if not isinstance(fields, dict):
+                return None
+            key = _text(fields, "k")
+            command_id = _text(fields, "i")
             return cls(
-                int(fields["p"]),
-                int(fields["o"]),
+                _whole(fields, "p"),
+                _whole(fields, "o"),
                 None if key is None else base64.b64decode(key, validate=True),
                 _text(fields, "c"),
                 None if command_id is None else UUID(command_id),
@@ -93,6 +95,14 @@ class AnswerAddress:
             )
         except (ValueError, KeyError, TypeError, binascii.Error):
             return None  # not intake's: nobody to answer
+
+
+def _whole(fields: dict[str, Any], name: str) -> int:
+    """A whole-number field of the header, or a TypeError (the header is not intake's)."""
+    value = fields[name]
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} is a {type(value).__name__}")
+    return value
 
 
 def _text(fields: dict[str, Any], name: str) -> str | None:

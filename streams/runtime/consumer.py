@@ -217,6 +217,7 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
         )
         self._processed: dict[TopicPartition, int] = {}
         self._committed: dict[TopicPartition, int] = {}
+        self._to_commit = asyncio.Event()
         self._held: dict[TopicPartition, set[str]] = defaultdict(set)
         self._revoking: set[TopicPartition] = set()
         self._tasks: list[asyncio.Task[None]] = []
@@ -538,6 +539,8 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
         for (topic, partition), offset in last.items():
             tp = TopicPartition(topic, partition)
             self._processed[tp] = max(self._processed.get(tp, 0), offset)
+        if last:
+            self._to_commit.set()
 
     async def _commit(self, only: set[TopicPartition] | None = None) -> None:
         if not self._order.commits_offsets:
@@ -553,9 +556,13 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
             self._committed.update(due)
 
     async def _commit_periodically(self) -> None:
-        while True:
+        while self._order.commits_offsets:
+            await self._to_commit.wait()  # an idle consumer does not wake to commit nothing
             await asyncio.sleep(COMMIT_EVERY_S)
+            self._to_commit.clear()
             await self._commit_quietly()
+            if any(offset != self._committed.get(tp) for tp, offset in self._processed.items()):
+                self._to_commit.set()
 
     async def _commit_quietly(self, only: set[TopicPartition] | None = None) -> None:
         try:

@@ -9,10 +9,14 @@ from collections.abc import Awaitable, Callable
 log = logging.getLogger(__name__)
 
 
-async def every(interval_s: float, one_round: Callable[[], Awaitable[object]], name: str) -> None:
+async def every(interval_s: float, round_of: Callable[[], Awaitable[object]], name: str) -> None:
     while True:
         await asyncio.sleep(interval_s)
-        try:
-            await one_round()
-        except Exception as exc:  # nothing was half done: the next round starts over
-            log.warning("%s failed (%s: %s); the next round retries", name, type(exc).__name__, exc)
+        await one_round(round_of, name)
+
+
+async def one_round(round_of: Callable[[], Awaitable[object]], name: str) -> None:
+    try:
+        await round_of()
+    except Exception as exc:  # nothing was half done: the next round starts over
+        log.warning("%s failed (%s: %s); the next round retries", name, type(exc).__name__, exc)

@@ -22,8 +22,27 @@ STOP_WITHIN_S = 5.0
 
 class _InLoopServer(uvicorn.Server):
     def __init__(self, config: uvicorn.Config) -> None:
+        self._exit = asyncio.Event()
         super().__init__(config)
         self.listening = asyncio.Event()
+
+    @property
+    def should_exit(self) -> bool:
+        return self._exit.is_set()
+
+    @should_exit.setter
+    def should_exit(self, value: bool) -> None:
+        if value:
+            self._exit.set()
+
+    async def main_loop(self) -> None:
+        # uvicorn's own loop wakes ten times a second; the date header it keeps changes once a second.
+        counter = 0
+        while not await self.on_tick(counter):
+            counter = (counter + 10) % 864_000
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(1.0):
+                    await self._exit.wait()
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 from uuid import UUID
 
@@ -204,6 +205,7 @@ async def test_pause_resume_and_edit_over_http(watching: Watching):
     async with api(watching.system, "svc-a") as http:
         body = {"name": "edited", "url": watching.url(), "every_s": 3600}
         monitor_id = (await http.post("/monitors", json=body)).json()["monitor_id"]
+        (first,) = await recorded(watching, UUID(monitor_id), 1)  # its state is kept from then on
         paused = await http.post(f"/monitors/{monitor_id}/pause", json={"reason": "holiday"})
         assert paused.status_code == 200, paused.text
         assert (paused.json()["state"], paused.json()["next_check_at"]) == ("paused", None)
@@ -224,7 +226,10 @@ async def test_pause_resume_and_edit_over_http(watching: Watching):
         assert deleted.json()["state"] == "deleted"
         assert (await http.post(f"/monitors/{monitor_id}/pause", json={"reason": "x"})).status_code == 409
         as_of = (await http.get(f"/monitors/{monitor_id}", params={"as_of": resumed["created_at"]})).json()
-        assert as_of["state"] == "active"
+        assert as_of["code"] == "out_of_history"  # before the first check ended: told why, not guessed
+        after_it = (first.occurred_at + timedelta(milliseconds=1)).isoformat()
+        then = (await http.get(f"/monitors/{monitor_id}", params={"as_of": after_it})).json()
+        assert then["state"] == "active"
 
 
 async def test_a_service_neither_sees_nor_changes_another_callers_monitor(watching: Watching):

@@ -59,10 +59,11 @@ async def test_a_worker_killed_three_times_mid_fetch_loses_nothing_and_forks_not
             await until(lambda: origin.in_flight > 0)
             worker.kill()
             await worker.wait_dead()
-            killed_at, done_before = Stopwatch(), distinct_completions(system)
+            killed_at, done_before, submitted = Stopwatch(), distinct_completions(system), len(jobs)
             await worker.start()
             await until(
-                lambda done=done_before: distinct_completions(system) > done or done == len(jobs), 120
+                lambda done=done_before, last=submitted: distinct_completions(system) > done or done == last,
+                120,
             )
             recovery.append(killed_at.lap())
         await all_terminal(system, jobs.values())

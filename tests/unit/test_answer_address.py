@@ -33,3 +33,8 @@ def test_any_other_header_is_an_address_of_text_fields_or_none(fields):
     if found is not None:
         texts = (found.correlation_id, found.command_type, found.principal)
         assert all(value is None or isinstance(value, str) for value in texts)
+
+
+def test_a_header_of_the_wrong_shape_addresses_nobody():
+    for header in (b"[]", b'{"p": 0, "o": 1, "i": []}', b'{"p": true, "o": 1}', b'{"p": 0, "o": 1, "k": 5}'):
+        assert AnswerAddress.of_command(record_with(header)) is None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
@@ -122,3 +123,26 @@ async def test_a_monitors_next_check_is_a_timer_and_a_check_in_progress_is_none(
     lifecycle(decode(message.value), T0)  # the check is scheduled: no timer until it is recorded
     timers, _ = await timers_for(lifecycle.events, T0 + timedelta(hours=1))
     assert await timers.tick() == 0
+
+
+async def test_the_index_names_when_the_earliest_timer_of_a_partition_falls_due():
+    lifecycle = Lifecycle()
+    lifecycle(submit())
+    timers, _ = await timers_for(lifecycle.events, T0)
+    expires_ms = int(lifecycle.job.lease.lease_expires_at.timestamp() * 1000)
+    assert timers._store.next_due(0) == expires_ms
+    assert timers._store.next_due(1) is None
+
+
+async def test_an_idle_pass_waits_for_a_decision_and_a_timer_due_now_does_not(monkeypatch):
+    monkeypatch.setattr("streams.agents.timers.IDLE_PASS_S", 60.0)
+    lifecycle = Lifecycle()
+    lifecycle(submit())
+    timers, _ = await timers_for(lifecycle.events, T0)
+    waiting = asyncio.create_task(timers._until_due(0.1))
+    await asyncio.sleep(0.3)
+    assert not waiting.done()  # the lease lapses later than the next pass
+    timers.wake()
+    await asyncio.wait_for(waiting, 30)
+    due, _ = await timers_for(lifecycle.events, lifecycle.job.lease.lease_expires_at)
+    await asyncio.wait_for(due._until_due(0.1), 30)
