@@ -151,7 +151,7 @@ class Policy:
     def lease_horizon_ms(self) -> int:
         """How far ahead a lease may legitimately point: a start window and the longest lease, plus grace."""
         runtimes = [p.max_runtime_ms for p in self.profiles.values()]
-        longest = self.lease_ms(max([self.default_profile.max_runtime_ms, *runtimes]))
+        longest = max(self.lease_ms(runtime) for runtime in [self.default_profile.max_runtime_ms, *runtimes])
         return self.start_window_ms + longest + self.lease_grace_ms
 
     def backoff(self, attempt_number: int) -> timedelta:

@@ -45,6 +45,13 @@ def test_lease_horizon_always_includes_the_deployment_default():
     assert policy.lease_horizon_ms == 20_000 + 10_000 + 10_000
 
 
+def test_lease_horizon_reaches_past_the_lease_of_a_type_with_no_runtime_ceiling():
+    short = ExecutionProfile(max_runtime_ms=3_000, max_attempts=3)
+    policy = Policy.from_declared({"long": (0, 1)}, short, lease_grace_ms=1_000, start_window_ms=0)
+    assert policy.lease_ms(0) > policy.lease_ms(3_000)
+    assert policy.lease_horizon_ms == policy.lease_ms(0) + 1_000
+
+
 @pytest.mark.parametrize(
     "declared",
     [(-1, 3), (30_000, 0), (math.nan, 3), (math.inf, 3), (30_000, 2.5), (30_000, math.nan)],
