@@ -47,6 +47,10 @@ class MonitorView(View):
     conditional: bool
     watch: list[str]
     ignore: list[str]
+    select: str | None
+    trigger: list[str]
+    drop: list[str]
+    insensitive: bool
     callback_url: str | None
     labels: dict[str, str]
     created_at: datetime
@@ -77,11 +81,21 @@ class ChangeView(View):
     kind: ChangeKind
     diff: str
     diff_truncated: bool
+    word_diff: str
     lines_added: int
     lines_removed: int
     fingerprint: str | None
     previous_artifact: ArtifactView | None
     current_artifact: ArtifactView | None
+
+
+class FeedEntry(View):
+    """A change with the monitor it belongs to, as a feed lists it."""
+
+    monitor_id: UUID
+    name: str
+    url: str
+    change: ChangeView
 
 
 class MonitorList(View):
@@ -116,6 +130,10 @@ def monitor_view(monitor: Monitor) -> MonitorView:
         conditional=spec.conditional,
         watch=list(spec.watch),
         ignore=list(spec.ignore),
+        select=spec.select,
+        trigger=list(spec.trigger),
+        drop=list(spec.drop),
+        insensitive=spec.insensitive,
         callback_url=None if spec.callback_url is None else shown_url(spec.callback_url),
         labels=spec.labels,
         created_at=monitor.created.occurred_at,
@@ -184,6 +202,7 @@ def change_views(events: Iterable[Event]) -> list[ChangeView]:
             kind=event.kind,
             diff=event.diff,
             diff_truncated=event.diff_truncated,
+            word_diff=event.word_diff,
             lines_added=event.lines_added,
             lines_removed=event.lines_removed,
             fingerprint=event.fingerprint,
@@ -215,3 +234,12 @@ def newest_views(
     (only those that had happened by `until`, when given)."""
     earlier = older if until is None else (view for view in older if (at(view) or until) <= until)
     return list(itertools.islice(itertools.chain(recent, earlier), limit))
+
+
+def feed_entries(
+    monitor: Monitor, events: Iterable[Event], older: Iterable[ChangeView], limit: int
+) -> list[FeedEntry]:
+    """A monitor's newest `limit` changes as feed entries, newest first."""
+    changes = newest_views(change_views(events), older, lambda view: view.detected_at, None, limit)
+    url, name = shown_url(monitor.spec.request.url), monitor.created.name
+    return [FeedEntry(monitor_id=monitor.monitor_id, name=name, url=url, change=change) for change in changes]

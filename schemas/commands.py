@@ -242,6 +242,8 @@ class ReportCheckReading(_MonitorCommand, frozen=True, kw_only=True):
     lines_added: int = 0
     lines_removed: int = 0
     problem: str | None = None
+    word_diff: str = ""
+    triggered: bool = True
 
 
 MonitorCommand = (

@@ -275,6 +275,7 @@ class ChangeDetected(EventEnvelope, frozen=True, kw_only=True):
     diff_truncated: bool = False
     lines_added: int = 0
     lines_removed: int = 0
+    word_diff: str = ""
 
 
 MonitorEvent = (

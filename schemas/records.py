@@ -115,3 +115,7 @@ class MonitorSpec(Record, frozen=True, kw_only=True):
     watch: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()
     labels: dict[str, str] = field(default_factory=dict)
+    select: str | None = None
+    trigger: tuple[str, ...] = ()
+    drop: tuple[str, ...] = ()
+    insensitive: bool = False

@@ -75,6 +75,7 @@ class MonitorChange(Record, frozen=True, kw_only=True):
     lines_added: int = 0
     lines_removed: int = 0
     labels: dict[str, str] = field(default_factory=dict)
+    word_diff: str = ""
 
 
 class CallbackDue(Record, frozen=True, kw_only=True):
@@ -255,3 +256,7 @@ class ReadCheck(Record, frozen=True, kw_only=True):
     previous: Artifact | None = None
     watch: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()
+    select: str | None = None
+    trigger: tuple[str, ...] = ()
+    drop: tuple[str, ...] = ()
+    insensitive: bool = False

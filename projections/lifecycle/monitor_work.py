@@ -36,6 +36,10 @@ def monitor_consequences(
                     previous=state.artifact,
                     watch=state.spec.watch,
                     ignore=state.spec.ignore,
+                    select=state.spec.select,
+                    trigger=state.spec.trigger,
+                    drop=state.spec.drop,
+                    insensitive=state.spec.insensitive,
                 )
             )
         elif isinstance(event, ChangeDetected):

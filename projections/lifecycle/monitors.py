@@ -38,6 +38,7 @@ from projections.lifecycle.state import Monitor, State, updated
 from projections.lifecycle.submission import render_problem
 from projections.monitors.changes import GONE_STATUSES, Seen, change_of
 from projections.monitors.content import MAX_DIFF_CHARS, Focus, focus_problem
+from projections.monitors.patterns import patterns_problem
 from projections.monitors.schedule import (
     Due,
     Schedule,
@@ -49,6 +50,7 @@ from projections.monitors.schedule import (
     offset_of,
     schedule_problem,
 )
+from projections.monitors.selection import select_problem
 from schemas.commands import (
     CheckTimers,
     CreateMonitor,
@@ -155,6 +157,12 @@ def spec_problem(spec: MonitorSpec) -> str | None:
         canonical.detail if isinstance(canonical, Rejection) else None,
         schedule_problem(schedule_of(spec.schedule)),
         focus_problem(Focus(spec.watch, spec.ignore)),
+        None if spec.select is None else select_problem(spec.select),
+        "select reads a JSON document, watch and ignore an HTML page: give one or the other"
+        if spec.select is not None and (spec.watch or spec.ignore)
+        else None,
+        patterns_problem("trigger", spec.trigger),
+        patterns_problem("drop", spec.drop),
         None if spec.callback_url is None else callback_url_problem(spec.callback_url),
         None if spec.render is None else render_problem(spec.render),
     )
@@ -382,7 +390,7 @@ def _read(state: Monitor, command: ReportCheckReading, emit: Emitter) -> None:
         _recorded(state, emit, JobStatus.SUCCEEDED, None, detail=detail)
         return
     fingerprint = command.fingerprint[:MAX_FINGERPRINT_CHARS]
-    change, _ = change_of(Seen(state.fingerprint, state.gone), 200, fingerprint)
+    change, _ = change_of(Seen(state.fingerprint, state.gone), 200, fingerprint, announced=command.triggered)
     answered = state.fetched_status or 200  # a 304 onto other stored bytes says 304
     _recorded(
         state, emit, JobStatus.SUCCEEDED, answered, change=change, fingerprint=fingerprint, artifact=fetched
@@ -399,6 +407,7 @@ def _read(state: Monitor, command: ReportCheckReading, emit: Emitter) -> None:
             diff_truncated=command.diff_truncated or len(command.diff) > MAX_DIFF_CHARS,
             lines_added=command.lines_added,
             lines_removed=command.lines_removed,
+            word_diff=command.word_diff[:MAX_DIFF_CHARS],
         )
 
 
@@ -563,4 +572,5 @@ def monitor_change(state: Monitor, change: ChangeDetected) -> MonitorChange:
         lines_added=change.lines_added,
         lines_removed=change.lines_removed,
         labels=state.spec.labels,
+        word_diff=change.word_diff,
     )

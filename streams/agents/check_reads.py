@@ -1,10 +1,11 @@
 """Check reads: a monitor's fetched content, read beside the previous check's, reported to its monitor.
 
-Text is read up to `MAX_PARSED_BYTES` and compared in a child process with memory and time limits
-(`reading_process`: bytes bound neither the parse nor the diff of a hostile page); anything else is
-compared by its stored hash, never read. A key no store writes, a store that fails or content that
-defeats the reader or its limits is the check's outcome (`problem`), never a retried batch. A
-redelivered read reports the same command id, which the monitor decides once.
+Text is read up to `MAX_PARSED_BYTES` (a PDF whole, up to `MAX_DOCUMENT_BYTES`) and compared in a
+child process with memory and time limits (`reading_process`: bytes bound neither the parse nor the
+diff of a hostile page); anything else is compared by its stored hash, never read. A key no store
+writes, a store that fails or content that defeats the reader or its limits is the check's outcome
+(`problem`), never a retried batch. A redelivered read reports the same command id, which the
+monitor decides once.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ import msgspec
 
 from projections.artifacts import is_content_key
 from projections.lifecycle.identity import name_based
-from projections.monitors.content import MAX_PARSED_BYTES, Focus, is_text, reading_of, text_diff
+from projections.monitors.content import Focus, read_limit, reading_of, text_diff
+from projections.monitors.patterns import compiled
+from projections.monitors.unreadable import UnreadableContentError
 from schemas.codec import decode_as
 from schemas.commands import ReportCheckReading
 from schemas.errors import CodecError
@@ -79,13 +82,13 @@ class CheckReads(QuietStage):
         foreign = next((key for key in keys if not (is_content_key(key) or is_plain_key(key))), None)
         if foreign is not None:
             return msgspec.structs.replace(report, problem=f"{foreign[:80]!r} is no stored artifact's key")
-        if not is_text(work.artifact.content_type):
+        if read_limit(work.artifact.content_type, work.artifact.size_bytes) is None:
             return msgspec.structs.replace(report, fingerprint=work.artifact.sha256)
         try:
-            body = await self._text(work.artifact)
+            body = await self._head(work.artifact)
             if body is None:
                 return msgspec.structs.replace(report, problem="the check's stored content is gone")
-            previous = None if work.previous is None else await self._text(work.previous)
+            previous = None if work.previous is None else await self._head(work.previous)
             return await self._reader.run(_compared, report, work, body, previous)
         except ReadingLimitError as exc:
             log.warning("check %s was not read within a check's limits: %s", work.check_job_id, exc)
@@ -95,35 +98,47 @@ class CheckReads(QuietStage):
             problem = f"the stored content could not be read: {type(exc).__name__}"
             return msgspec.structs.replace(report, problem=problem)
 
-    async def _text(self, artifact: Artifact) -> bytes | None:
-        """The first `MAX_PARSED_BYTES` stored under the artifact's key, or None when none are."""
+    async def _head(self, artifact: Artifact) -> bytes | None:
+        """What a reading takes of the bytes stored under the artifact's key, or None when none are."""
+        limit = read_limit(artifact.content_type, artifact.size_bytes) or 0
         chunks = await self._artifacts.open(artifact.key)
         if chunks is None:
             return None
         body = bytearray()
         async for chunk in chunks:
             body += chunk
-            if len(body) >= MAX_PARSED_BYTES:
+            if len(body) >= limit:
                 break
         close = getattr(chunks, "aclose", None)
         if close is not None:  # the rest is never read: its file is closed now, not when collected
             await close()
-        return bytes(body[:MAX_PARSED_BYTES])
+        return bytes(body[:limit])
 
 
 def _compared(
     report: ReportCheckReading, work: ReadCheck, body: bytes, previous: bytes | None
 ) -> ReportCheckReading:
-    focus = Focus(work.watch, work.ignore)
-    now = reading_of(body, work.artifact.content_type, focus)
+    focus = Focus(work.watch, work.ignore, work.select, work.drop, work.insensitive)
+    try:
+        now = reading_of(body, work.artifact.content_type, focus)
+    except UnreadableContentError as exc:
+        return msgspec.structs.replace(report, problem=str(exc))
     if work.previous is not None and previous is None:  # its copy expired: compared by fingerprint only
         return msgspec.structs.replace(report, fingerprint=now.fingerprint)
-    before = (
-        None
-        if previous is None or work.previous is None
-        else reading_of(previous, work.previous.content_type, focus)
+    try:
+        before = (
+            None
+            if previous is None or work.previous is None
+            else reading_of(previous, work.previous.content_type, focus)
+        )
+    except UnreadableContentError:  # read before the monitor selected: all of it is new
+        before = None
+    diff = text_diff(
+        "" if before is None else before.text or "",
+        now.text or "",
+        insensitive=work.insensitive,
+        triggers=compiled(work.trigger, work.insensitive),
     )
-    diff = text_diff("" if before is None else before.text or "", now.text or "")
     return msgspec.structs.replace(
         report,
         fingerprint=now.fingerprint,
@@ -131,4 +146,6 @@ def _compared(
         diff_truncated=diff.truncated,
         lines_added=diff.added,
         lines_removed=diff.removed,
+        word_diff=diff.words,
+        triggered=diff.triggered,
     )

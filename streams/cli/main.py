@@ -312,6 +312,19 @@ def _monitor_parser(commands: argparse._SubParsersAction[_Parser]) -> None:
         "--watch", action="append", default=[], help="a CSS selector whose text counts (repeatable)"
     )
     add.add_argument("--ignore", action="append", default=[], help="a CSS selector whose text never counts")
+    add.add_argument(
+        "--select", help="of a JSON document only what this JMESPath selects counts, e.g. 'items[0].price'"
+    )
+    add.add_argument(
+        "--trigger",
+        action="append",
+        default=[],
+        help="announce only when a changed line matches (RE2, repeatable)",
+    )
+    add.add_argument(
+        "--drop", action="append", default=[], help="lines this matches never count (RE2, repeatable)"
+    )
+    add.add_argument("--insensitive", action="store_true", help="case and whitespace never count")
     add.add_argument("--callback-url", help="each change is POSTed here, signed")
     add.add_argument("--type", dest="job_type", default="http.fetch", help="e.g. browser.render")
     add.add_argument("--unconditional", action="store_true", help="never ask with ETag / Last-Modified")

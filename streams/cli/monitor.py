@@ -59,6 +59,9 @@ def _body(arguments: argparse.Namespace) -> dict[str, Any]:
         "jitter_s": arguments.jitter,
         "watch": arguments.watch or [],
         "ignore": arguments.ignore or [],
+        "trigger": arguments.trigger or [],
+        "drop": arguments.drop or [],
+        "insensitive": arguments.insensitive,
         "job_type": arguments.job_type,
         "conditional": not arguments.unconditional,
     }
@@ -66,6 +69,8 @@ def _body(arguments: argparse.Namespace) -> dict[str, Any]:
         body["every_s"] = arguments.every
     if arguments.cron is not None:
         body["cron"] = arguments.cron
+    if arguments.select is not None:
+        body["select"] = arguments.select
     if arguments.callback_url is not None:
         body["callback_url"] = arguments.callback_url
     if arguments.window is not None:
@@ -97,6 +102,10 @@ def _show(action: str, answer: Any) -> None:
             console.print(f"{change['detected_at'][:19]}  {change['kind']}  {counts}", markup=False)
             for line in change["diff"].splitlines():
                 console.print(printable(line), markup=False, soft_wrap=True)
+            if change["word_diff"]:
+                console.print("by word:", markup=False)
+                for line in change["word_diff"].splitlines():
+                    console.print(f"  {printable(line)}", markup=False, soft_wrap=True)
             if change["diff_truncated"]:
                 console.print("  (diff cut at its bound: the artifacts hold the whole pages)", markup=False)
     elif action == "checks":
@@ -116,6 +125,16 @@ def _monitor_lines(monitor: dict[str, Any]) -> str:
         f"next     {monitor['next_check_at'] or '-'}",
         f"checks   {monitor['checks']} ({monitor['missed']} missed), changes {monitor['changes']}",
     ]
+    compared = [
+        *(f"watch {printable(selector)!r}" for selector in monitor["watch"]),
+        *(f"ignore {printable(selector)!r}" for selector in monitor["ignore"]),
+        *([f"select {printable(monitor['select'])!r}"] if monitor["select"] else []),
+        *(f"trigger {printable(pattern)!r}" for pattern in monitor["trigger"]),
+        *(f"drop {printable(pattern)!r}" for pattern in monitor["drop"]),
+        *(["case and whitespace ignored"] if monitor["insensitive"] else []),
+    ]
+    if compared:
+        lines.append(f"compares {', '.join(compared)}")
     if monitor["checking"]:
         lines.append(f"checking job {monitor['checking']}")
     return "\n".join(lines)

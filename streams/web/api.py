@@ -15,6 +15,7 @@ from streams.web import (
     artifacts,
     cache_reads,
     controls,
+    feeds,
     jobs,
     listings,
     monitors,
@@ -83,6 +84,7 @@ def documented_api(context: ApiContext) -> FastAPI:
         controls.router,
         jobs.router,
         listings.router,
+        feeds.router,  # before monitors': /monitors/changes.atom is no monitor id
         monitors.router,
     )
     for router in (*routers, artifacts.router, cache_reads.router, replays.router, uploads.router):

@@ -10,6 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from projections.lifecycle.limits import MAX_REASON_BYTES
 from projections.monitor_views import clock_of
+from projections.monitors.patterns import MAX_PATTERNS
+from projections.monitors.selection import MAX_SELECT_CHARS
 from schemas.enums import CaptureMode, HttpMethod, PolicyClass, TransportPolicy
 from schemas.records import (
     ALL_WEEKDAYS,
@@ -73,6 +75,18 @@ class MonitorOptions(BaseModel):
     conditional: bool = Field(default=True, description="Ask with the last copy's ETag / Last-Modified")
     watch: list[str] = Field(default_factory=list, max_length=MAX_SELECTORS, description="Only these count")
     ignore: list[str] = Field(default_factory=list, max_length=MAX_SELECTORS, description="These never count")
+    select: str | None = Field(
+        default=None, max_length=MAX_SELECT_CHARS, description="JMESPath: of a JSON document only this counts"
+    )
+    trigger: list[str] = Field(
+        default_factory=list,
+        max_length=MAX_PATTERNS,
+        description="Announce only when a changed line matches one",
+    )
+    drop: list[str] = Field(
+        default_factory=list, max_length=MAX_PATTERNS, description="Lines these match never count"
+    )
+    insensitive: bool = Field(default=False, description="Case and whitespace never count")
     labels: dict[str, str] = Field(default_factory=dict)
 
     def spec(self) -> MonitorSpec:
@@ -96,6 +110,10 @@ class MonitorOptions(BaseModel):
             watch=tuple(self.watch),
             ignore=tuple(self.ignore),
             labels=self.labels,
+            select=self.select,
+            trigger=tuple(self.trigger),
+            drop=tuple(self.drop),
+            insensitive=self.insensitive,
         )
 
 
@@ -164,6 +182,10 @@ def options_of(spec: MonitorSpec) -> dict[str, Any]:
         "conditional": spec.conditional,
         "watch": list(spec.watch),
         "ignore": list(spec.ignore),
+        "select": spec.select,
+        "trigger": list(spec.trigger),
+        "drop": list(spec.drop),
+        "insensitive": spec.insensitive,
         "labels": spec.labels,
     }
 

@@ -155,7 +155,7 @@ async def list_monitors(
     request: Request, principal: Caller, caller: str | None = None, limit: Limit = 50, cursor: Cursor = None
 ) -> Response:
     context = context_of(request)
-    effective = _listing_caller(principal, caller)
+    effective = monitors_caller(principal, caller)
     digest = filters_digest("monitors", effective)
     after = decode_cursor(cursor, digest)
     params = {"caller": effective, "after": after, "limit": limit}
@@ -170,7 +170,7 @@ async def monitors_shard(
     request: Request, principal: PeerCaller, caller: str | None = None, after: After = None, limit: Limit = 50
 ) -> Response:
     context = context_of(request)
-    effective = _listing_caller(principal, caller)
+    effective = monitors_caller(principal, caller)
     owned = context.ownership.owned
     return Response(shard_json(owned, _local(context, effective, after, limit)(owned)), media_type=JSON)
 
@@ -199,7 +199,7 @@ async def _held(context: ApiContext, principal: Principal, caller: str, most: in
         after = page.resume_after
 
 
-def _listing_caller(principal: Principal, caller: str | None) -> str | None:
+def monitors_caller(principal: Principal, caller: str | None) -> str | None:
     effective, refusal = listing_caller(principal.name, principal.role, caller)
     if refusal is not None:
         raise ApiError(403, "forbidden", refusal.replace("jobs", "monitors"))
@@ -223,7 +223,7 @@ async def get_monitor(monitor_id: UUID, request: Request, principal: Caller, as_
     forwarded = await context.forwarded(request, monitor_id)
     if forwarded is not None:
         return forwarded
-    monitor = _readable(context, monitor_id, principal)
+    monitor = readable_monitor(context, monitor_id, principal)
     if as_of is None:
         return _view(monitor)
     at = as_utc(as_of)
@@ -404,7 +404,7 @@ async def _listed(
     forwarded = await context.forwarded(request, monitor_id)
     if forwarded is not None:
         return forwarded
-    _readable(context, monitor_id, principal)
+    readable_monitor(context, monitor_id, principal)
 
     def listed() -> bytes:
         events = context.store.events_of(monitor_id)
@@ -439,7 +439,7 @@ async def _decided(context: ApiContext, monitor_id: UUID, command: MonitorComman
         raise AuditedRefusalError(status, code, decided.detail)
 
 
-def _readable(context: ApiContext, monitor_id: UUID, principal: Principal) -> Monitor:
+def readable_monitor(context: ApiContext, monitor_id: UUID, principal: Principal) -> Monitor:
     """The monitor, when the caller may read it; another service's is answered as none at all."""
     context.refusals.check(principal)
     state = context.store.load(monitor_id)
@@ -451,7 +451,7 @@ def _readable(context: ApiContext, monitor_id: UUID, principal: Principal) -> Mo
 
 
 def _changeable(context: ApiContext, monitor_id: UUID, principal: Principal) -> Monitor:
-    monitor = _readable(context, monitor_id, principal)
+    monitor = readable_monitor(context, monitor_id, principal)
     refusal = change_refusal(monitor, principal.name, principal.role)
     if refusal is not None:
         context.refusals.refused(principal)

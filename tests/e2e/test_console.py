@@ -434,7 +434,8 @@ async def test_a_wrong_job_id_an_empty_redrive_and_the_timeline_are_said_in_word
 async def test_a_monitor_page_shows_its_checks_and_its_changes_diff_as_inert_text(console):
     url = console.origin.url("/page/&lt;img%20src=x%20onerror=window.pwned=1&gt;")
     async with console.api("svc-a") as http:
-        created = await http.post("/monitors", json={"name": "console", "url": url, "every_s": 3600})
+        body = {"name": "console", "url": url, "every_s": 3600, "drop": ["^never$"], "insensitive": True}
+        created = await http.post("/monitors", json=body)
         assert created.status_code == 201, created.text
         monitor_id = created.json()["monitor_id"]
         for _ in range(300):
@@ -447,6 +448,11 @@ async def test_a_monitor_page_shows_its_checks_and_its_changes_diff_as_inert_tex
         assert await visit.open(f"/ui/monitors/{monitor_id}") == 200
         diff = await visit.page.inner_text("pre.diff")
         assert "<img src=x onerror=window.pwned=1>" in diff  # the origin echoes its decoded path
+        words = visit.page.locator("pre.word-diff ins")  # the first content, all of it added
+        assert "<img src=x onerror=window.pwned=1>" in await words.first.inner_text()
+        compares = await visit.page.inner_text("#compares")
+        assert "lines matching ^never$ dropped" in compares
+        assert "case and whitespace ignored" in compares
         assert await visit.page.locator("main img[src='x']").count() == 0
         assert await visit.page.evaluate("window.pwned === undefined")
         assert "NEW" in await visit.page.inner_text("#changes")

@@ -10,10 +10,12 @@ from datetime import timedelta
 from typing import Any
 from uuid import UUID
 
+import feedparser
 import httpx
 import pytest
 import pytest_asyncio
 from aiohttp import web
+from fpdf import FPDF
 
 from schemas.enums import ChangeKind
 from schemas.events import ChangeDetected, CheckRecorded
@@ -37,12 +39,26 @@ class WatchedPage:
     gone: bool = False
     answers: list[int] = field(default_factory=list)
     hooks: list[tuple[dict[str, str], dict[str, Any]]] = field(default_factory=list)
+    product: dict[str, Any] = field(
+        default_factory=lambda: {"name": "Kettle", "price": 39.9, "currency": "EUR"}
+    )
+    stock: list[str] = field(default_factory=lambda: ["Kettle", "Sold out", "Updated 10:00"])
+    report: list[str] = field(default_factory=lambda: ["Quarterly report", "Revenue: 10 million EUR"])
+    served: int = 0
 
     @property
     def etag(self) -> str:
         return f'"{self.price}-{self.clock}"'
 
     async def handle(self, request: web.Request) -> web.Response:
+        self.served += 1
+        if request.path == "/api":  # a JSON API whose every answer differs outside the product
+            return web.json_response({"served": self.served, "product": self.product})
+        if request.path == "/stock":  # a product page whose visitor count changes on every answer
+            lines = [*self.stock, f"Visitors today: {self.served}"]
+            return web.Response(text="".join(f"<p>{line}</p>" for line in lines), content_type="text/html")
+        if request.path == "/report.pdf":
+            return web.Response(body=pdf(self.report), content_type="application/pdf")
         if request.path == "/hooks":  # the monitor's callback receiver
             self.hooks.append((dict(request.headers), await request.json()))
             return web.Response(status=204)
@@ -57,14 +73,24 @@ class WatchedPage:
         return web.Response(text=body, content_type="text/html", headers={"ETag": self.etag})
 
 
+def pdf(lines: list[str]) -> bytes:
+    document = FPDF()
+    document.add_page()
+    document.set_font("helvetica", size=12)
+    for line in lines:
+        document.cell(text=line)
+        document.ln()
+    return bytes(document.output())
+
+
 @dataclass
 class Watching:
     system: System
     page: WatchedPage
     changes: Observer
 
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.page.port}/pricing"
+    def url(self, path: str = "/pricing") -> str:
+        return f"http://127.0.0.1:{self.page.port}{path}"
 
     def hook(self) -> str:
         return f"http://127.0.0.1:{self.page.port}/hooks"
@@ -265,3 +291,99 @@ async def test_a_service_neither_sees_nor_changes_another_callers_monitor(watchi
         paused = await http.post(f"/monitors/{monitor_id}/pause", json={"reason": "ops"})
         assert paused.json()["state"] == "paused"
     await asyncio.sleep(0)
+
+
+async def test_a_selection_a_trigger_and_a_pdf_announce_only_their_changes_in_feeds_too(watching: Watching):
+    page = watching.page
+    selecting = {"name": "api", "url": watching.url("/api"), "every_s": 10, "select": "product"}
+    triggered = {
+        "name": "stock",
+        "url": watching.url("/stock"),
+        "every_s": 10,
+        "trigger": ["in stock|sold out"],
+        "drop": ["^visitors today"],
+        "insensitive": True,
+    }
+    async with api(watching.system, "svc-b") as http:
+        for hostile in ({"trigger": [r"(a)\1"]}, {"drop": ["x" * 201]}, {"select": "product.["}):
+            refused = await http.post("/monitors", json=triggered | {"name": "refused"} | hostile)
+            assert refused.status_code == 400, refused.text
+            assert next(iter(hostile)) in refused.json()["message"]
+        api_id = UUID((await http.post("/monitors", json=selecting)).json()["monitor_id"])
+        reporting = {"name": "report", "url": watching.url("/report.pdf"), "every_s": 10}
+        report_id = UUID((await http.post("/monitors", json=reporting)).json()["monitor_id"])
+        created = (await http.post("/monitors", json=triggered)).json()
+        stock_id = UUID(created["monitor_id"])
+        assert (created["trigger"], created["drop"], created["insensitive"]) == (
+            ["in stock|sold out"],
+            ["^visitors today"],
+            True,
+        )
+
+    async def prices() -> list[CheckRecorded]:
+        await recorded(watching, api_id, 1)  # every answer differs in "served": unchanged selection
+        await recorded(watching, api_id, 2)
+        page.product = page.product | {"price": 34.9}
+        return await recorded(watching, api_id, 3)
+
+    async def stock() -> list[CheckRecorded]:
+        await recorded(watching, stock_id, 1)
+        page.stock = ["Kettle", "Sold out", "Updated 10:05"]  # a change no trigger is about
+        await recorded(watching, stock_id, 2)
+        page.stock = ["Kettle", "In stock", "Updated 10:10"]
+        await recorded(watching, stock_id, 3)
+        page.stock = ["KETTLE", "IN   STOCK", "Updated 10:10"]  # only case and spaces
+        return await recorded(watching, stock_id, 4)
+
+    async def report() -> list[CheckRecorded]:
+        await recorded(watching, report_id, 1)
+        page.report = ["Quarterly report", "Revenue: 12 million EUR"]
+        return await recorded(watching, report_id, 2)
+
+    api_checks, stock_checks, report_checks = await asyncio.gather(prices(), stock(), report())
+    assert [check.change for check in report_checks] == [ChangeKind.NEW, ChangeKind.CHANGED]
+    assert [check.change for check in api_checks] == [ChangeKind.NEW, None, ChangeKind.CHANGED]
+    assert [check.change for check in stock_checks] == [ChangeKind.NEW, None, ChangeKind.CHANGED, None]
+    assert len({check.fingerprint for check in stock_checks[:3]}) == 3  # the second is known, not announced
+
+    await watching.changes.wait_for(
+        lambda _: len(changes_of(watching, api_id)) >= 2 and len(changes_of(watching, stock_id)) >= 2
+    )
+    await watching.changes.wait_for(lambda _: len(changes_of(watching, report_id)) >= 2)
+    revenue = changes_of(watching, report_id)[1]
+    assert "-Revenue: 10 million EUR\n+Revenue: 12 million EUR" in revenue.diff
+    assert revenue.word_diff == "Revenue: [-10-]{+12+} million EUR"
+    price = changes_of(watching, api_id)[1]
+    assert "-price = 39.9\n+price = 34.9" in price.diff
+    assert "served" not in price.diff
+    assert price.word_diff == "price = [-39-]{+34+}.9"
+    in_stock = changes_of(watching, stock_id)[1]
+    assert "+In stock" in in_stock.diff
+    assert "Visitors" not in in_stock.diff
+    assert "[-Sold out-]{+In stock+}" in in_stock.word_diff
+    async with api(watching.system, "svc-b") as http:
+        listed = (await http.get(f"/monitors/{stock_id}/changes")).json()["items"]
+        assert listed[0]["word_diff"] == in_stock.word_diff
+        one = await http.get(f"/monitors/{stock_id}/changes.atom")
+        assert one.headers["content-type"].startswith("application/atom+xml")
+        feed = feedparser.parse(one.content)
+        assert not feed.bozo, feed.get("bozo_exception")
+        assert [item.tags[0].term for item in feed.entries] == ["CHANGED", "NEW"]
+        assert "[-Sold out-]{+In stock+}" in feed.entries[0].summary
+        mine = feedparser.parse((await http.get("/monitors/changes.atom")).content)
+        assert not mine.bozo
+        assert {item.title.split(":")[0] for item in mine.entries} == {"api", "stock", "report"}
+        assert len(mine.entries) == 6
+        assert (await http.get("/monitors/changes.atom", params={"caller": "svc-a"})).status_code == 403
+    async with api(watching.system, "svc-a") as http:
+        assert (await http.get(f"/monitors/{stock_id}/changes.atom")).status_code == 404
+        theirs = feedparser.parse((await http.get("/monitors/changes.atom")).content)
+        assert {item.title.split(":")[0] for item in theirs.entries}.isdisjoint({"api", "stock", "report"})
+    async with api(watching.system, "viewer") as http:
+        assert (
+            await http.get("/monitors/changes.atom")
+        ).status_code == 400  # whose: every caller's is too many
+        viewed = feedparser.parse(
+            (await http.get("/monitors/changes.atom", params={"caller": "svc-b"})).content
+        )
+        assert len(viewed.entries) == 6

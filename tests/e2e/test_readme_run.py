@@ -121,6 +121,7 @@ async def watching_a_page_works_as_pasted(site: str, cwd: Path) -> None:
             monitor_id = monitor_id or (found.group(1) if found else "")
             if " monitor get " in command:
                 assert "every 30 s" in output
+                assert "compares ignore 'footer'" in output
             if " monitor delete " in command:
                 assert "deleted" in output
     assert monitor_id

@@ -12,9 +12,11 @@ from uuid import UUID
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse, RedirectResponse
 from jinja2 import Environment, PackageLoader, select_autoescape
+from markupsafe import Markup
 
 from projections.access import READERS_OF_EVERYTHING
 from projections.lifecycle.mutations import REDRIVING_ROLES, offered_mutations
+from projections.monitors.content import word_runs
 from schemas.enums import AuditAction, JobStatus
 from streams.auth.principals import Principals
 from streams.web import summary
@@ -53,6 +55,7 @@ templates = Environment(
 )
 templates.filters["when"] = lambda at: "" if not at else str(at).replace("T", " ")[:19]
 templates.filters["plain"] = lambda value: plain(value)
+templates.filters["word_marks"] = lambda words: word_marks(words)
 router = APIRouter(prefix="/ui", include_in_schema=False)
 
 
@@ -193,6 +196,12 @@ async def job_page(job_id: str, request: Request) -> Response:
 @router.get("/jobs/{job_id}/live")
 async def job_live(job_id: str, request: Request) -> Response:
     return await _serve(request, lambda session, api: _job(session, api, job_id, "job_live.html", request))
+
+
+def word_marks(words: str) -> Markup:
+    """A word diff with its removed runs struck (`<del>`) and its added ones marked (`<ins>`)."""
+    tags = {"": Markup("{}"), "-": Markup("<del>{}</del>"), "+": Markup("<ins>{}</ins>")}
+    return Markup("").join(tags[kind].format(text) for kind, text in word_runs(words))
 
 
 def plain(value: Any) -> str:
