@@ -14,9 +14,9 @@ from pydantic import Field
 from projections.lifecycle.identity import shown_url
 from projections.lifecycle.state import Monitor
 from projections.views import ArtifactView, View, artifact_view
-from schemas.enums import CaptureMode, ChangeKind, JobStatus
+from schemas.enums import CaptureMode, ChangeKind, JobStatus, OfferChangeKind
 from schemas.events import ChangeDetected, CheckRecorded, CheckScheduled, Event
-from schemas.records import MonitorSchedule
+from schemas.records import MonitorSchedule, Offer, OfferChange
 
 V = TypeVar("V")
 
@@ -51,6 +51,7 @@ class MonitorView(View):
     trigger: list[str]
     drop: list[str]
     insensitive: bool
+    product: bool
     callback_url: str | None
     labels: dict[str, str]
     created_at: datetime
@@ -75,6 +76,18 @@ class CheckView(View):
     detail: str
 
 
+class OfferView(View):
+    amount: str | None = Field(description="The price, an exact decimal number in text")
+    currency: str | None
+    availability: str | None = Field(description="schema.org ItemAvailability: InStock, OutOfStock...")
+
+
+class OfferChangeView(View):
+    kinds: list[OfferChangeKind]
+    previous: OfferView | None
+    current: OfferView | None
+
+
 class ChangeView(View):
     check_job_id: UUID
     detected_at: datetime
@@ -87,6 +100,7 @@ class ChangeView(View):
     fingerprint: str | None
     previous_artifact: ArtifactView | None
     current_artifact: ArtifactView | None
+    offer: OfferChangeView | None = Field(description="A product monitor's change, typed")
 
 
 class FeedEntry(View):
@@ -134,6 +148,7 @@ def monitor_view(monitor: Monitor) -> MonitorView:
         trigger=list(spec.trigger),
         drop=list(spec.drop),
         insensitive=spec.insensitive,
+        product=spec.product,
         callback_url=None if spec.callback_url is None else shown_url(spec.callback_url),
         labels=spec.labels,
         created_at=monitor.created.occurred_at,
@@ -212,6 +227,7 @@ def change_views(events: Iterable[Event]) -> list[ChangeView]:
             current_artifact=None
             if event.current_artifact is None
             else artifact_view(event.current_artifact),
+            offer=None if event.offer is None else offer_change_view(event.offer),
         )
         for event in reversed(list(events))
         if isinstance(event, ChangeDetected)
@@ -243,3 +259,15 @@ def feed_entries(
     changes = newest_views(change_views(events), older, lambda view: view.detected_at, None, limit)
     url, name = shown_url(monitor.spec.request.url), monitor.created.name
     return [FeedEntry(monitor_id=monitor.monitor_id, name=name, url=url, change=change) for change in changes]
+
+
+def offer_change_view(change: OfferChange) -> OfferChangeView:
+    return OfferChangeView(
+        kinds=list(change.kinds), previous=_offer_view(change.previous), current=_offer_view(change.current)
+    )
+
+
+def _offer_view(offer: Offer | None) -> OfferView | None:
+    if offer is None:
+        return None
+    return OfferView(amount=offer.amount, currency=offer.currency, availability=offer.availability)

@@ -18,7 +18,7 @@ from schemas.enums import (
     RetentionClass,
     TransportPolicy,
 )
-from schemas.records import Artifact, Attempt, MonitorSpec, RenderOptions, Request
+from schemas.records import Artifact, Attempt, MonitorSpec, Offer, RenderOptions, Request
 from schemas.types import Instant, Record
 
 
@@ -244,6 +244,8 @@ class ReportCheckReading(_MonitorCommand, frozen=True, kw_only=True):
     problem: str | None = None
     word_diff: str = ""
     triggered: bool = True
+    offer: Offer | None = None
+    previous_offer: Offer | None = None
 
 
 MonitorCommand = (

@@ -151,3 +151,10 @@ class ChangeKind(StrEnum):
     CHANGED = "CHANGED"
     REMOVED = "REMOVED"
     RESTORED = "RESTORED"
+
+
+class OfferChangeKind(StrEnum):
+    OFFER_CHANGED = "OFFER_CHANGED"
+    PRICE_CHANGED = "PRICE_CHANGED"
+    BACK_IN_STOCK = "BACK_IN_STOCK"
+    OUT_OF_STOCK = "OUT_OF_STOCK"

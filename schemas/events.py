@@ -20,7 +20,7 @@ from schemas.enums import (
     RetentionClass,
     TransportPolicy,
 )
-from schemas.records import Artifact, Attempt, Failure, MonitorSpec, RenderOptions, Request
+from schemas.records import Artifact, Attempt, Failure, MonitorSpec, OfferChange, RenderOptions, Request
 from schemas.types import Instant, Record
 
 
@@ -276,6 +276,7 @@ class ChangeDetected(EventEnvelope, frozen=True, kw_only=True):
     lines_added: int = 0
     lines_removed: int = 0
     word_diff: str = ""
+    offer: OfferChange | None = None
 
 
 MonitorEvent = (

@@ -11,6 +11,7 @@ from schemas.enums import (
     CaptureMode,
     FailureDisposition,
     HttpMethod,
+    OfferChangeKind,
     PolicyClass,
     TransportPolicy,
     TransportRoute,
@@ -101,6 +102,18 @@ class MonitorSchedule(Record, frozen=True, kw_only=True):
     window: MonitorWindow | None = None
 
 
+class Offer(Record, frozen=True, kw_only=True):
+    amount: str | None = None
+    currency: str | None = None
+    availability: str | None = None
+
+
+class OfferChange(Record, frozen=True, kw_only=True):
+    kinds: tuple[OfferChangeKind, ...] = ()
+    previous: Offer | None = None
+    current: Offer | None = None
+
+
 class MonitorSpec(Record, frozen=True, kw_only=True):
     request: Request
     schedule: MonitorSchedule
@@ -119,3 +132,4 @@ class MonitorSpec(Record, frozen=True, kw_only=True):
     trigger: tuple[str, ...] = ()
     drop: tuple[str, ...] = ()
     insensitive: bool = False
+    product: bool = False

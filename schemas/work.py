@@ -17,7 +17,7 @@ from schemas.enums import (
     TransportPolicy,
 )
 from schemas.events import CheckScheduled, JobCompleted, MonitorCreated
-from schemas.records import Artifact, MonitorSpec, RenderOptions, Request
+from schemas.records import Artifact, MonitorSpec, OfferChange, RenderOptions, Request
 from schemas.types import Instant, Money, Record
 
 
@@ -76,6 +76,7 @@ class MonitorChange(Record, frozen=True, kw_only=True):
     lines_removed: int = 0
     labels: dict[str, str] = field(default_factory=dict)
     word_diff: str = ""
+    offer: OfferChange | None = None
 
 
 class CallbackDue(Record, frozen=True, kw_only=True):
@@ -260,3 +261,4 @@ class ReadCheck(Record, frozen=True, kw_only=True):
     trigger: tuple[str, ...] = ()
     drop: tuple[str, ...] = ()
     insensitive: bool = False
+    product: bool = False

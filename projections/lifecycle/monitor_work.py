@@ -40,6 +40,7 @@ def monitor_consequences(
                     trigger=state.spec.trigger,
                     drop=state.spec.drop,
                     insensitive=state.spec.insensitive,
+                    product=state.spec.product,
                 )
             )
         elif isinstance(event, ChangeDetected):

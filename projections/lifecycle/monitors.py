@@ -38,6 +38,7 @@ from projections.lifecycle.state import Monitor, State, updated
 from projections.lifecycle.submission import render_problem
 from projections.monitors.changes import GONE_STATUSES, Seen, change_of
 from projections.monitors.content import MAX_DIFF_CHARS, Focus, focus_problem
+from projections.monitors.offers import bounded, offer_kinds
 from projections.monitors.patterns import patterns_problem
 from projections.monitors.schedule import (
     Due,
@@ -86,7 +87,7 @@ from schemas.events import (
     MonitorRefused,
     MonitorResumed,
 )
-from schemas.records import Artifact, MonitorSchedule, MonitorSpec
+from schemas.records import Artifact, MonitorSchedule, MonitorSpec, OfferChange
 from schemas.types import uuid_text
 from schemas.work import CallbackDue, MonitorChange
 
@@ -160,6 +161,9 @@ def spec_problem(spec: MonitorSpec) -> str | None:
         None if spec.select is None else select_problem(spec.select),
         "select reads a JSON document, watch and ignore an HTML page: give one or the other"
         if spec.select is not None and (spec.watch or spec.ignore)
+        else None,
+        "product compares a page's offer, not its text: it takes no select, watch or ignore"
+        if spec.product and (spec.select is not None or spec.watch or spec.ignore)
         else None,
         patterns_problem("trigger", spec.trigger),
         patterns_problem("drop", spec.drop),
@@ -408,7 +412,17 @@ def _read(state: Monitor, command: ReportCheckReading, emit: Emitter) -> None:
             lines_added=command.lines_added,
             lines_removed=command.lines_removed,
             word_diff=command.word_diff[:MAX_DIFF_CHARS],
+            offer=_offer_change(change, command),
         )
+
+
+def _offer_change(change: ChangeKind, command: ReportCheckReading) -> OfferChange | None:
+    """A product monitor's change, typed: what the offer was, is, and how it changed."""
+    current, previous = bounded(command.offer), bounded(command.previous_offer)
+    if current is None:
+        return None
+    kinds = offer_kinds(previous, current) if change is ChangeKind.CHANGED else ()
+    return OfferChange(kinds=kinds, previous=previous, current=current)
 
 
 def _recorded(
@@ -573,4 +587,5 @@ def monitor_change(state: Monitor, change: ChangeDetected) -> MonitorChange:
         lines_removed=change.lines_removed,
         labels=state.spec.labels,
         word_diff=change.word_diff,
+        offer=change.offer,
     )

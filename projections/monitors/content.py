@@ -1,7 +1,8 @@
 """What a check saw of a page, reduced to what a reader sees, and how two readings differ.
 
 HTML is compared on its visible text (scripts, styles and hidden parts left out; a monitor may ignore parts
-by CSS selector, or watch only some); a JSON document by a selection of it; a PDF by its text; other
+by CSS selector, or watch only some, or compare a product page's offer alone); a JSON document by a
+selection of it; a PDF by its text; other
 text as it is; anything else by its bytes. A monitor may drop lines by pattern and compare without
 case and whitespace. Every step is bounded, whatever the page: the bytes parsed, the lines and their
 length compared, and the diffs written.
@@ -19,8 +20,10 @@ from itertools import islice
 from selectolax.lexbor import LexborHTMLParser, SelectolaxError
 
 from projections.monitors.documents import PDF, pdf_lines
+from projections.monitors.offers import offer_lines, page_offer
 from projections.monitors.patterns import Patterns, compiled
 from projections.monitors.selection import selected_lines
+from schemas.records import Offer
 
 MAX_PARSED_BYTES = 2 * 2**20
 MAX_DOCUMENT_BYTES = 16 * 2**20  # a PDF is read whole: its index is at its end
@@ -56,22 +59,25 @@ MAX_DEPTH = 2_000
 class Focus:
     """What of a page a monitor compares: only what `watch` selects (the whole page when empty),
     less what `ignore` selects; of a JSON document what `select` selects; less the lines `drop`
-    matches; without case and whitespace when `insensitive`."""
+    matches; without case and whitespace when `insensitive`; of a product page its offer when `product`."""
 
     watch: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()
     select: str | None = None
     drop: tuple[str, ...] = ()
     insensitive: bool = False
+    product: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class Reading:
-    """A page as compared: the fingerprint of its normalized content and, for text, that text."""
+    """A page as compared: the fingerprint of its normalized content and, for text, that text (and for a
+    product page, its offer)."""
 
     fingerprint: str
     text: str | None
     size_bytes: int
+    offer: Offer | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,10 +127,14 @@ def reading_of(body: bytes, content_type: str, focus: Focus = Focus()) -> Readin
     """The reading of a page's body, by its content type; `UnreadableContentError` when the
     monitor's options cannot read it."""
     kind = content_type.split(";", 1)[0].strip().lower()
+    offer = None
     if kind == PDF and len(body) <= MAX_DOCUMENT_BYTES:
         text = _bounded_lines(pdf_lines(body))
     elif not is_text(kind):
         return Reading(hashlib.sha256(body).hexdigest(), None, len(body))
+    elif focus.product:
+        offer = page_offer(body[:MAX_PARSED_BYTES])
+        text = "\n".join(offer_lines(offer))
     elif focus.select is not None:
         text = _bounded_lines(
             selected_lines(body[:MAX_PARSED_BYTES].decode("utf-8", "replace"), focus.select)
@@ -137,7 +147,7 @@ def reading_of(body: bytes, content_type: str, focus: Focus = Focus()) -> Readin
         dropping = compiled(focus.drop, focus.insensitive)
         text = "\n".join(line for line in text.splitlines() if not dropping.any_in((line,)))
     compared = "\n".join(_folded(line) for line in text.splitlines()) if focus.insensitive else text
-    return Reading(hashlib.sha256(compared.encode()).hexdigest(), text, len(body))
+    return Reading(hashlib.sha256(compared.encode()).hexdigest(), text, len(body), offer)
 
 
 def visible_text(html: bytes, focus: Focus = Focus()) -> str:

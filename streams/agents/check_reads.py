@@ -118,13 +118,13 @@ class CheckReads(QuietStage):
 def _compared(
     report: ReportCheckReading, work: ReadCheck, body: bytes, previous: bytes | None
 ) -> ReportCheckReading:
-    focus = Focus(work.watch, work.ignore, work.select, work.drop, work.insensitive)
+    focus = Focus(work.watch, work.ignore, work.select, work.drop, work.insensitive, work.product)
     try:
         now = reading_of(body, work.artifact.content_type, focus)
     except UnreadableContentError as exc:
         return msgspec.structs.replace(report, problem=str(exc))
     if work.previous is not None and previous is None:  # its copy expired: compared by fingerprint only
-        return msgspec.structs.replace(report, fingerprint=now.fingerprint)
+        return msgspec.structs.replace(report, fingerprint=now.fingerprint, offer=now.offer)
     try:
         before = (
             None
@@ -148,4 +148,6 @@ def _compared(
         lines_removed=diff.removed,
         word_diff=diff.words,
         triggered=diff.triggered,
+        offer=now.offer,
+        previous_offer=None if before is None else before.offer,
     )

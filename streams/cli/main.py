@@ -325,6 +325,9 @@ def _monitor_parser(commands: argparse._SubParsersAction[_Parser]) -> None:
         "--drop", action="append", default=[], help="lines this matches never count (RE2, repeatable)"
     )
     add.add_argument("--insensitive", action="store_true", help="case and whitespace never count")
+    add.add_argument(
+        "--product", action="store_true", help="compare the page's schema.org offer: price and stock, typed"
+    )
     add.add_argument("--callback-url", help="each change is POSTed here, signed")
     add.add_argument("--type", dest="job_type", default="http.fetch", help="e.g. browser.render")
     add.add_argument("--unconditional", action="store_true", help="never ask with ETag / Last-Modified")

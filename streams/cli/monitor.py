@@ -62,6 +62,7 @@ def _body(arguments: argparse.Namespace) -> dict[str, Any]:
         "trigger": arguments.trigger or [],
         "drop": arguments.drop or [],
         "insensitive": arguments.insensitive,
+        "product": arguments.product,
         "job_type": arguments.job_type,
         "conditional": not arguments.unconditional,
     }
@@ -100,6 +101,8 @@ def _show(action: str, answer: Any) -> None:
         for change in answer["items"]:
             counts = f"+{change['lines_added']} -{change['lines_removed']}"
             console.print(f"{change['detected_at'][:19]}  {change['kind']}  {counts}", markup=False)
+            if change["offer"]:
+                console.print(_offer_line(change["offer"]), markup=False, soft_wrap=True)
             for line in change["diff"].splitlines():
                 console.print(printable(line), markup=False, soft_wrap=True)
             if change["word_diff"]:
@@ -112,6 +115,17 @@ def _show(action: str, answer: Any) -> None:
         console.print(_checks_table(answer["items"]))
     else:
         console.print(_monitor_lines(answer), markup=False, soft_wrap=True)
+
+
+def _offer_line(change: dict[str, Any]) -> str:
+    """`PRICE_CHANGED  19.99 EUR InStock -> 17.49 EUR InStock`: what a product's offer was and is."""
+
+    def shown(offer: dict[str, Any] | None) -> str:
+        parts = [] if offer is None else [offer["amount"], offer["currency"], offer["availability"]]
+        return printable(" ".join(part for part in parts if part)) or "-"
+
+    kinds = ", ".join(change["kinds"]) or "offer"
+    return f"  {kinds}  {shown(change['previous'])} -> {shown(change['current'])}"
 
 
 def _monitor_lines(monitor: dict[str, Any]) -> str:
@@ -132,6 +146,7 @@ def _monitor_lines(monitor: dict[str, Any]) -> str:
         *(f"trigger {printable(pattern)!r}" for pattern in monitor["trigger"]),
         *(f"drop {printable(pattern)!r}" for pattern in monitor["drop"]),
         *(["case and whitespace ignored"] if monitor["insensitive"] else []),
+        *(["the product's offer (price, stock)"] if monitor["product"] else []),
     ]
     if compared:
         lines.append(f"compares {', '.join(compared)}")

@@ -33,11 +33,15 @@ def atom_feed(
         change = entry.change
         item = ElementTree.SubElement(feed, "entry")
         _text(item, "id", change.check_job_id.urn)
-        _text(item, "title", f"{entry.name}: {change.kind} (+{change.lines_added} -{change.lines_removed})")
+        kinds = [change.kind, *([] if change.offer is None else change.offer.kinds)]
+        _text(
+            item, "title", f"{entry.name}: {', '.join(kinds)} (+{change.lines_added} -{change.lines_removed})"
+        )
         _text(item, "updated", _instant(change.detected_at))
         ElementTree.SubElement(item, "link", rel="alternate", href=entry.url)
         ElementTree.SubElement(item, "link", rel="related", href=f"{base_url}/ui/monitors/{entry.monitor_id}")
-        ElementTree.SubElement(item, "category", term=change.kind)
+        for kind in kinds:
+            ElementTree.SubElement(item, "category", term=kind)
         summary = change.word_diff or change.diff or f"{change.kind}: {entry.url}"
         _text(item, "content", _printable(summary), type="text")
     body: bytes = ElementTree.tostring(feed, encoding="utf-8", xml_declaration=True)

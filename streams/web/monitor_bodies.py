@@ -87,6 +87,9 @@ class MonitorOptions(BaseModel):
         default_factory=list, max_length=MAX_PATTERNS, description="Lines these match never count"
     )
     insensitive: bool = Field(default=False, description="Case and whitespace never count")
+    product: bool = Field(
+        default=False, description="Compare the page's schema.org offer (price, stock), announced typed"
+    )
     labels: dict[str, str] = Field(default_factory=dict)
 
     def spec(self) -> MonitorSpec:
@@ -114,6 +117,7 @@ class MonitorOptions(BaseModel):
             trigger=tuple(self.trigger),
             drop=tuple(self.drop),
             insensitive=self.insensitive,
+            product=self.product,
         )
 
 
@@ -186,6 +190,7 @@ def options_of(spec: MonitorSpec) -> dict[str, Any]:
         "trigger": list(spec.trigger),
         "drop": list(spec.drop),
         "insensitive": spec.insensitive,
+        "product": spec.product,
         "labels": spec.labels,
     }
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gzip
+import json
 import time
 from collections import Counter, defaultdict
 from collections.abc import AsyncIterator, Callable
@@ -74,6 +75,15 @@ class Origin:
 
     async def _page(self, request: web.Request, count: int) -> web.Response:
         return web.Response(body=f"page {request.path}".encode(), content_type="text/html")
+
+    async def _product(self, request: web.Request, count: int) -> web.Response:
+        """`/product/<price>`: a shop's page stating its offer at that price in JSON-LD."""
+        offer = {"@type": "Offer", "price": request.path.split("/", 2)[2], "priceCurrency": "EUR"}
+        product = {"@context": "https://schema.org", "@type": "Product", "name": "Kettle", "offers": offer}
+        script = f'<script type="application/ld+json">{json.dumps(product)}</script>'
+        return web.Response(
+            text=f"<html><head>{script}</head><body>shop</body></html>", content_type="text/html"
+        )
 
     async def _flaky(self, request: web.Request, count: int) -> web.Response:
         return web.Response(status=503) if count == 1 else web.Response(text="recovered")

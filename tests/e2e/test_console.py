@@ -438,8 +438,20 @@ async def test_a_monitor_page_shows_its_checks_and_its_changes_diff_as_inert_tex
         created = await http.post("/monitors", json=body)
         assert created.status_code == 201, created.text
         monitor_id = created.json()["monitor_id"]
+        shop = {
+            "name": "shop",
+            "url": console.origin.url("/product/%3Cb%3E39.90%3C/b%3E"),
+            "every_s": 3600,
+            "product": True,
+        }
+        shop_id = (await http.post("/monitors", json=shop)).json()["monitor_id"]
         for _ in range(300):
-            if (await http.get(f"/monitors/{monitor_id}/changes")).json()["items"]:
+            if all(
+                [
+                    (await http.get(f"/monitors/{one}/changes")).json()["items"]
+                    for one in (monitor_id, shop_id)
+                ]
+            ):
                 break
             await asyncio.sleep(0.1)
     async with console.signed_in("svc-a") as visit:
@@ -457,6 +469,10 @@ async def test_a_monitor_page_shows_its_checks_and_its_changes_diff_as_inert_tex
         assert await visit.page.evaluate("window.pwned === undefined")
         assert "NEW" in await visit.page.inner_text("#changes")
         assert "SUCCEEDED" in await visit.page.inner_text("#checks")
+        assert await visit.open(f"/ui/monitors/{shop_id}") == 200
+        assert "the product's offer" in await visit.page.inner_text("#compares")
+        assert "<b>39.90</b> EUR" in await visit.page.inner_text("#changes .offer")  # as stated, inert
+        assert await visit.page.locator("#changes b").count() == 0
         assert visit.errors == []
     async with console.signed_in("svc-b") as visit:
         assert await visit.open(f"/ui/monitors/{monitor_id}") == 404

@@ -4,9 +4,13 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 from uuid import UUID
 
@@ -17,8 +21,9 @@ import pytest_asyncio
 from aiohttp import web
 from fpdf import FPDF
 
-from schemas.enums import ChangeKind
+from schemas.enums import ChangeKind, OfferChangeKind
 from schemas.events import ChangeDetected, CheckRecorded
+from schemas.records import Offer, OfferChange
 from schemas.work import MonitorChange
 from tests.e2e.conftest import Observer, System, running_system, settled_ownership, worker_settings
 from tests.principals import ISSUED, PRINCIPALS
@@ -27,6 +32,8 @@ from tests.servers import loopback
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.one_broker]
 PAGE = """<html><body><main><h1>Pricing</h1><p>Price: {price} EUR</p></main>
 <footer>Updated <span class="clock">{clock}</span></footer></body></html>"""
+
+SCRAPESTREAM = str(Path(sys.executable).with_name("scrapestream"))
 
 
 @dataclass
@@ -44,6 +51,13 @@ class WatchedPage:
     )
     stock: list[str] = field(default_factory=lambda: ["Kettle", "Sold out", "Updated 10:00"])
     report: list[str] = field(default_factory=lambda: ["Quarterly report", "Revenue: 10 million EUR"])
+    offer: dict[str, Any] = field(
+        default_factory=lambda: {
+            "price": "39.90",
+            "priceCurrency": "EUR",
+            "availability": "https://schema.org/InStock",
+        }
+    )
     served: int = 0
 
     @property
@@ -57,6 +71,16 @@ class WatchedPage:
         if request.path == "/stock":  # a product page whose visitor count changes on every answer
             lines = [*self.stock, f"Visitors today: {self.served}"]
             return web.Response(text="".join(f"<p>{line}</p>" for line in lines), content_type="text/html")
+        if request.path == "/shop":  # a shop's product page: its offer in JSON-LD, its layout moving
+            product = {
+                "@context": "https://schema.org",
+                "@type": "Product",
+                "name": "Kettle",
+                "offers": self.offer,
+            }
+            script = f'<script type="application/ld+json">{json.dumps(product)}</script>'
+            body = f"<html><head>{script}</head><body><p>Visitors today: {self.served}</p></body></html>"
+            return web.Response(text=body, content_type="text/html")
         if request.path == "/report.pdf":
             return web.Response(body=pdf(self.report), content_type="application/pdf")
         if request.path == "/hooks":  # the monitor's callback receiver
@@ -114,6 +138,26 @@ async def watching(broker, tmp_path_factory) -> AsyncIterator[Watching]:
             yield Watching(system, page, changes)
         finally:
             await changes.stop()
+
+
+async def command_line(system: System, principal: str, *arguments: str) -> tuple[int, str]:
+    """`scrapestream ARGUMENTS` as a user runs it against the system, with the principal's token."""
+    assert system.worker is not None
+    environment = {name: value for name, value in os.environ.items() if not name.startswith("SCRAPESTREAM_")}
+    environment |= {
+        "SCRAPESTREAM_URL": f"http://127.0.0.1:{system.worker.web_port}",
+        "SCRAPESTREAM_TOKEN": ISSUED[principal].token,
+        "COLUMNS": "120",
+    }
+    process = await asyncio.create_subprocess_exec(
+        SCRAPESTREAM,
+        *arguments,
+        env=environment,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    output, _ = await asyncio.wait_for(process.communicate(), 60)
+    return process.returncode or 0, output.decode()
 
 
 def api(system: System, principal: str) -> httpx.AsyncClient:
@@ -293,7 +337,9 @@ async def test_a_service_neither_sees_nor_changes_another_callers_monitor(watchi
     await asyncio.sleep(0)
 
 
-async def test_a_selection_a_trigger_and_a_pdf_announce_only_their_changes_in_feeds_too(watching: Watching):
+async def test_selections_triggers_products_and_pdfs_announce_only_their_changes_in_feeds_too(
+    watching: Watching,
+):
     page = watching.page
     selecting = {"name": "api", "url": watching.url("/api"), "every_s": 10, "select": "product"}
     triggered = {
@@ -312,6 +358,13 @@ async def test_a_selection_a_trigger_and_a_pdf_announce_only_their_changes_in_fe
         api_id = UUID((await http.post("/monitors", json=selecting)).json()["monitor_id"])
         reporting = {"name": "report", "url": watching.url("/report.pdf"), "every_s": 10}
         report_id = UUID((await http.post("/monitors", json=reporting)).json()["monitor_id"])
+        shopping = {"name": "shop", "url": watching.url("/shop"), "every_s": 10, "product": True}
+        refused = await http.post("/monitors", json=shopping | {"name": "refused", "watch": ["h1"]})
+        assert refused.status_code == 400
+        assert "product" in refused.json()["message"]
+        created = (await http.post("/monitors", json=shopping)).json()
+        shop_id = UUID(created["monitor_id"])
+        assert created["product"] is True
         created = (await http.post("/monitors", json=triggered)).json()
         stock_id = UUID(created["monitor_id"])
         assert (created["trigger"], created["drop"], created["insensitive"]) == (
@@ -340,7 +393,27 @@ async def test_a_selection_a_trigger_and_a_pdf_announce_only_their_changes_in_fe
         page.report = ["Quarterly report", "Revenue: 12 million EUR"]
         return await recorded(watching, report_id, 2)
 
-    api_checks, stock_checks, report_checks = await asyncio.gather(prices(), stock(), report())
+    async def shop() -> list[CheckRecorded]:
+        await recorded(watching, shop_id, 1)
+        page.offer = page.offer | {"price": "34.50"}
+        await recorded(watching, shop_id, 2)
+        page.offer = page.offer | {"availability": "https://schema.org/OutOfStock"}
+        await recorded(watching, shop_id, 3)
+        page.offer = page.offer | {"availability": "http://schema.org/InStock", "price": 34.5}
+        await recorded(watching, shop_id, 4)
+        page.offer = page.offer | {"availability": "InStock"}  # the same offer, stated otherwise
+        return await recorded(watching, shop_id, 5)
+
+    api_checks, stock_checks, report_checks, shop_checks = await asyncio.gather(
+        prices(), stock(), report(), shop()
+    )
+    assert [check.change for check in shop_checks] == [
+        ChangeKind.NEW,
+        ChangeKind.CHANGED,
+        ChangeKind.CHANGED,
+        ChangeKind.CHANGED,
+        None,
+    ]
     assert [check.change for check in report_checks] == [ChangeKind.NEW, ChangeKind.CHANGED]
     assert [check.change for check in api_checks] == [ChangeKind.NEW, None, ChangeKind.CHANGED]
     assert [check.change for check in stock_checks] == [ChangeKind.NEW, None, ChangeKind.CHANGED, None]
@@ -350,6 +423,27 @@ async def test_a_selection_a_trigger_and_a_pdf_announce_only_their_changes_in_fe
         lambda _: len(changes_of(watching, api_id)) >= 2 and len(changes_of(watching, stock_id)) >= 2
     )
     await watching.changes.wait_for(lambda _: len(changes_of(watching, report_id)) >= 2)
+    await watching.changes.wait_for(lambda _: len(changes_of(watching, shop_id)) >= 4)
+    new, cheaper, sold_out, back = (change.offer for change in changes_of(watching, shop_id))
+    assert new == OfferChange(current=Offer(amount="39.90", currency="EUR", availability="InStock"))
+    assert cheaper is not None
+    assert cheaper.kinds == (OfferChangeKind.PRICE_CHANGED,)
+    assert (cheaper.previous, cheaper.current) == (
+        new.current,
+        Offer(amount="34.50", currency="EUR", availability="InStock"),
+    )
+    assert sold_out is not None
+    assert sold_out.kinds == (OfferChangeKind.OUT_OF_STOCK,)
+    assert back is not None
+    assert back.kinds == (OfferChangeKind.BACK_IN_STOCK,)
+    assert back.current == Offer(amount="34.50", currency="EUR", availability="InStock")
+    assert "-price = 39.90 EUR\n+price = 34.50 EUR" in changes_of(watching, shop_id)[1].diff
+    code, shown = await command_line(watching.system, "svc-b", "monitor", "changes", str(shop_id))
+    assert code == 0, shown
+    assert "PRICE_CHANGED  39.90 EUR InStock -> 34.50 EUR InStock" in shown
+    assert "BACK_IN_STOCK  34.50 EUR OutOfStock -> 34.50 EUR InStock" in shown
+    code, shown = await command_line(watching.system, "svc-b", "monitor", "get", str(shop_id))
+    assert "compares the product's offer (price, stock)" in shown
     revenue = changes_of(watching, report_id)[1]
     assert "-Revenue: 10 million EUR\n+Revenue: 12 million EUR" in revenue.diff
     assert revenue.word_diff == "Revenue: [-10-]{+12+} million EUR"
@@ -372,8 +466,20 @@ async def test_a_selection_a_trigger_and_a_pdf_announce_only_their_changes_in_fe
         assert "[-Sold out-]{+In stock+}" in feed.entries[0].summary
         mine = feedparser.parse((await http.get("/monitors/changes.atom")).content)
         assert not mine.bozo
-        assert {item.title.split(":")[0] for item in mine.entries} == {"api", "stock", "report"}
-        assert len(mine.entries) == 6
+        assert {item.title.split(":")[0] for item in mine.entries} == {"api", "stock", "report", "shop"}
+        assert len(mine.entries) == 10
+        shop_feed = feedparser.parse((await http.get(f"/monitors/{shop_id}/changes.atom")).content)
+        assert [item.tags[-1].term for item in shop_feed.entries[:3]] == [
+            "BACK_IN_STOCK",
+            "OUT_OF_STOCK",
+            "PRICE_CHANGED",
+        ]
+        offers = (await http.get(f"/monitors/{shop_id}/changes")).json()["items"]
+        assert offers[2]["offer"] == {
+            "kinds": ["PRICE_CHANGED"],
+            "previous": {"amount": "39.90", "currency": "EUR", "availability": "InStock"},
+            "current": {"amount": "34.50", "currency": "EUR", "availability": "InStock"},
+        }
         assert (await http.get("/monitors/changes.atom", params={"caller": "svc-a"})).status_code == 403
     async with api(watching.system, "svc-a") as http:
         assert (await http.get(f"/monitors/{stock_id}/changes.atom")).status_code == 404
@@ -386,4 +492,4 @@ async def test_a_selection_a_trigger_and_a_pdf_announce_only_their_changes_in_fe
         viewed = feedparser.parse(
             (await http.get("/monitors/changes.atom", params={"caller": "svc-b"})).content
         )
-        assert len(viewed.entries) == 6
+        assert len(viewed.entries) == 10

@@ -26,6 +26,7 @@ def entry(kind: ChangeKind, diff: str, words: str = "", minute: int = 0) -> Feed
         fingerprint="f",
         previous_artifact=None,
         current_artifact=None,
+        offer=None,
     )
     return FeedEntry(
         monitor_id=uuid4(), name="pricing <&>", url="https://shop.example/kettle?a=1&b=2", change=change
