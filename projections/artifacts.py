@@ -15,6 +15,7 @@ from schemas.enums import RetentionClass
 from schemas.records import Artifact
 
 ARTIFACT_NAMESPACE = UUID("0d3b7e55-8a51-5c59-bf0a-5a3f0e6c2d21")
+PNG = "image/png"  # a rendered page's screenshot, and a visual change's difference
 RETENTION: dict[RetentionClass, timedelta | None] = {
     RetentionClass.TRANSIENT_24H: timedelta(hours=24),
     RetentionClass.CACHE_7D: timedelta(days=7),

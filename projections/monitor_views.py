@@ -16,7 +16,7 @@ from projections.lifecycle.state import Monitor
 from projections.views import ArtifactView, View, artifact_view
 from schemas.enums import CaptureMode, ChangeKind, JobStatus, OfferChangeKind
 from schemas.events import ChangeDetected, CheckRecorded, CheckScheduled, Event
-from schemas.records import MonitorSchedule, Offer, OfferChange
+from schemas.records import MonitorSchedule, Offer, OfferChange, VisualDifference
 
 V = TypeVar("V")
 
@@ -52,6 +52,7 @@ class MonitorView(View):
     drop: list[str]
     insensitive: bool
     product: bool
+    visual_threshold: float | None
     callback_url: str | None
     labels: dict[str, str]
     created_at: datetime
@@ -88,19 +89,29 @@ class OfferChangeView(View):
     current: OfferView | None
 
 
+class VisualView(View):
+    ratio: float = Field(description="The share of pixels that changed, 0 to 1")
+    threshold: float
+    difference: ArtifactView | None = Field(
+        description="The later screenshot, its changed pixels in red (PNG; download_path is the monitor's)"
+    )
+
+
 class ChangeView(View):
     check_job_id: UUID
     detected_at: datetime
     kind: ChangeKind
     diff: str
     diff_truncated: bool
-    word_diff: str
     lines_added: int
     lines_removed: int
     fingerprint: str | None
     previous_artifact: ArtifactView | None
     current_artifact: ArtifactView | None
-    offer: OfferChangeView | None = Field(description="A product monitor's change, typed")
+    # Defaulted: a change kept in the store by an earlier release is read without them.
+    word_diff: str = ""
+    offer: OfferChangeView | None = Field(default=None, description="A product monitor's change, typed")
+    visual: VisualView | None = Field(default=None, description="A visual monitor's change: pixels, image")
 
 
 class FeedEntry(View):
@@ -149,6 +160,7 @@ def monitor_view(monitor: Monitor) -> MonitorView:
         drop=list(spec.drop),
         insensitive=spec.insensitive,
         product=spec.product,
+        visual_threshold=spec.visual_threshold,
         callback_url=None if spec.callback_url is None else shown_url(spec.callback_url),
         labels=spec.labels,
         created_at=monitor.created.occurred_at,
@@ -228,6 +240,9 @@ def change_views(events: Iterable[Event]) -> list[ChangeView]:
             if event.current_artifact is None
             else artifact_view(event.current_artifact),
             offer=None if event.offer is None else offer_change_view(event.offer),
+            visual=None
+            if event.visual is None
+            else _visual_view(event.job_id, event.check_job_id, event.visual),
         )
         for event in reversed(list(events))
         if isinstance(event, ChangeDetected)
@@ -271,3 +286,21 @@ def _offer_view(offer: Offer | None) -> OfferView | None:
     if offer is None:
         return None
     return OfferView(amount=offer.amount, currency=offer.currency, availability=offer.availability)
+
+
+def _visual_view(monitor_id: UUID, check_job_id: UUID, visual: VisualDifference) -> VisualView:
+    difference = visual.difference
+    return VisualView(
+        ratio=visual.ratio,
+        threshold=visual.threshold,
+        difference=None
+        if difference is None
+        else artifact_view(difference).model_copy(
+            update={"download_path": difference_path(monitor_id, check_job_id)}
+        ),
+    )
+
+
+def difference_path(monitor_id: UUID, check_job_id: UUID) -> str:
+    """The API path of a visual change's difference image."""
+    return f"/monitors/{monitor_id}/changes/{check_job_id}/difference"

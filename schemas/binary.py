@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as _dt
 import decimal
 import functools
+import struct
 from collections.abc import Callable
 from typing import Any
 from uuid import UUID, SafeUUID
@@ -22,6 +23,7 @@ from schemas.types import Record, uuid_text
 Encoder = Callable[[Any, bytearray], None]
 Decoder = Callable[[bytes, int], tuple[Any, int]]
 EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
+DOUBLE = struct.Struct("<d")
 
 
 def write_long(out: bytearray, value: int) -> None:
@@ -134,6 +136,8 @@ class _Generator:
             "write_int": write_int,
             "write_checked_long": write_checked_long,
             "read_long": read_long,
+            "pack_double": DOUBLE.pack,
+            "unpack_double": DOUBLE.unpack_from,
             "millis_of": millis_of,
             "timestamp_bytes": timestamp_bytes,
             "from_millis": from_millis,
@@ -256,6 +260,7 @@ class _Generator:
             "boolean": [f"{indent}out.append(1 if {value} else 0)"],
             "int": self.write_small(value, "write_int", indent),
             "long": self.write_small(value, "write_checked_long", indent),
+            "double": [f"{indent}out += pack_double({value})"],
             "string": [f"{indent}raw = {value}.encode()", *self.write_raw("raw", indent)],
             "bytes": self.write_raw(value, indent),
         }
@@ -342,6 +347,12 @@ class _Generator:
             "boolean": [f"{indent}{target} = data[pos] != 0", f"{indent}pos += 1"],
             "int": self.read_small(target, indent),
             "long": self.read_small(target, indent),
+            "double": [
+                f"{indent}if pos + 8 > len(data):",
+                f"{indent}    raise TruncatedRecordError('a double runs past the body')",
+                f"{indent}({target},) = unpack_double(data, pos)",
+                f"{indent}pos += 8",
+            ],
             "string": [*self.read_raw(target, indent), f"{indent}{target} = {target}.decode()"],
             "bytes": self.read_raw(target, indent),
         }

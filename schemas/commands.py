@@ -18,7 +18,7 @@ from schemas.enums import (
     RetentionClass,
     TransportPolicy,
 )
-from schemas.records import Artifact, Attempt, MonitorSpec, Offer, RenderOptions, Request
+from schemas.records import Artifact, Attempt, MonitorSpec, Offer, RenderOptions, Request, VisualDifference
 from schemas.types import Instant, Record
 
 
@@ -246,6 +246,7 @@ class ReportCheckReading(_MonitorCommand, frozen=True, kw_only=True):
     triggered: bool = True
     offer: Offer | None = None
     previous_offer: Offer | None = None
+    visual: VisualDifference | None = None
 
 
 MonitorCommand = (

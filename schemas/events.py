@@ -20,7 +20,16 @@ from schemas.enums import (
     RetentionClass,
     TransportPolicy,
 )
-from schemas.records import Artifact, Attempt, Failure, MonitorSpec, OfferChange, RenderOptions, Request
+from schemas.records import (
+    Artifact,
+    Attempt,
+    Failure,
+    MonitorSpec,
+    OfferChange,
+    RenderOptions,
+    Request,
+    VisualDifference,
+)
 from schemas.types import Instant, Record
 
 
@@ -277,6 +286,7 @@ class ChangeDetected(EventEnvelope, frozen=True, kw_only=True):
     lines_removed: int = 0
     word_diff: str = ""
     offer: OfferChange | None = None
+    visual: VisualDifference | None = None
 
 
 MonitorEvent = (

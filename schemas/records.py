@@ -114,6 +114,12 @@ class OfferChange(Record, frozen=True, kw_only=True):
     current: Offer | None = None
 
 
+class VisualDifference(Record, frozen=True, kw_only=True):
+    ratio: float
+    threshold: float
+    difference: Artifact | None = None
+
+
 class MonitorSpec(Record, frozen=True, kw_only=True):
     request: Request
     schedule: MonitorSchedule
@@ -133,3 +139,4 @@ class MonitorSpec(Record, frozen=True, kw_only=True):
     drop: tuple[str, ...] = ()
     insensitive: bool = False
     product: bool = False
+    visual_threshold: float | None = None

@@ -17,7 +17,7 @@ from schemas.enums import (
     TransportPolicy,
 )
 from schemas.events import CheckScheduled, JobCompleted, MonitorCreated
-from schemas.records import Artifact, MonitorSpec, OfferChange, RenderOptions, Request
+from schemas.records import Artifact, MonitorSpec, OfferChange, RenderOptions, Request, VisualDifference
 from schemas.types import Instant, Money, Record
 
 
@@ -77,6 +77,7 @@ class MonitorChange(Record, frozen=True, kw_only=True):
     labels: dict[str, str] = field(default_factory=dict)
     word_diff: str = ""
     offer: OfferChange | None = None
+    visual: VisualDifference | None = None
 
 
 class CallbackDue(Record, frozen=True, kw_only=True):
@@ -262,3 +263,4 @@ class ReadCheck(Record, frozen=True, kw_only=True):
     drop: tuple[str, ...] = ()
     insensitive: bool = False
     product: bool = False
+    visual_threshold: float | None = None

@@ -47,6 +47,7 @@ class Pages:
     hits: Counter[str] = field(default_factory=Counter)
     release: asyncio.Event = field(default_factory=asyncio.Event)
     slow_started: asyncio.Event = field(default_factory=asyncio.Event)
+    poster_colour: str = "#1565c0"  # the poster's banner, as the test repaints it
 
     def url(self, path: str) -> str:
         return f"http://127.0.0.1:{self.port}{path}"
@@ -114,6 +115,12 @@ class Pages:
         """A few bytes of script that build a DOM of some 24 MiB."""
         script = "const p = document.createElement('p'); p.textContent = 'x'.repeat(24 * 1024 * 1024);"
         return _html(f"<script>{script} document.body.append(p);</script>")
+
+    async def _poster(self, request: web.Request) -> web.Response:
+        """A banner in `poster_colour` over a visitor count that changes on every request."""
+        banner = f'<div style="margin:40px;width:400px;height:200px;background:{self.poster_colour}"></div>'
+        count = f'<p style="font:12px sans-serif;margin:40px">Visitors today: {self.hits[request.path]}</p>'
+        return _html(f'<div style="background:white">{banner}{count}</div>')
 
     async def _plain(self, request: web.Request) -> web.Response:
         return _html("<p>plain page</p>")

@@ -72,7 +72,9 @@ def consequences_of(
     if state is None:
         return result
     if isinstance(state, Monitor):
-        monitor_consequences(state, events, result.commands, result.reads, result.changes, result.callbacks)
+        monitor_consequences(
+            state, events, result.commands, result.reads, result.changes, result.callbacks, result.references
+        )
     for event in events:
         if isinstance(event, JobHistoryDeleted) and isinstance(before, Job):
             result.released.extend(_released(before))

@@ -13,7 +13,7 @@ from projections.lifecycle.state import Job, Monitor
 from schemas.commands import RecordCheck, SubmitJob
 from schemas.enums import CacheMode, JobStatus, RetentionClass
 from schemas.events import ChangeDetected, CheckFetched, CheckScheduled, Event, JobCompleted, JobRejected
-from schemas.work import CallbackDue, MonitorChange, ReadCheck
+from schemas.work import ArtifactReference, CallbackDue, MonitorChange, ReadCheck
 
 
 def monitor_consequences(
@@ -23,6 +23,7 @@ def monitor_consequences(
     reads: list[ReadCheck],
     changes: list[MonitorChange],
     callbacks: list[CallbackDue],
+    references: list[ArtifactReference],
 ) -> None:
     for event in events:
         if isinstance(event, CheckScheduled):
@@ -41,10 +42,20 @@ def monitor_consequences(
                     drop=state.spec.drop,
                     insensitive=state.spec.insensitive,
                     product=state.spec.product,
+                    visual_threshold=state.spec.visual_threshold,
                 )
             )
         elif isinstance(event, ChangeDetected):
             changes.append(monitor_change(state, event))
+            difference = None if event.visual is None else event.visual.difference
+            if difference is not None:  # kept while the change is: no check job's record points at it
+                references.append(
+                    ArtifactReference(
+                        artifact_key=difference.key,
+                        job_id=event.check_job_id,
+                        expires_at=difference.expires_at,
+                    )
+                )
             callbacks.extend(first_try(state.callbacks, webhook_id_of(event)))
 
 

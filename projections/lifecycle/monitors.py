@@ -12,6 +12,7 @@ from datetime import datetime, time, timedelta
 from typing import Any
 from uuid import UUID
 
+from projections.artifacts import PNG
 from projections.lifecycle.audit import audit
 from projections.lifecycle.callbacks import start_callback
 from projections.lifecycle.completion import webhook_id_of
@@ -35,7 +36,7 @@ from projections.lifecycle.limits import (
     utf8_len,
 )
 from projections.lifecycle.state import Monitor, State, updated
-from projections.lifecycle.submission import render_problem
+from projections.lifecycle.submission import BROWSER_RENDER, render_problem, renders
 from projections.monitors.changes import GONE_STATUSES, Seen, change_of
 from projections.monitors.content import MAX_DIFF_CHARS, Focus, focus_problem
 from projections.monitors.offers import bounded, offer_kinds
@@ -87,7 +88,7 @@ from schemas.events import (
     MonitorRefused,
     MonitorResumed,
 )
-from schemas.records import Artifact, MonitorSchedule, MonitorSpec, OfferChange
+from schemas.records import Artifact, MonitorSchedule, MonitorSpec, OfferChange, VisualDifference
 from schemas.types import uuid_text
 from schemas.work import CallbackDue, MonitorChange
 
@@ -165,12 +166,32 @@ def spec_problem(spec: MonitorSpec) -> str | None:
         "product compares a page's offer, not its text: it takes no select, watch or ignore"
         if spec.product and (spec.select is not None or spec.watch or spec.ignore)
         else None,
+        None if spec.visual_threshold is None else _visual_problem(spec),
         patterns_problem("trigger", spec.trigger),
         patterns_problem("drop", spec.drop),
         None if spec.callback_url is None else callback_url_problem(spec.callback_url),
         None if spec.render is None else render_problem(spec.render),
     )
     return next((problem for problem in problems if problem is not None), None)
+
+
+def _visual_problem(spec: MonitorSpec) -> str | None:
+    threshold = spec.visual_threshold
+    if threshold is None or not 0 <= threshold < 1:
+        return "visual_threshold is a share of pixels, from 0 up to (not including) 1"
+    if not renders(spec.job_type, spec.transport_policy) or spec.capture_mode is not CaptureMode.SCREENSHOT:
+        return f"a visual monitor compares screenshots: job_type {BROWSER_RENDER}, capture_mode SCREENSHOT"
+    if (
+        spec.select
+        or spec.watch
+        or spec.ignore
+        or spec.product
+        or spec.trigger
+        or spec.drop
+        or spec.insensitive
+    ):
+        return "a visual monitor compares pixels: it takes no select, watch, ignore, product, trigger or drop"
+    return None
 
 
 def _oversized(spec: MonitorSpec) -> str | None:
@@ -361,7 +382,7 @@ def _record(state: Monitor, command: RecordCheck, emit: Emitter) -> None:
     pending = state.pending
     if pending is None or pending.check_job_id != command.check_job_id or state.fetched is not None:
         return  # stale: not the check being made, or already read
-    content = _content(command.artifacts)
+    content = _content(command.artifacts, visual=state.spec.visual_threshold is not None)
     fetched = command.status is JobStatus.SUCCEEDED and content is not None
     if fetched and content is not None and (content.key != _key(state.artifact) or state.gone):
         emit(
@@ -394,7 +415,9 @@ def _read(state: Monitor, command: ReportCheckReading, emit: Emitter) -> None:
         _recorded(state, emit, JobStatus.SUCCEEDED, None, detail=detail)
         return
     fingerprint = command.fingerprint[:MAX_FINGERPRINT_CHARS]
-    change, _ = change_of(Seen(state.fingerprint, state.gone), 200, fingerprint, announced=command.triggered)
+    visual = _visual(state.spec, command.visual)
+    announced = command.triggered if visual is None else visual.ratio > visual.threshold
+    change, _ = change_of(Seen(state.fingerprint, state.gone), 200, fingerprint, announced=announced)
     answered = state.fetched_status or 200  # a 304 onto other stored bytes says 304
     _recorded(
         state, emit, JobStatus.SUCCEEDED, answered, change=change, fingerprint=fingerprint, artifact=fetched
@@ -413,7 +436,16 @@ def _read(state: Monitor, command: ReportCheckReading, emit: Emitter) -> None:
             lines_removed=command.lines_removed,
             word_diff=command.word_diff[:MAX_DIFF_CHARS],
             offer=_offer_change(change, command),
+            visual=visual,
         )
+
+
+def _visual(spec: MonitorSpec, reported: VisualDifference | None) -> VisualDifference | None:
+    """A visual monitor's difference, against its own threshold; a ratio out of range is all changed."""
+    if reported is None or spec.visual_threshold is None:
+        return None
+    ratio = reported.ratio if 0 <= reported.ratio <= 1 else 1.0
+    return VisualDifference(ratio=ratio, threshold=spec.visual_threshold, difference=reported.difference)
 
 
 def _offer_change(change: ChangeKind, command: ReportCheckReading) -> OfferChange | None:
@@ -556,7 +588,10 @@ def _actor(command: MonitorCommand | CheckTimers) -> dict[str, Any]:
     return {}
 
 
-def _content(artifacts: tuple[Artifact, ...]) -> Artifact | None:
+def _content(artifacts: tuple[Artifact, ...], *, visual: bool) -> Artifact | None:
+    """What a check compares: its first artifact, or a visual monitor's screenshot."""
+    if visual:
+        return next((artifact for artifact in artifacts if artifact.content_type == PNG), None)
     return artifacts[0] if artifacts else None
 
 
@@ -588,4 +623,5 @@ def monitor_change(state: Monitor, change: ChangeDetected) -> MonitorChange:
         labels=state.spec.labels,
         word_diff=change.word_diff,
         offer=change.offer,
+        visual=change.visual,
     )

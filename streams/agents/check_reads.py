@@ -2,10 +2,11 @@
 
 Text is read up to `MAX_PARSED_BYTES` (a PDF whole, up to `MAX_DOCUMENT_BYTES`) and compared in a
 child process with memory and time limits (`reading_process`: bytes bound neither the parse nor the
-diff of a hostile page); anything else is compared by its stored hash, never read. A key no store
-writes, a store that fails or content that defeats the reader or its limits is the check's outcome
-(`problem`), never a retried batch. A redelivered read reports the same command id, which the
-monitor decides once.
+diff of a hostile page); a visual monitor's screenshot is compared by its pixels there too, and the
+image of a difference over its threshold stored; anything else is compared by its stored hash, never
+read. A key no store writes, a store that fails or content that defeats the reader or its limits is
+the check's outcome (`problem`), never a retried batch. A redelivered read reports the same command
+id, which the monitor decides once.
 """
 
 from __future__ import annotations
@@ -16,15 +17,17 @@ from datetime import datetime
 
 import msgspec
 
-from projections.artifacts import is_content_key
+from projections.artifacts import PNG, is_content_key
 from projections.lifecycle.identity import name_based
 from projections.monitors.content import Focus, read_limit, reading_of, text_diff
 from projections.monitors.patterns import compiled
 from projections.monitors.unreadable import UnreadableContentError
+from projections.monitors.visual import MAX_IMAGE_BYTES, screenshot_comparison
 from schemas.codec import decode_as
 from schemas.commands import ReportCheckReading
+from schemas.enums import RetentionClass
 from schemas.errors import CodecError
-from schemas.records import Artifact
+from schemas.records import Artifact, VisualDifference
 from schemas.work import ReadCheck
 from streams.agents.reading_process import ReadingLimitError, ReadingProcess
 from streams.artifacts.port import ArtifactStore
@@ -82,14 +85,11 @@ class CheckReads(QuietStage):
         foreign = next((key for key in keys if not (is_content_key(key) or is_plain_key(key))), None)
         if foreign is not None:
             return msgspec.structs.replace(report, problem=f"{foreign[:80]!r} is no stored artifact's key")
-        if read_limit(work.artifact.content_type, work.artifact.size_bytes) is None:
+        visual = work.visual_threshold is not None
+        if not visual and read_limit(work.artifact.content_type, work.artifact.size_bytes) is None:
             return msgspec.structs.replace(report, fingerprint=work.artifact.sha256)
         try:
-            body = await self._head(work.artifact)
-            if body is None:
-                return msgspec.structs.replace(report, problem="the check's stored content is gone")
-            previous = None if work.previous is None else await self._head(work.previous)
-            return await self._reader.run(_compared, report, work, body, previous)
+            return await (self._visually(report, work) if visual else self._textually(report, work))
         except ReadingLimitError as exc:
             log.warning("check %s was not read within a check's limits: %s", work.check_job_id, exc)
             return msgspec.structs.replace(report, problem=f"the page could not be read within limits: {exc}")
@@ -98,9 +98,31 @@ class CheckReads(QuietStage):
             problem = f"the stored content could not be read: {type(exc).__name__}"
             return msgspec.structs.replace(report, problem=problem)
 
-    async def _head(self, artifact: Artifact) -> bytes | None:
-        """What a reading takes of the bytes stored under the artifact's key, or None when none are."""
-        limit = read_limit(artifact.content_type, artifact.size_bytes) or 0
+    async def _textually(self, report: ReportCheckReading, work: ReadCheck) -> ReportCheckReading:
+        body = await self._head(work.artifact)
+        if body is None:
+            return msgspec.structs.replace(report, problem="the check's stored content is gone")
+        previous = None if work.previous is None else await self._head(work.previous)
+        return await self._reader.run(_compared, report, work, body, previous)
+
+    async def _visually(self, report: ReportCheckReading, work: ReadCheck) -> ReportCheckReading:
+        """The screenshot against the previous check's; a difference over the threshold stored as an image."""
+        body = await self._head(work.artifact, MAX_IMAGE_BYTES + 1)
+        if body is None:
+            return msgspec.structs.replace(report, problem="the check's stored content is gone")
+        previous = None if work.previous is None else await self._head(work.previous, MAX_IMAGE_BYTES + 1)
+        compared, difference = await self._reader.run(_compared_visually, report, work, body, previous)
+        if difference is None or compared.visual is None:
+            return compared
+        stored = await self._artifacts.put(difference, PNG, RetentionClass.CACHE_7D, self._clock())
+        return msgspec.structs.replace(
+            compared, visual=msgspec.structs.replace(compared.visual, difference=stored)
+        )
+
+    async def _head(self, artifact: Artifact, limit: int | None = None) -> bytes | None:
+        """What a reading takes of the bytes stored under the artifact's key (at most `limit`, else as
+        its type says), or None when none are."""
+        limit = limit or read_limit(artifact.content_type, artifact.size_bytes) or 0
         chunks = await self._artifacts.open(artifact.key)
         if chunks is None:
             return None
@@ -151,3 +173,24 @@ def _compared(
         offer=now.offer,
         previous_offer=None if before is None else before.offer,
     )
+
+
+def _compared_visually(
+    report: ReportCheckReading, work: ReadCheck, body: bytes, previous: bytes | None
+) -> tuple[ReportCheckReading, bytes | None]:
+    """The report of a screenshot against the previous one, and the difference image when it is above
+    the monitor's threshold."""
+    report = msgspec.structs.replace(report, fingerprint=work.artifact.sha256)
+    threshold = work.visual_threshold or 0.0
+    if previous is None:  # the first screenshot is all new; after an expired copy, its hash alone says
+        first = VisualDifference(ratio=1.0, threshold=threshold) if work.previous is None else None
+        return msgspec.structs.replace(report, visual=first), None
+    try:
+        comparison = screenshot_comparison(previous, body)
+    except UnreadableContentError as exc:
+        return msgspec.structs.replace(report, fingerprint=None, problem=str(exc)), None
+    above = comparison.ratio > threshold
+    visual = VisualDifference(ratio=comparison.ratio, threshold=threshold)
+    return msgspec.structs.replace(
+        report, visual=visual, triggered=above
+    ), comparison.difference if above else None

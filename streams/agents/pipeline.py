@@ -14,6 +14,7 @@ from uuid import UUID
 
 import msgspec
 
+from projections.artifacts import PNG
 from projections.ledger import ZERO
 from projections.lifecycle.identity import host_of
 from projections.lifecycle.submission import renders
@@ -38,7 +39,6 @@ from streams.settings import ResponseLimits, Settings
 
 log = logging.getLogger(__name__)
 MIN_FETCH_DEADLINE_S = 1.0
-PNG = "image/png"
 
 
 class AttemptPipeline:

@@ -326,6 +326,13 @@ def _monitor_parser(commands: argparse._SubParsersAction[_Parser]) -> None:
     )
     add.add_argument("--insensitive", action="store_true", help="case and whitespace never count")
     add.add_argument(
+        "--visual",
+        type=float,
+        metavar="SHARE",
+        help="compare screenshots (rendered in Chromium): a change when more than this share of pixels "
+        "changed, e.g. 0.02",
+    )
+    add.add_argument(
         "--product", action="store_true", help="compare the page's schema.org offer: price and stock, typed"
     )
     add.add_argument("--callback-url", help="each change is POSTed here, signed")

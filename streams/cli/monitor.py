@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 from rich.console import Console
@@ -72,6 +73,12 @@ def _body(arguments: argparse.Namespace) -> dict[str, Any]:
         body["cron"] = arguments.cron
     if arguments.select is not None:
         body["select"] = arguments.select
+    if arguments.visual is not None:
+        body |= {
+            "visual_threshold": arguments.visual,
+            "job_type": "browser.render",
+            "capture_mode": "SCREENSHOT",
+        }
     if arguments.callback_url is not None:
         body["callback_url"] = arguments.callback_url
     if arguments.window is not None:
@@ -99,22 +106,27 @@ def _show(action: str, answer: Any) -> None:
         console.print(_monitors_table(answer["items"]))
     elif action == "changes":
         for change in answer["items"]:
-            counts = f"+{change['lines_added']} -{change['lines_removed']}"
-            console.print(f"{change['detected_at'][:19]}  {change['kind']}  {counts}", markup=False)
-            if change["offer"]:
-                console.print(_offer_line(change["offer"]), markup=False, soft_wrap=True)
-            for line in change["diff"].splitlines():
-                console.print(printable(line), markup=False, soft_wrap=True)
-            if change["word_diff"]:
-                console.print("by word:", markup=False)
-                for line in change["word_diff"].splitlines():
-                    console.print(f"  {printable(line)}", markup=False, soft_wrap=True)
-            if change["diff_truncated"]:
-                console.print("  (diff cut at its bound: the artifacts hold the whole pages)", markup=False)
+            console.print("\n".join(_change_lines(change)), markup=False, soft_wrap=True)
     elif action == "checks":
         console.print(_checks_table(answer["items"]))
     else:
         console.print(_monitor_lines(answer), markup=False, soft_wrap=True)
+
+
+def _change_lines(change: dict[str, Any]) -> Iterator[str]:
+    """A change as `monitor changes` prints it: its kind, what it is typed as, its diffs."""
+    counts = f"+{change['lines_added']} -{change['lines_removed']}"
+    yield f"{change['detected_at'][:19]}  {change['kind']}  {counts}"
+    if change["offer"]:
+        yield _offer_line(change["offer"])
+    if change["visual"]:
+        yield _visual_line(change["visual"])
+    yield from (printable(line) for line in change["diff"].splitlines())
+    if change["word_diff"]:
+        yield "by word:"
+        yield from (f"  {printable(line)}" for line in change["word_diff"].splitlines())
+    if change["diff_truncated"]:
+        yield "  (diff cut at its bound: the artifacts hold the whole pages)"
 
 
 def _offer_line(change: dict[str, Any]) -> str:
@@ -126,6 +138,13 @@ def _offer_line(change: dict[str, Any]) -> str:
 
     kinds = ", ".join(change["kinds"]) or "offer"
     return f"  {kinds}  {shown(change['previous'])} -> {shown(change['current'])}"
+
+
+def _visual_line(visual: dict[str, Any]) -> str:
+    """`12.50% of pixels changed (threshold 2.00%), marked in /monitors/…/difference`."""
+    line = f"  {visual['ratio']:.2%} of pixels changed (threshold {visual['threshold']:.2%})"
+    difference = visual["difference"]
+    return line + (f", marked in {difference['download_path']}" if difference else "")
 
 
 def _monitor_lines(monitor: dict[str, Any]) -> str:
@@ -147,6 +166,11 @@ def _monitor_lines(monitor: dict[str, Any]) -> str:
         *(f"drop {printable(pattern)!r}" for pattern in monitor["drop"]),
         *(["case and whitespace ignored"] if monitor["insensitive"] else []),
         *(["the product's offer (price, stock)"] if monitor["product"] else []),
+        *(
+            [f"screenshots, a change over {monitor['visual_threshold']:.2%} of pixels"]
+            if monitor["visual_threshold"] is not None
+            else []
+        ),
     ]
     if compared:
         lines.append(f"compares {', '.join(compared)}")

@@ -18,6 +18,7 @@ from streams.web import (
     feeds,
     jobs,
     listings,
+    monitor_images,
     monitors,
     operations,
     overview,
@@ -86,6 +87,7 @@ def documented_api(context: ApiContext) -> FastAPI:
         listings.router,
         feeds.router,  # before monitors': /monitors/changes.atom is no monitor id
         monitors.router,
+        monitor_images.router,
     )
     for router in (*routers, artifacts.router, cache_reads.router, replays.router, uploads.router):
         app.include_router(router)

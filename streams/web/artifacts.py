@@ -62,7 +62,8 @@ async def download(artifact_id: UUID, request: Request, principal: Caller) -> Re
         context.refusals.refused(principal)  # nothing stored counts alike
         raise ApiError(404, "not_found", f"no job of yours stored artifact {artifact_id}")
     audit_id = await context.audit(principal, request, AuditAction.ARTIFACT_DOWNLOAD, None, target)
-    answer = await _bytes(context, principal, allowed[0], artifact_id)
+    ref = allowed[0]
+    answer = await stored_bytes(context, principal, ref.key, ref.content_type, artifact_id)
     answer.headers[AUDIT_ID_HEADER] = str(audit_id)  # to match the download with storage access logs
     return answer
 
@@ -110,10 +111,10 @@ async def _local_refs(context: ApiContext, artifact_id: UUID) -> list[ArtifactRe
     ]
 
 
-async def _bytes(
-    context: ApiContext, principal: Principal, ref: ArtifactReference, artifact_id: UUID
+async def stored_bytes(
+    context: ApiContext, principal: Principal, key: str, content_type: str, artifact_id: UUID
 ) -> Response:
-    key, content_type = ref.key, ref.content_type
+    """The bytes stored under `key`, streamed from this worker's store or the first peer's that holds them."""
     if not is_content_key(key):
         raise ApiError(404, "gone", f"artifact {artifact_id} has no stored content address")
     chunks = await _open(context.artifacts, key)

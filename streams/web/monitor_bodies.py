@@ -87,6 +87,13 @@ class MonitorOptions(BaseModel):
         default_factory=list, max_length=MAX_PATTERNS, description="Lines these match never count"
     )
     insensitive: bool = Field(default=False, description="Case and whitespace never count")
+    visual_threshold: float | None = Field(
+        default=None,
+        ge=0,
+        lt=1,
+        description="Compare screenshots (job_type browser.render, capture_mode SCREENSHOT): a change "
+        "when more than this share of pixels changed",
+    )
     product: bool = Field(
         default=False, description="Compare the page's schema.org offer (price, stock), announced typed"
     )
@@ -118,6 +125,7 @@ class MonitorOptions(BaseModel):
             drop=tuple(self.drop),
             insensitive=self.insensitive,
             product=self.product,
+            visual_threshold=self.visual_threshold,
         )
 
 
@@ -191,6 +199,7 @@ def options_of(spec: MonitorSpec) -> dict[str, Any]:
         "drop": list(spec.drop),
         "insensitive": spec.insensitive,
         "product": spec.product,
+        "visual_threshold": spec.visual_threshold,
         "labels": spec.labels,
     }
 

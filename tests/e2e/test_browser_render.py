@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
+import io
 from collections.abc import AsyncIterator
 from decimal import Decimal
 from typing import Any
@@ -10,9 +13,11 @@ from uuid import UUID
 import httpx
 import pytest
 import pytest_asyncio
+from PIL import Image
 
-from schemas.enums import CaptureMode, JobStatus, RejectionReason, TransportPolicy, TransportRoute
-from schemas.events import AttemptRecorded
+from projections.monitors.visual import CHANGED_MARK
+from schemas.enums import CaptureMode, ChangeKind, JobStatus, RejectionReason, TransportPolicy, TransportRoute
+from schemas.events import AttemptRecorded, CheckRecorded
 from schemas.records import RenderOptions
 from schemas.types import to_cost_scale
 from streams.fetch.browser import most_held_s
@@ -204,3 +209,58 @@ async def test_concurrent_renders_never_spend_past_a_browser_routes_budget(broke
     assert rendered
     assert all(attempt.cost.actual <= attempt.cost.estimated for attempt in rendered)
     assert all(Decimal(period["spent"]) <= budget for period in route["periods"])
+
+
+async def test_a_visual_monitor_announces_a_repainted_page_not_a_changed_counter(system, pages):
+    assert system.worker is not None
+    poster = {
+        "name": "poster",
+        "url": pages.url("/poster"),
+        "every_s": 10,
+        "job_type": "browser.render",
+        "capture_mode": "SCREENSHOT",
+        "render": {"viewport_width": 640, "viewport_height": 480},
+        "visual_threshold": 0.05,
+    }
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{system.worker.web_port}") as http:
+        refused = await http.post("/monitors", json=poster | {"name": "text", "job_type": "http.fetch"})
+        assert refused.status_code == 400
+        assert "SCREENSHOT" in refused.json()["message"]
+        for _ in range(120):  # as the 503 says: retry while the partition settles on this worker
+            created = await http.post("/monitors", json=poster)
+            if created.status_code != 503:
+                break
+            await asyncio.sleep(0.5)
+        assert created.status_code == 201, created.text
+        monitor_id = UUID(created.json()["monitor_id"])
+        await checks_of(system, monitor_id, 2)  # the baseline, then only the visitor count moved
+        pages.poster_colour = "#c62828"
+        checks = await checks_of(system, monitor_id, 3)
+        assert [check.change for check in checks] == [ChangeKind.NEW, None, ChangeKind.CHANGED]
+        assert len({check.fingerprint for check in checks}) == 3  # every screenshot differs in bytes
+        repainted, first = (await http.get(f"/monitors/{monitor_id}/changes")).json()["items"]
+        assert first["visual"] == {"ratio": 1.0, "threshold": 0.05, "difference": None}
+        banner = 400 * 200 / (640 * 480)
+        assert banner <= repainted["visual"]["ratio"] < banner + 0.01
+        difference = repainted["visual"]["difference"]
+        assert difference["download_path"].endswith(f"/changes/{checks[2].check_job_id}/difference")
+        image = await http.get(difference["download_path"])
+        assert image.status_code == 200, image.text
+        assert image.headers["content-type"] == "image/png"
+        assert png_size(image.content) == (640, 480)
+        assert hashlib.sha256(image.content).hexdigest() == difference["sha256"]
+        marked = Image.open(io.BytesIO(image.content)).convert("RGB")
+        assert marked.getpixel((240, 140)) == CHANGED_MARK  # inside the banner
+        assert marked.getpixel((600, 440)) != CHANGED_MARK
+        missing = await http.get(f"/monitors/{monitor_id}/changes/{checks[1].check_job_id}/difference")
+        assert missing.status_code == 404
+
+
+async def checks_of(system: System, monitor_id: UUID, count: int) -> list[CheckRecorded]:
+    """The monitor's first `count` recorded checks, once there are that many."""
+
+    def checks(events: list[Any]) -> list[CheckRecorded]:
+        return [e for e in events if isinstance(e, CheckRecorded) and e.job_id == monitor_id]
+
+    await system.events.wait_for(lambda events: len(checks(events)) >= count, timeout_s=120)
+    return checks(system.events.records)[:count]

@@ -431,6 +431,46 @@ async def test_a_wrong_job_id_an_empty_redrive_and_the_timeline_are_said_in_word
         assert "no job was selected" in await visit.page.inner_text("#problem")
 
 
+async def test_a_visual_monitors_page_shows_the_changed_pixels_marked_to_its_readers_only(console):
+    poster = {
+        "name": "poster",
+        "url": console.pages.url("/poster"),
+        "every_s": 10,
+        "job_type": "browser.render",
+        "capture_mode": "SCREENSHOT",
+        "render": {"viewport_width": 640, "viewport_height": 480},
+        "visual_threshold": 0.05,
+    }
+    async with console.api("svc-a") as http:
+        created = await http.post("/monitors", json=poster)
+        assert created.status_code == 201, created.text
+        monitor_id = created.json()["monitor_id"]
+        await changes_of(http, monitor_id, 1)
+        console.pages.poster_colour = "#2e7d32"
+        repainted = (await changes_of(http, monitor_id, 2))[0]
+    image_path = f"/ui{repainted['visual']['difference']['download_path']}"
+    async with console.signed_in("svc-a") as visit:
+        assert await visit.open(f"/ui/monitors/{monitor_id}") == 200
+        assert "more than 5.00% of pixels changed" in await visit.page.inner_text("#compares")
+        assert "of pixels changed (threshold 5.00%)" in await visit.page.inner_text("#changes")
+        image = visit.page.locator("#changes img.difference")
+        assert await image.get_attribute("src") == image_path
+        assert await image.evaluate("image => image.complete && image.naturalWidth") == 640
+        assert visit.errors == []
+    async with console.signed_in("svc-b") as visit:
+        assert await visit.open(image_path) == 404
+
+
+async def changes_of(http: httpx.AsyncClient, monitor_id: str, count: int) -> list[dict[str, Any]]:
+    """The monitor's changes, newest first, once there are `count`."""
+    for _ in range(600):
+        items: list[dict[str, Any]] = (await http.get(f"/monitors/{monitor_id}/changes")).json()["items"]
+        if len(items) >= count:
+            return items
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"monitor {monitor_id} found fewer than {count} changes")
+
+
 async def test_a_monitor_page_shows_its_checks_and_its_changes_diff_as_inert_text(console):
     url = console.origin.url("/page/&lt;img%20src=x%20onerror=window.pwned=1&gt;")
     async with console.api("svc-a") as http:

@@ -77,7 +77,15 @@ def test_every_record_class_has_exactly_its_schema_fields():
                 assert _as_json(_default(field)) == avro["default"], (name, field.name)
 
 
-_AVRO_TYPES = {"string": str, "long": int, "int": int, "boolean": bool, "bytes": bytes, "null": type(None)}
+_AVRO_TYPES = {
+    "string": str,
+    "long": int,
+    "int": int,
+    "double": float,
+    "boolean": bool,
+    "bytes": bytes,
+    "null": type(None),
+}
 _LOGICAL_TYPES = {"uuid": UUID, "timestamp-millis": datetime, "decimal": Decimal}
 
 

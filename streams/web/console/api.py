@@ -53,9 +53,10 @@ class ConsoleApi:
     async def post(self, path: str, body: Mapping[str, Any]) -> Any:
         return _answer(await self._client.post(path, json=dict(body)))
 
-    async def artifact(self, artifact_id: str, limit: int = PREVIEW_BYTES) -> Artifact:
-        """The first `limit` bytes of an artifact the session may download (audited as by the API)."""
-        async with self._client.stream("GET", f"/artifacts/{artifact_id}") as response:
+    async def artifact(self, path: str, limit: int = PREVIEW_BYTES) -> Artifact:
+        """The first `limit` bytes of an artifact the session may download from the API's `path`
+        (`/artifacts/{id}`, a visual change's difference; audited as by the API)."""
+        async with self._client.stream("GET", path) as response:
             if response.status_code != 200:
                 await response.aread()
                 _answer(response)

@@ -262,7 +262,7 @@ async def _previews(api: ConsoleApi, job: dict[str, Any]) -> dict[str, Any]:
             previews[artifact["artifact_id"]] = {"image": f"/ui/artifacts/{artifact['artifact_id']}"}
         elif (kind.startswith("text/") or kind.endswith(("json", "xml"))) and len(previews) < TEXT_PREVIEWS:
             try:
-                found = await api.artifact(artifact["artifact_id"])
+                found = await api.artifact(f"/artifacts/{artifact['artifact_id']}")
             except ConsoleError as error:
                 previews[artifact["artifact_id"]] = {"problem": error.message}
                 continue
@@ -287,8 +287,17 @@ async def job_action(job_id: str, action: str, request: Request) -> Response:
 
 @router.get("/artifacts/{artifact_id}")
 async def artifact_image(artifact_id: str, request: Request) -> Response:
+    return await _image(request, f"/artifacts/{artifact_id}")
+
+
+@router.get("/monitors/{monitor_id}/changes/{check_job_id}/difference")
+async def difference_image(monitor_id: UUID, check_job_id: UUID, request: Request) -> Response:
+    return await _image(request, f"/monitors/{monitor_id}/changes/{check_job_id}/difference")
+
+
+async def _image(request: Request, path: str) -> Response:
     async def image(session: Session, api: ConsoleApi) -> Built:
-        found = await api.artifact(artifact_id, MAX_IMAGE_BYTES)
+        found = await api.artifact(path, MAX_IMAGE_BYTES)
         kind = found.content_type.split(";")[0].strip().lower()
         if kind not in IMAGE_TYPES or found.truncated:
             raise ConsoleError(404, "the console shows images only; download other artifacts from the API")
