@@ -175,6 +175,22 @@ def spec_problem(spec: MonitorSpec) -> str | None:
     return next((problem for problem in problems if problem is not None), None)
 
 
+def _what_counts(spec: MonitorSpec) -> tuple[object, ...]:
+    """What a check's reading depends on: an edit of any of it starts a new baseline."""
+    return (
+        spec.request,
+        spec.job_type,
+        spec.capture_mode,
+        spec.watch,
+        spec.ignore,
+        spec.select,
+        spec.drop,
+        spec.insensitive,
+        spec.product,
+        spec.visual_threshold,
+    )
+
+
 def _visual_problem(spec: MonitorSpec) -> str | None:
     threshold = spec.visual_threshold
     if threshold is None or not 0 <= threshold < 1:
@@ -346,13 +362,7 @@ def _edit(state: Monitor, command: EditMonitor, emit: Emitter) -> None:
         emit(MonitorRefused, command="EditMonitor", reason="invalid_spec", detail=clip(problem))
         return
     before, after = state.spec, command.spec
-    rebased = (before.request, before.watch, before.ignore, before.job_type, before.capture_mode) != (
-        after.request,
-        after.watch,
-        after.ignore,
-        after.job_type,
-        after.capture_mode,
-    )
+    rebased = _what_counts(before) != _what_counts(after)
     emit(
         MonitorEdited,
         spec=after,

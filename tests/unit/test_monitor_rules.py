@@ -9,6 +9,7 @@ from typing import Any
 from uuid import UUID, uuid4
 
 import msgspec
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -267,6 +268,21 @@ def test_pause_resume_and_edit_take_effect_at_the_next_due_time():
     assert due is not None
     assert T0 + MINUTE * 6 < due <= T0 + timedelta(hours=2)
     assert monitor(life).fingerprint == "f1"
+
+
+@pytest.mark.parametrize(
+    "changed",
+    [{"select": "price"}, {"drop": ("^x",)}, {"insensitive": True}, {"product": True}, {"ignore": ("nav",)}],
+)
+def test_an_edit_of_how_a_page_is_read_starts_a_new_baseline_and_one_of_what_is_announced_does_not(changed):
+    life = Lifecycle()
+    life(create())
+    edited, _ = life(act(EditMonitor, spec=msgspec.structs.replace(SPEC, **changed)), T0)
+    assert edited.rebased  # type: ignore[union-attr]
+    life = Lifecycle()
+    life(create())
+    edited, _ = life(act(EditMonitor, spec=msgspec.structs.replace(SPEC, trigger=("price",))), T0)
+    assert not edited.rebased  # type: ignore[union-attr]
 
 
 def test_an_edit_of_what_counts_starts_a_new_baseline():
