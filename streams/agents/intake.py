@@ -132,7 +132,9 @@ class Intake(QuietStage):
                 published += translated
         handed = [(forward, self._hand_over(forward, now)) for forward in forwards]
         published += [forward.message(now) for forward, local in handed if local is None]
-        await self._publisher.send_all(published)
+        written = await self._publisher.send_all(published)
+        if self.local is not None:
+            self.local.published(where for where in written if where.topic == self._commands)
         replies: list[Outgoing] = []
         left: list[Outgoing] = []
         for forward, local in handed:

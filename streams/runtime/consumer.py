@@ -45,7 +45,7 @@ from streams.errors import BrokerError
 from streams.runtime.commit_order import commit_order
 from streams.runtime.deadinput import DeadLetters
 from streams.runtime.failures import waiting_for
-from streams.runtime.publisher import partition_of
+from streams.runtime.publisher import Written, partition_of
 from streams.runtime.routing import Routing
 from streams.runtime.transactions import FencedError, NotHeldError, PartitionTransactions
 
@@ -220,6 +220,9 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
         self._to_commit = asyncio.Event()
         self._held: dict[TopicPartition, set[str]] = defaultdict(set)
         self._revoking: set[TopicPartition] = set()
+        # Per partition, the offset its consumer must fetch to before a record may be handed over:
+        # one handed over never passes one on the topic (the log at assignment, or one published since).
+        self._unfetched: dict[TopicPartition, int] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = False
         self.joined = asyncio.Event()
@@ -325,7 +328,9 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
             return None
         partition = partition_of(key, len(partitions))
         tp = TopicPartition(topic, partition)
-        if tp in self._revoking or not self.owns(tp) or not lane.stage.takes_over(partition):
+        if tp in self._revoking or tp in self._unfetched or not self.owns(tp):
+            return None
+        if not lane.stage.takes_over(partition):
             return None
         return partition
 
@@ -362,8 +367,30 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
                 lane.wake.set()
                 if len(lane.queue) >= 2 * lane.stage.max_batch:
                     self.hold(self._lane_partitions(lane), "backpressure")
+            await self._caught_up()
             if 0 < polled < SETTLE_BELOW_RECORDS and self._settle_s:
                 await self._settle()
+
+    def published(self, written: Iterable[Written]) -> None:
+        """Records a sender published instead of handing them over: until its consumer fetched them,
+        no record of their partitions is handed over (it would be decided before them)."""
+        for where in written:
+            tp = TopicPartition(where.topic, where.partition)
+            self._unfetched[tp] = max(self._unfetched.get(tp, 0), where.offset + 1)
+
+    async def _caught_up(self) -> None:
+        """Partitions whose consumer has fetched past what it had to take hand-overs again: queued
+        behind those records, a record handed over is decided after them."""
+        for tp, end in list(self._unfetched.items()):
+            if tp not in self._consumer.assignment() or await self._consumer.position(tp) >= end:
+                self._unfetched.pop(tp, None)
+
+    async def _behind_at_assignment(self, assigned: set[TopicPartition]) -> None:
+        """Which assigned partitions hold records not yet fetched, and up to where."""
+        ends = await self._consumer.end_offsets(list(assigned))
+        for tp, end in ends.items():
+            if await self._consumer.position(tp) < end:
+                self._unfetched[tp] = max(self._unfetched.get(tp, 0), end)
 
     async def _settle(self) -> None:
         """Hold the next fetch (briefly) until the stages wrote what the last records caused."""
@@ -589,6 +616,7 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
             self._processed.pop(tp, None)
             self._committed.pop(tp, None)
             self._held.pop(tp, None)
+            self._unfetched.pop(tp, None)
         self._revoking = set()
 
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
@@ -596,6 +624,7 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
         try:
             try:
                 await self._order.assigned(assigned, self._read_again)
+                await self._behind_at_assignment(assigned)
             except (BrokerError, KafkaError) as exc:
                 log.warning("cannot take the assigned partitions (%s); rejoining the group", exc)
                 self._rejoin()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from datetime import datetime
 from typing import Any, Protocol
@@ -17,7 +17,7 @@ from typing import Any, Protocol
 from schemas.types import Record
 from streams.broker.headers import Headers
 from streams.runtime.flusher import Flusher
-from streams.runtime.publisher import Outgoing, outgoing
+from streams.runtime.publisher import Outgoing, Written, outgoing
 
 
 class Handed(Protocol):
@@ -40,6 +40,8 @@ class LocalStages(Protocol):
     def hand_over(
         self, topic: str, key: bytes, decoded: Any, timestamp_ms: int, headers: Headers = ()
     ) -> Handed | None: ...
+
+    def published(self, written: Iterable[Written]) -> None: ...
 
 
 class Handover:

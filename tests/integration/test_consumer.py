@@ -14,7 +14,7 @@ from aiokafka.errors import KafkaConnectionError
 from streams.runtime import transactions
 from streams.runtime.consumer import LocalRecord, QuietStage, StageConsumer
 from streams.runtime.deadinput import DeadLetters
-from streams.runtime.publisher import Publisher
+from streams.runtime.publisher import Outgoing, Publisher
 from streams.runtime.transactions import PartitionTransactions
 from tests.brokers import fresh_topics
 from tests.e2e.conftest import Observer
@@ -200,6 +200,45 @@ async def test_a_handed_over_record_is_handled_without_the_topic_and_one_a_revoc
         await consumer.stop()
         await publisher.stop()
     assert await committed_offset(broker, prefix, topic) == 1  # handed-over records have no offset
+
+
+@pytest.mark.timeout(60)
+async def test_no_record_is_handed_over_past_one_published_for_its_partition_before_it_is_fetched(broker):
+    settings = await fresh_topics(broker)
+    topic = settings.topic("submit")
+    await produce(broker, topic, [b"fetched"])
+    publisher = Publisher(broker.access, broker.profile)
+    await publisher.start()
+    stage = TakesOver(topic)
+    stage.expected = 1
+    consumer = StageConsumer(
+        broker.access,
+        settings.topic_prefix,
+        broker.profile,
+        [stage],
+        DeadLetters(settings, publisher, Counter()),
+    )
+    await consumer.start()
+    try:
+        await asyncio.wait_for(stage.all_handled.wait(), 30)
+        stage.all_handled.clear()
+        stage.expected = 3
+        stage.gate.clear()  # what is fetched now waits to be handled
+        consumer.published(await publisher.send_all([Outgoing(topic, b"k", b"published")]))
+        assert consumer.hand_over(topic, b"k", "published after", 0) is None  # its sender publishes it
+        stage.gate.set()
+        handed = None
+        for _ in range(300):  # once the published record is fetched, hand-overs queue behind it
+            handed = consumer.hand_over(topic, b"k", "handed", 0)
+            if handed is not None:
+                break
+            await asyncio.sleep(0.1)
+        assert handed is not None
+        assert await asyncio.wait_for(handed.taken, 30) is True
+        assert stage.handled == [b"fetched", b"published", "handed"]
+    finally:
+        await consumer.stop()
+        await publisher.stop()
 
 
 class ClosesBehindTheFirst(TakesOver):
