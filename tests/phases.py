@@ -59,6 +59,8 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         failed = f", {FAILED[phase]} failed" if FAILED[phase] else ""
         reporter = _reporter()
         if reporter is not None:
+            if reporter._tw.width_of_current_line:  # after a row of dots, on a line of its own
+                reporter.write("\n")
             reporter.write_line(f"phase {phase} done: {TOTALS[phase]} tests{failed}")
 
 

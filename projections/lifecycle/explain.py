@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import singledispatch
 
 from projections.lifecycle.dispatch import dispatch_of
@@ -144,11 +144,18 @@ def _retry(event: RetryScheduled) -> tuple[str, str]:
     failure = event.failure
     at = event.next_attempt_at.isoformat()
     if failure.retry_at is not None and event.next_attempt_at >= failure.retry_at:
+        asked = f"the origin's Retry-After asked to wait until {failure.retry_at.isoformat()}"
+        # The due time is the later of the two; a second or more past Retry-After is the backoff's.
+        longer = event.next_attempt_at - failure.retry_at >= timedelta(seconds=1)
+        due = (
+            f"the backoff after attempt {event.attempt_number} is longer, so attempt "
+            f"{event.attempt_number + 1} is due at {at}"
+            if longer
+            else f"so attempt {event.attempt_number + 1} is due at {at}"
+        )
         return (
             "retry.retry_after",
-            f"retried because of {failure.code} ({failure.safe_message}): the origin's Retry-After asked "
-            f"to wait until {failure.retry_at.isoformat()}, so attempt {event.attempt_number + 1} is due "
-            f"at {at}",
+            f"retried because of {failure.code} ({failure.safe_message}): {asked}; {due}",
         )
     return (
         "retry.backoff",

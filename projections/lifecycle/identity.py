@@ -62,6 +62,10 @@ def _canonical_url(url: str) -> SplitResult | Rejection:
     except ValueError as exc:
         return Rejection(RejectionReason.INVALID_URL, f"unparseable URL {shown!r}: {exc}")
     scheme = parts.scheme.lower()
+    if not scheme:
+        return Rejection(
+            RejectionReason.INVALID_URL, f"{shown!r} is not a URL: give one such as https://example.com/"
+        )
     if scheme not in ALLOWED_SCHEMES:
         return Rejection(
             RejectionReason.UNSUPPORTED_SCHEME, f"scheme {clip(scheme, 32)!r} is not http or https"

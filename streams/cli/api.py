@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from schemas.enums import ActorRole
-from streams.cli.api_client import ApiClient, api_url, whole_id
+from streams.cli.api_client import ApiClient, api_url, url_named, whole_id
 from streams.clock import utc_now
 from streams.errors import UsageError
 from streams.moments import moment_of
@@ -29,7 +29,7 @@ def run_api_command(arguments: argparse.Namespace) -> int:
     if arguments.command == "callbacks" and arguments.action == "key":
         return _callback_key(arguments)
     token = arguments.token or os.environ.get("SCRAPESTREAM_TOKEN")
-    with ApiClient(api_url(arguments.url), token) as api:
+    with ApiClient(api_url(arguments.url), token, named=url_named(arguments.url)) as api:
         if arguments.command == "top":
             from streams.cli.top import run_top
 

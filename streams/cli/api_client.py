@@ -30,6 +30,11 @@ class ApiRequestError(ScrapestreamError):
         self.code = code
 
 
+def url_named(explicit: str | None) -> bool:
+    """Whether the command was told which API to call (`--url`, SCRAPESTREAM_URL)."""
+    return bool(explicit or os.environ.get("SCRAPESTREAM_URL"))
+
+
 def api_url(explicit: str | None) -> str:
     """`--url`, else SCRAPESTREAM_URL, else a running `scrapestream dev` here, else the default port."""
     if explicit:
@@ -41,9 +46,10 @@ def api_url(explicit: str | None) -> str:
 
 
 class ApiClient:
-    def __init__(self, url: str, token: str | None) -> None:
+    def __init__(self, url: str, token: str | None, *, named: bool = False) -> None:
         headers = {} if not token else {"Authorization": f"Bearer {token}"}
         self.url = url
+        self._named = named  # by --url or SCRAPESTREAM_URL, not found from a `dev` here
         self._http = httpx.Client(base_url=url, headers=headers, timeout=TIMEOUT_S)
 
     def __enter__(self) -> ApiClient:
@@ -99,9 +105,12 @@ class ApiClient:
         try:
             return call()
         except httpx.HTTPError as exc:
+            unreached = f"cannot reach the scrapestream API at {self.url} ({type(exc).__name__})"
             said = (
-                f"cannot reach the scrapestream API at {self.url} ({type(exc).__name__}): start "
-                "`scrapestream dev` in this directory, or pass --url (or set SCRAPESTREAM_URL) for a worker"
+                f"{unreached}: is a worker running there, and is the address right?"
+                if self._named
+                else f"{unreached}: start `scrapestream dev` in this directory, or pass --url (or set "
+                "SCRAPESTREAM_URL) for a worker"
             )
             # Nothing named a worker (no --url, SCRAPESTREAM_URL or dev here): the command's mistake.
             raise (UsageError(said) if self.url == DEFAULT_URL else ScrapestreamError(said)) from exc

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import re
 import sys
 from collections.abc import Iterable, Sequence
@@ -191,7 +192,7 @@ def _submit_parser(commands: argparse._SubParsersAction[_Parser]) -> None:
         "--idempotency-key",
         help="the key naming one job; not with --from (default: a hash of the request and its options)",
     )
-    submit.add_argument("--deadline-s", type=float, default=3600.0, help="deadline from now, in seconds")
+    submit.add_argument("--deadline-s", type=_after_now, default=3600.0, help="deadline from now, in seconds")
     submit.add_argument(
         "--wait", action="store_true", help="show where the job is until it ends; exit 0 if it succeeds"
     )
@@ -224,7 +225,7 @@ def _api_parsers(commands: argparse._SubParsersAction[_Parser]) -> None:
         mutation.add_argument("job_id", help="a job id, or a prefix of one")
         mutation.add_argument("--reason", required=True)
         if name == "redrive":
-            mutation.add_argument("--deadline-s", type=float, help="a new deadline, in seconds from now")
+            mutation.add_argument("--deadline-s", type=_after_now, help="a new deadline, in seconds from now")
             mutation.add_argument(
                 "--cache-mode",
                 choices=_choices(CacheMode),
@@ -376,6 +377,16 @@ def _positive(text: str) -> int:
     if not text.isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number above 0")
     return int(text)
+
+
+def _after_now(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds from now above 0")
+    return seconds
 
 
 def _processes(text: str) -> int | str:

@@ -102,7 +102,8 @@ async def test_every_command_of_run_it_works_as_pasted(site, tmp_path):
         if dev.returncode is None:
             dev.send_signal(signal.SIGINT)
         printed, _ = await asyncio.wait_for(dev.communicate(), 60)
-    assert "stopped; its broker and data are gone" in printed.decode()
+    stopped = "stopped; its broker and data are gone; its log stays: .scrapestream/broker.log"
+    assert stopped in printed.decode()
     assert not (tmp_path / ".scrapestream" / "data").exists()
 
 

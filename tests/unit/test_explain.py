@@ -47,6 +47,25 @@ def test_a_retry_after_a_503_with_retry_after_then_an_answer_from_the_cache_name
     assert why("SUCCEEDED", steps).startswith("it is SUCCEEDED because succeeded with attempt 2")
 
 
+def test_a_retry_later_than_retry_after_says_the_backoff_made_it_later():
+    lifecycle = Lifecycle()
+    lifecycle(submit(attempt_limit=3), T0)
+    at = T0
+    for _ in range(2):  # the origin asks for a second; the backoff after attempt 2 is two
+        job = lifecycle.job
+        soon = at + timedelta(seconds=1)
+        busy = attempt_under(
+            job, AttemptOutcome.HTTP_ERROR, failure=failure("HTTP_503", retry_at=soon), http_status=503
+        )
+        lifecycle(report(job, busy), at)
+        at = lifecycle.job.next_attempt_at
+        assert at is not None
+        lifecycle(tick(job.job_id), at)
+    retry = [step for step in explain(lifecycle.events) if step.rule.startswith("retry.")][-1]
+    assert retry.rule == "retry.retry_after"
+    assert "the backoff after attempt 2 is longer, so attempt 3 is due at" in retry.said
+
+
 def test_a_retry_without_retry_after_is_told_as_backoff():
     lifecycle = Lifecycle()
     lifecycle(submit(attempt_limit=3), T0)

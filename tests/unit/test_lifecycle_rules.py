@@ -108,6 +108,7 @@ def test_redelivered_command_decides_nothing():
         ({"request": Request(url="ftp://example.com/file")}, RejectionReason.UNSUPPORTED_SCHEME),
         ({"request": Request(url="file:///etc/passwd")}, RejectionReason.UNSUPPORTED_SCHEME),
         ({"request": Request(url="https:///nohost")}, RejectionReason.INVALID_URL),
+        ({"request": Request(url="notaurl")}, RejectionReason.INVALID_URL),
         ({"request": Request(url="http://example.com:99999/")}, RejectionReason.INVALID_URL),
         (
             {"request": Request(url="https://e.com/", headers={"Cookie": "x"})},

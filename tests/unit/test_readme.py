@@ -2,6 +2,7 @@
 
 import ast
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -55,6 +56,8 @@ def test_the_settings_reference_is_generated_from_the_settings_model():
     begin, end = "<!-- settings:begin -->\n", "<!-- settings:end -->"
     written = operations[operations.index(begin) + len(begin) : operations.index(end)]
     assert written == reference(), "run `python -m streams.settings_reference` into docs/OPERATIONS.md"
+    python_only = ("Annotated", "StringConstraints", "FieldInfo", "Optional", "Union", "Literal", "dict[")
+    assert not [name for name in python_only if name in written]  # types a reader of the table understands
 
 
 def test_every_test_the_seed_rules_table_cites_exists():
@@ -108,3 +111,12 @@ def test_the_contract_names_each_public_topic_rule_the_registry_is_given():
     contract = (ROOT / "docs" / "CONTRACT.md").read_text()
     for topic in PUBLIC_TOPICS:
         assert re.search(rf"`<prefix>\.{topic.topic}-value`.*`{topic.compatibility}`", contract), topic.topic
+
+
+def test_what_the_readmes_examples_write_into_the_checkout_is_ignored_by_git():
+    commands = "\n".join(re.findall(r"```bash\n(.*?)```", (ROOT / "README.md").read_text(), re.DOTALL))
+    written = re.findall(r"> ([\w./-]+)|--to ([\w.-]+)/", commands)
+    paths = sorted({file or f"{folder}/example" for file, folder in written})
+    assert "urls.txt" in paths
+    ignored = subprocess.run(["git", "check-ignore", *paths], cwd=ROOT, capture_output=True, text=True)
+    assert sorted(ignored.stdout.split()) == paths
