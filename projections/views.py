@@ -210,7 +210,9 @@ class CallbackTryView(View):
     sent_at: datetime = Field(description="When the try was handed to the sender")
     answered_at: datetime | None = Field(description="When its outcome was recorded; null while in flight")
     outcome: Literal["in_flight", "delivered", "failed", "abandoned"]
-    http_status: int | None = Field(description="The receiver's answer, for a delivered try")
+    http_status: int | None = Field(
+        description="The receiver's answer; null when it gave none (timeout, refused)"
+    )
     latency_ms: int | None = Field(description="From sending the try to recording its outcome")
     error: str | None = Field(description="Why a failed or abandoned try did not land")
     next_try_at: datetime | None = Field(description="For a failed try: when the next one is due")
@@ -485,13 +487,23 @@ def _sent(event: Event, callback_url: str | None) -> tuple[str, int] | None:
 
 def _answer(event: Event) -> dict[str, Any] | None:
     if isinstance(event, CallbackRetryScheduled):
-        return {"outcome": "failed", "error": event.last_error, "next_try_at": event.next_attempt_at}
+        return {
+            "outcome": "failed",
+            "http_status": event.http_status,
+            "error": event.last_error,
+            "next_try_at": event.next_attempt_at,
+        }
     if isinstance(event, CallbackDelivered):
         shown = shown_url(event.callback_url)
         return {"outcome": "delivered", "http_status": event.http_status, "callback_url": shown}
     if isinstance(event, CallbackAbandoned):
         shown = shown_url(event.callback_url)
-        return {"outcome": "abandoned", "error": event.last_error, "callback_url": shown}
+        return {
+            "outcome": "abandoned",
+            "http_status": event.http_status,
+            "error": event.last_error,
+            "callback_url": shown,
+        }
     return None
 
 

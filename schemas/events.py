@@ -149,6 +149,7 @@ class CallbackRetryScheduled(EventEnvelope, frozen=True, kw_only=True):
     attempt_number: int
     next_attempt_at: Instant
     last_error: str
+    http_status: int | None = None
 
 
 class CallbackDelivered(EventEnvelope, frozen=True, kw_only=True):
@@ -163,6 +164,7 @@ class CallbackAbandoned(EventEnvelope, frozen=True, kw_only=True):
     delivery_attempts: int
     last_error: str
     webhook_id: str = ""
+    http_status: int | None = None
 
 
 class AuditRecorded(EventEnvelope, frozen=True, kw_only=True):

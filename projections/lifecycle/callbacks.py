@@ -86,7 +86,10 @@ def report_callback(
         )
         return
     error = clip(command.last_error or "unknown")
-    _retry_or_abandon(pending, error, command.retryable, emit, policy)
+    status = (
+        command.http_status if command.http_status is not None and 100 <= command.http_status <= 599 else None
+    )
+    _retry_or_abandon(pending, error, command.retryable, emit, policy, status)
 
 
 def check_callbacks(callbacks: tuple[PendingCallback, ...], emit: Emitter, policy: Policy) -> None:
@@ -101,7 +104,12 @@ def check_callbacks(callbacks: tuple[PendingCallback, ...], emit: Emitter, polic
 
 
 def _retry_or_abandon(
-    pending: PendingCallback, error: str, retryable: bool, emit: Emitter, policy: Policy
+    pending: PendingCallback,
+    error: str,
+    retryable: bool,
+    emit: Emitter,
+    policy: Policy,
+    http_status: int | None = None,
 ) -> None:
     rules = policy.callbacks
     next_attempt_at = emit.now + rules.backoff(pending.attempt_number)
@@ -113,6 +121,7 @@ def _retry_or_abandon(
             attempt_number=pending.attempt_number,
             next_attempt_at=next_attempt_at,
             last_error=error,
+            http_status=http_status,
         )
         return
     emit(
@@ -121,6 +130,7 @@ def _retry_or_abandon(
         delivery_attempts=pending.attempt_number,
         last_error=error,
         webhook_id=pending.webhook_id,
+        http_status=http_status,
     )
 
 

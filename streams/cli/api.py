@@ -67,7 +67,10 @@ def _call(api: ApiClient, arguments: argparse.Namespace) -> Any:
     command = arguments.command
     if command == "get":
         as_of = None if arguments.as_of is None else moment_of(arguments.as_of, utc_now()).isoformat()
-        return api.get(f"/jobs/{arguments.job_id}", {"as_of": as_of})
+        job: dict[str, Any] = api.get(f"/jobs/{arguments.job_id}", {"as_of": as_of})
+        if job.get("callback_host") and not arguments.json and as_of is None:  # the table shows its state
+            job["callback_tries"] = api.get(f"/jobs/{arguments.job_id}/callbacks")["items"]
+        return job
     if command in ("events", "explain"):
         return api.get(f"/jobs/{arguments.job_id}/{command}")
     if command == "routes":

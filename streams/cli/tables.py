@@ -49,6 +49,25 @@ def _trace(job: dict[str, Any]) -> str:
     return trace_id if not url else f"{trace_id}  {url}"
 
 
+def _callback(job: dict[str, Any]) -> str:
+    """Where the job's outcome is POSTed and how its last try went."""
+    host = job.get("callback_host")
+    if not host:
+        return "-"
+    tries = job.get("callback_tries") or []
+    if not tries:
+        return f"{host}: sent once the job ends"
+    last = tries[-1]
+    answer = f"HTTP {last['http_status']}" if last["http_status"] else last["error"] or "no answer"
+    said = {
+        "delivered": f"delivered, {answer} (try {last['try_number']})",
+        "failed": f"try {last['try_number']} failed ({answer}); the next is due {last['next_try_at']}",
+        "abandoned": f"abandoned after try {last['try_number']} ({answer})",
+        "in_flight": f"try {last['try_number']} in flight",
+    }
+    return f"{host}: {said.get(last['outcome'], last['outcome'])}"
+
+
 def job_table(job: dict[str, Any]) -> list[Table]:
     summary = Table(show_header=False, box=None)
     summary.add_column(style="bold")
@@ -66,6 +85,7 @@ def job_table(job: dict[str, Any]) -> list[Table]:
         ("attempts", _attempts(job)),
         ("reused", str(job["reuse_count"])),
         ("failure", "-" if not failure else f"{failure['code']}: {failure['message']}"),
+        ("callback", _callback(job)),
         ("trace", _trace(job)),
     ]
     for name, value in rows:

@@ -82,6 +82,7 @@ MUTATION_RESPONSES: dict[int | str, dict[str, Any]] = {
     202: {"model": MutationResult, "description": "Not decided in time; it still will be"},
     **responses(400, 401, 403, 404, 409, 429, 503),
 }
+HTTP_INTAKE = {"http.request.method": "POST", "http.route": "/jobs"}  # Kafka's intake span, its HTTP way
 router = APIRouter(tags=["jobs"])
 
 
@@ -204,8 +205,8 @@ async def submit(body: SubmitBody, request: Request, principal: Caller) -> Respo
         return forwarded
     traced = trace_context.intake(
         trace_context.from_mapping(request.headers),
-        "POST /jobs",
-        lambda: trace_context.job_attributes(job_id, command.caller_identity, command.job_type),
+        "scrapestream intake",
+        lambda: trace_context.job_attributes(job_id, command.caller_identity, command.job_type) | HTTP_INTAKE,
     )
     command = trace_context.submitted_in(command, traced)
     command_id = command.command_id or uuid4()

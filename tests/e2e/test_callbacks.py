@@ -9,6 +9,7 @@ import pytest
 
 from schemas.events import CallbackRetryScheduled
 from streams.worker import Worker
+from tests.commands import run
 from tests.e2e.conftest import observed_system, running_system, worker_settings
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -77,10 +78,21 @@ async def test_the_next_callback_try_survives_a_restart_of_the_worker(broker, tm
 async def test_each_callback_try_is_listed_with_its_answer_latency_and_error(broker, tmp_path, origin):
     async with running_system(settings_for(broker, tmp_path)) as system:
         assert system.worker is not None
+        base_url = f"http://127.0.0.1:{system.worker.web_port}"
         hook = f"/hook/2/{uuid4().hex}"  # 500 twice, then 204
         job_id = await system.submit(origin.url("/page/callback-log"), callback_url=origin.url(hook))
+        failing = await system.submit(
+            origin.url("/page/callback-fails"), callback_url=origin.url("/hook/99/x")
+        )
+        await system.events.wait_for(lambda _: "CallbackRetryScheduled" in system.event_kinds(failing))
+        code, shown = await run("get", str(failing), "--url", base_url, cwd=tmp_path)
+        assert code == 0, shown
+        (callback,) = [line for line in shown.splitlines() if line.strip().startswith("callback ")]
+        assert "failed (HTTP 500)" in callback or "abandoned after try" in callback
         await system.events.wait_for(lambda _: "CallbackDelivered" in system.event_kinds(job_id))
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{system.worker.web_port}") as http:
+        code, shown = await run("get", str(job_id), "--url", base_url, cwd=tmp_path)
+        assert "delivered, HTTP 204 (try 3)" in shown
+        async with httpx.AsyncClient(base_url=base_url) as http:
             tries = (await http.get(f"/jobs/{job_id}/callbacks")).json()["items"]
     assert [(item["try_number"], item["outcome"]) for item in tries] == [
         (1, "failed"),
@@ -89,6 +101,7 @@ async def test_each_callback_try_is_listed_with_its_answer_latency_and_error(bro
     ]
     assert len({item["webhook_id"] for item in tries}) == 1
     assert all("500" in item["error"] and item["next_try_at"] for item in tries[:2])
+    assert [item["http_status"] for item in tries] == [500, 500, 204]
     assert tries[2]["http_status"] == 204
     assert tries[2]["callback_url"] == origin.url(hook)
     assert all(item["latency_ms"] >= 0 and item["answered_at"] >= item["sent_at"] for item in tries)

@@ -72,6 +72,9 @@ async def publish(bootstrap: str, topic: str, command: SubmitJob, traceparent: s
         await producer.stop()
 
 
+HTTP_TRACE_ID, HTTP_PARENT_SPAN = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
+
+
 async def trace_of(zipkin: str, trace_id: str, enough: Any) -> list[dict[str, Any]]:
     """The trace's spans once `enough(spans)` holds (spans arrive in batches)."""
     spans: list[dict[str, Any]] = []
@@ -127,6 +130,13 @@ async def test_one_trace_holds_every_hop_of_a_retried_job_from_the_producer_to_i
             await system.events.wait_for(
                 lambda events: any(isinstance(e, CallbackDelivered) and e.job_id == job_id for e in events)
             )
+            assert system.worker is not None
+            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{system.worker.web_port}") as http:
+                body = {"caller_identity": "svc-a", "url": origin.url("/page/traced-over-http")}
+                traceparent = f"00-{HTTP_TRACE_ID}-{HTTP_PARENT_SPAN}-01"
+                answer = await http.post("/jobs", json=body, headers={"traceparent": traceparent})
+                assert answer.status_code == 201, answer.text
+            await system.completion(UUID(answer.json()["job_id"]))
         finally:
             await second.stop()
 
@@ -159,6 +169,14 @@ async def test_one_trace_holds_every_hop_of_a_retried_job_from_the_producer_to_i
             )
 
         spans = await trace_of(zipkin, trace_id, complete)
+
+    # A job submitted over HTTP starts the same way, under the caller's span.
+    http_spans = await trace_of(
+        zipkin, HTTP_TRACE_ID, lambda found: bool(named(found, "scrapestream intake"))
+    )
+    (http_intake,) = named(http_spans, "scrapestream intake")
+    assert http_intake["parentId"] == HTTP_PARENT_SPAN
+    assert http_intake["tags"]["http.route"] == "/jobs"
 
     by_id = {span["id"]: span for span in spans}
     (producer,) = named(spans, "publish scrape job")

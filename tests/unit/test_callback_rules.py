@@ -4,6 +4,7 @@ from datetime import timedelta
 from uuid import uuid4
 
 from projections.lifecycle.consequences import consequences_of, next_due_at
+from projections.views import callback_log
 from schemas.commands import ReplayCallback, ReportCallback
 from schemas.enums import ActorRole, AuditAction, AuditOutcome
 from tests.lifecycle import POLICY, T0, Lifecycle, attempt_under, kinds, report, submit, tick
@@ -191,3 +192,16 @@ def test_a_replay_is_refused_to_services_and_viewers_while_running_or_delivering
         "CallbackReplayed",
         "AuditRecorded",
     ]
+
+
+def test_a_failed_or_abandoned_try_keeps_the_receivers_answer_and_the_log_shows_it():
+    lifecycle = finished()
+    failed = lifecycle(callback_report(lifecycle, False, http_status=500, last_error="HTTP 500"))
+    assert failed[0].http_status == 500
+    lifecycle(tick(lifecycle.job.job_id), failed[0].next_attempt_at)
+    hostile = callback_report(lifecycle, False, retryable=False, http_status=7_000, last_error="HTTP ?")
+    (abandoned,) = lifecycle(hostile, failed[0].next_attempt_at)
+    assert abandoned.http_status is None  # no HTTP status at all: not one to show
+    first, second = callback_log(lifecycle.events)
+    assert (first.outcome, first.http_status, first.error) == ("failed", 500, "HTTP 500")
+    assert (second.outcome, second.http_status) == ("abandoned", None)
