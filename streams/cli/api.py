@@ -42,6 +42,10 @@ def run_api_command(arguments: argparse.Namespace) -> int:
             from streams.cli.export import run_export
 
             return run_export(api, arguments)
+        if arguments.command == "artifact":
+            from streams.cli.artifact import run_artifact
+
+            return run_artifact(api, arguments)
         if arguments.command == "monitor":
             from streams.cli.monitor import run_monitor
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
+import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -68,9 +71,10 @@ class ApiClient:
     def delete(self, path: str) -> Any:
         return self._answer(lambda: self._http.delete(path))
 
-    def download(self, path: str, destination: Path) -> str:
-        """Stream `path`'s bytes into `destination`; returns their SHA-256 (hex). `path` must be one
-        of this API's own: the token goes to no other origin, whatever an answer names."""
+    def download(self, path: str, destination: Path) -> Downloaded:
+        """Stream `path`'s bytes into `destination`: their SHA-256 (hex) and the one the API states.
+        `path` must be one of this API's own: the token goes to no other origin, whatever an answer
+        names."""
         parts = urlsplit(path)
         if parts.scheme or parts.netloc or not path.startswith("/") or path.startswith("//"):
             raise ApiRequestError(0, "refused", f"{path[:120]!r} is not a path of {self.url}: not downloaded")
@@ -90,7 +94,8 @@ class ApiClient:
         response = self._sent(call)
         if response.status_code >= 400:
             raise _refusal(response)
-        return digest.hexdigest()
+        stated = _stated_sha256(response.headers.get("repr-digest", ""))
+        return Downloaded(digest.hexdigest(), stated, response.headers.get("content-type", ""))
 
     def _answer(self, call: Callable[[], httpx.Response]) -> Any:
         response = self._sent(call)
@@ -114,6 +119,21 @@ class ApiClient:
             )
             # Nothing named a worker (no --url, SCRAPESTREAM_URL or dev here): the command's mistake.
             raise (UsageError(said) if self.url == DEFAULT_URL else ScrapestreamError(said)) from exc
+
+
+@dataclass(frozen=True)
+class Downloaded:
+    sha256: str
+    stated_sha256: str | None  # from the answer's Repr-Digest, when it gave one
+    content_type: str
+
+
+def _stated_sha256(header: str) -> str | None:
+    found = re.search(r"sha-256=:([A-Za-z0-9+/=]+):", header)
+    try:
+        return None if found is None else base64.b64decode(found[1], validate=True).hex()
+    except ValueError:
+        return None
 
 
 def whole_id(given: str, what: str, starting_with: Callable[[str], list[str]]) -> str:

@@ -109,7 +109,7 @@ def _path_of(target: Path, job: dict[str, Any], artifact: dict[str, Any]) -> Pat
             return None
     except ValueError:
         return None
-    return target / ids[0] / f"{ids[1]}.{_extension(str(artifact.get('content_type', '')))}"
+    return target / ids[0] / f"{ids[1]}.{extension_of(str(artifact.get('content_type', '')))}"
 
 
 def _export(api: ApiClient, artifact: dict[str, Any], path: Path) -> str:
@@ -119,7 +119,7 @@ def _export(api: ApiClient, artifact: dict[str, Any], path: Path) -> str:
     path.parent.mkdir(parents=True, exist_ok=True)
     part = path.with_name(path.name + ".part")
     try:
-        digest = api.download(artifact["download_path"], part)
+        digest = api.download(artifact["download_path"], part).sha256
     except ScrapestreamError as exc:
         part.unlink(missing_ok=True)
         return str(exc)
@@ -138,7 +138,7 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _extension(content_type: str) -> str:
+def extension_of(content_type: str) -> str:
     return EXTENSIONS.get(content_type.split(";")[0].strip().lower(), "bin")
 
 

@@ -40,6 +40,7 @@ API_COMMANDS = frozenset(
         "principal",
         "top",
         "export",
+        "artifact",
         "callbacks",
         "routes",
         "monitor",
@@ -243,6 +244,9 @@ def _api_parsers(commands: argparse._SubParsersAction[_Parser]) -> None:
     export.add_argument("--since", help="accepted since: a duration (90s, 30m, 1h, 2d) or an RFC 3339 time")
     export.add_argument("--caller")
     export.add_argument("--type", dest="job_type")
+    artifact = _api_command(commands, "artifact", "download one artifact, its SHA-256 checked")
+    artifact.add_argument("artifact_id", metavar="ARTIFACT_ID", help="as `get` lists it (/artifacts/ID)")
+    artifact.add_argument("-o", "--output", help="the file to write (default: ID.EXTENSION here)")
     callbacks = commands.add_parser("callbacks", help="callbacks of finished jobs; each caller's signing key")
     actions = callbacks.add_subparsers(dest="action", required=True)
     key = actions.add_parser(

@@ -107,7 +107,8 @@ def job_table(job: dict[str, Any]) -> list[Table]:
             attempt["cost"]["actual"],
         )
     artifacts = Table(title="artifacts")
-    for column in ("download", "type", "bytes", "expires"):
+    artifacts.add_column("download", no_wrap=True, min_width=len("/artifacts/") + 36)  # a whole id, always
+    for column in ("type", "bytes", "expires"):
         artifacts.add_column(column)
     for artifact in job["artifacts"]:
         artifacts.add_row(

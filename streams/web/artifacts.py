@@ -9,6 +9,7 @@ only (`streams.auth.peering`).
 from __future__ import annotations
 
 import asyncio
+import base64
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 from uuid import UUID
@@ -29,6 +30,7 @@ from streams.web.models import ArtifactReference, ArtifactReferences
 from streams.web.peers import relay
 
 # Stored pages are served from the API's origin: never run as its scripts, never sniffed.
+DIGEST_HEADER = "Repr-Digest"  # RFC 9530: the SHA-256 of the bytes, which a client checks them against
 AUDIT_ID_HEADER = "X-Audit-Id"  # the download's audit record, as `GET /audit` lists it
 UNTRUSTED_CONTENT = {"Content-Security-Policy": "sandbox", "X-Content-Type-Options": "nosniff"}
 BYTES_RESPONSE: dict[int | str, dict[str, Any]] = {
@@ -117,14 +119,15 @@ async def stored_bytes(
     """The bytes stored under `key`, streamed from this worker's store or the first peer's that holds them."""
     if not is_content_key(key):
         raise ApiError(404, "gone", f"artifact {artifact_id} has no stored content address")
+    headers = UNTRUSTED_CONTENT | {DIGEST_HEADER: repr_digest(key)}
     chunks = await _open(context.artifacts, key)
     if chunks is not None:
-        return StreamingResponse(chunks, media_type=content_type, headers=UNTRUSTED_CONTENT)
+        return StreamingResponse(chunks, media_type=content_type, headers=headers)
     peers = () if context.artifacts.shared else context.routing.everyone()[1:]
     for peer in peers:
         answer = await context.peers.open_stream(peer, f"/_shard/artifact-bytes/{key}", principal)
         if answer is not None:
-            return StreamingResponse(relay(answer), media_type=content_type, headers=UNTRUSTED_CONTENT)
+            return StreamingResponse(relay(answer), media_type=content_type, headers=headers)
     raise ApiError(
         404,
         "gone",
@@ -140,3 +143,8 @@ async def _open(store: ArtifactStore, key: str) -> AsyncIterator[bytes] | None:
         raise ApiError(
             503, "unavailable", f"the artifact store did not answer: {type(exc).__name__}"
         ) from exc
+
+
+def repr_digest(key: str) -> str:
+    """`sha-256=:…:` of the bytes a content key names (its last part is their SHA-256)."""
+    return f"sha-256=:{base64.b64encode(bytes.fromhex(key.rsplit('/', 1)[-1])).decode()}:"

@@ -50,6 +50,16 @@ async def test_dev_serves_a_submission_end_to_end_and_stops_cleanly(origin, tmp_
             job = (await http.get(f"/jobs/{completion['job_id']}")).json()
         assert job["state"] == "SUCCEEDED"
         assert job["artifacts"][0]["sha256"] == completion["artifacts"][0]["sha256"]
+        stored = job["artifacts"][0]
+        code, output = await run("artifact", stored["download_path"], cwd=tmp_path)
+        assert code == 0, output
+        assert f"sha256 {stored['sha256']} (checked)" in output
+        assert (tmp_path / f"{stored['artifact_id']}.html").read_bytes() == b"page /page/dev"
+        code, output = await run("artifact", stored["artifact_id"], "-o", "page.html", cwd=tmp_path)
+        assert (tmp_path / "page.html").read_bytes() == b"page /page/dev"
+        code, output = await run("artifact", "not-an-id", cwd=tmp_path)
+        assert code == 2
+        assert "is no artifact id" in output
         code, output = await run("submit", origin.url("/page/dev"), cwd=tmp_path)
         assert code == 0, output
         assert f"job {completion['job_id']}: reused" in output

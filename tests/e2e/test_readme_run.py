@@ -84,6 +84,11 @@ async def test_every_command_of_run_it_works_as_pasted(site, tmp_path):
         job_id = ""
         for block in others:
             for command in commands(block):
+                if "ARTIFACT_ID" in command:  # as `get` lists it, whole at 80 columns
+                    _, shown = await shell(f".venv/bin/scrapestream get {job_id}", tmp_path)
+                    listed = re.search(r"/artifacts/([0-9a-f-]{36})", shown)
+                    assert listed is not None, shown
+                    command = command.replace("ARTIFACT_ID", listed.group(1))
                 command = command.replace("https://example.com/", site).replace("JOB_ID", job_id)
                 if " watch" in command:
                     await watched(command, tmp_path, site)

@@ -115,7 +115,7 @@ def test_the_contract_names_each_public_topic_rule_the_registry_is_given():
 
 def test_what_the_readmes_examples_write_into_the_checkout_is_ignored_by_git():
     commands = "\n".join(re.findall(r"```bash\n(.*?)```", (ROOT / "README.md").read_text(), re.DOTALL))
-    written = re.findall(r"> ([\w./-]+)|--to ([\w.-]+)/", commands)
+    written = re.findall(r"(?:> |-o )([\w./-]+)|--to ([\w.-]+)/", commands)
     paths = sorted({file or f"{folder}/example" for file, folder in written})
     assert "urls.txt" in paths
     ignored = subprocess.run(["git", "check-ignore", *paths], cwd=ROOT, capture_output=True, text=True)
