@@ -6,8 +6,10 @@ A job may be named by a unique prefix of its id (as `list` prints them): it is l
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import os
+import secrets
 import sys
 from datetime import timedelta
 from pathlib import Path
@@ -16,6 +18,7 @@ from typing import Any
 from schemas.enums import ActorRole
 from streams.cli.api_client import ApiClient, api_url, url_named, whole_id
 from streams.clock import utc_now
+from streams.devstate import read_dev_state
 from streams.errors import UsageError
 from streams.moments import moment_of
 
@@ -26,8 +29,8 @@ JOB_COMMANDS = frozenset({"get", "events", "explain", "cancel", "redrive", "dele
 def run_api_command(arguments: argparse.Namespace) -> int:
     if arguments.command == "principal":
         return _new_principal(arguments)
-    if arguments.command == "callbacks" and arguments.action == "key":
-        return _callback_key(arguments)
+    if arguments.command == "callbacks" and arguments.action in ("key", "new-secret"):
+        return _callback_key(arguments) if arguments.action == "key" else _new_callback_secret()
     token = arguments.token or os.environ.get("SCRAPESTREAM_TOKEN")
     with ApiClient(api_url(arguments.url), token, named=url_named(arguments.url)) as api:
         if arguments.command == "top":
@@ -146,13 +149,28 @@ def _show(arguments: argparse.Namespace, answer: Any) -> None:
         console.print(f"{command} of {arguments.job_id}: done ({answer['audit']['detail']})")
 
 
+def _new_callback_secret() -> int:
+    """A Standard Webhooks secret of 32 random bytes, for SCRAPESTREAM_CALLBACK_SECRET."""
+    sys.stdout.write(f"whsec_{base64.b64encode(secrets.token_bytes(32)).decode()}\n")
+    return 0
+
+
 def _callback_key(arguments: argparse.Namespace) -> int:
     """A caller's `whsec_` key(s): what its receiver verifies its callbacks with, and nobody else's."""
     from streams.settings import load_settings
 
     keys = load_settings().callback_keys
     if keys is None:
-        raise UsageError("SCRAPESTREAM_CALLBACK_SECRET is not set: callbacks are sent unsigned")
+        dev = read_dev_state()
+        if dev is not None and str(dev.get("callbacks", "")).startswith("signed"):
+            raise UsageError(
+                "SCRAPESTREAM_CALLBACK_SECRET is not set in this shell, but the `scrapestream dev` running "
+                "here signs its callbacks with the one set where it started: set that one here too"
+            )
+        raise UsageError(
+            "SCRAPESTREAM_CALLBACK_SECRET is not set in this shell (a worker started from it sends "
+            "callbacks unsigned): `scrapestream callbacks new-secret` prints one to start workers with"
+        )
     generations = (arguments.generation,) if arguments.generation else keys.generations(arguments.caller)
     for generation in generations:
         sys.stdout.write(f"generation {generation}: {keys.key(arguments.caller, generation)}\n")

@@ -255,6 +255,9 @@ def _api_parsers(commands: argparse._SubParsersAction[_Parser]) -> None:
     )
     key.add_argument("--caller", required=True, help="the caller whose callbacks the receiver verifies")
     key.add_argument("--generation", type=int, help="this generation (default: each that signs now)")
+    actions.add_parser(
+        "new-secret", help="print a new random SCRAPESTREAM_CALLBACK_SECRET (whsec_…) to start workers with"
+    )
     replay = actions.add_parser(
         "replay",
         help="deliver the callbacks of matching finished jobs again, with their original webhook-ids",

@@ -1,5 +1,7 @@
 """What the CLI says, and how it exits, when a command cannot be carried out, run as a user runs it."""
 
+import base64
+import json
 import os
 import socket
 import subprocess
@@ -11,8 +13,9 @@ import pytest
 SCRAPESTREAM = str(Path(sys.executable).with_name("scrapestream"))
 
 
-def run(*arguments: str, cwd: Path) -> tuple[int, str]:
+def run(*arguments: str, cwd: Path, **settings: str) -> tuple[int, str]:
     environment = {name: value for name, value in os.environ.items() if not name.startswith("SCRAPESTREAM_")}
+    environment |= settings
     done = subprocess.run(
         [SCRAPESTREAM, *arguments], cwd=cwd, env=environment, capture_output=True, text=True, timeout=60
     )
@@ -39,3 +42,28 @@ def test_a_named_api_that_does_not_answer_is_not_blamed_on_a_missing_dev(tmp_pat
     assert f"cannot reach the scrapestream API at {url}" in said
     assert "is a worker running there" in said
     assert "scrapestream dev" not in said
+
+
+def test_a_new_callback_secret_is_one_workers_and_callbacks_key_take(tmp_path):
+    code, printed = run("callbacks", "new-secret", cwd=tmp_path)
+    assert code == 0
+    secret = printed.strip()
+    assert secret.startswith("whsec_")
+    assert len(base64.b64decode(secret.removeprefix("whsec_"), validate=True)) == 32
+    environment = {"SCRAPESTREAM_CALLBACK_SECRET": secret}
+    code, keys = run("callbacks", "key", "--caller", "cli", cwd=tmp_path, **environment)
+    assert code == 0, keys
+    assert keys.startswith("generation 1: whsec_")
+
+
+def test_callbacks_key_without_a_secret_says_what_this_shell_and_a_dev_here_know(tmp_path):
+    code, said = run("callbacks", "key", "--caller", "cli", cwd=tmp_path)
+    assert code == 2
+    assert "not set in this shell" in said
+    assert "callbacks new-secret" in said
+    state = {"pid": os.getpid(), "callbacks": "signed with SCRAPESTREAM_CALLBACK_SECRET"}
+    (tmp_path / ".scrapestream").mkdir()
+    (tmp_path / ".scrapestream" / "dev.json").write_text(json.dumps(state))  # a dev that runs here
+    code, said = run("callbacks", "key", "--caller", "cli", cwd=tmp_path)
+    assert code == 2
+    assert "the `scrapestream dev` running here signs its callbacks" in said
