@@ -23,7 +23,8 @@ import fastavro._write
 import msgspec
 
 from schemas import binary
-from schemas.codec import RECORD_CLASSES, decode
+from schemas.classes import RECORD_CLASSES
+from schemas.codec import decode
 from schemas.registry import current_schemas
 from schemas.types import Record
 

@@ -398,7 +398,7 @@ class _Generator:
 
 @functools.cache
 def _compiled() -> tuple[dict[str, Encoder], dict[str, Decoder]]:
-    from schemas.codec import RECORD_CLASSES
+    from schemas.classes import RECORD_CLASSES
     from schemas.registry import current_schemas
 
     generator = _Generator(RECORD_CLASSES)

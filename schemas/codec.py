@@ -16,7 +16,8 @@ from typing import Any, TypeVar, cast
 import fastavro
 import msgspec
 
-from schemas import binary, commands, events, records, work
+from schemas import binary
+from schemas.classes import RECORD_CLASSES
 from schemas.errors import CodecError, TruncatedRecordError, UnknownSchemaError
 from schemas.registry import KnownSchema, current_schemas, known_schema, writer_schemas
 from schemas.types import Record
@@ -43,18 +44,6 @@ _PASSED_ON = frozenset(
 )
 _RECENT: OrderedDict[bytes, Record] = OrderedDict()
 _REGISTRY_WRITERS: dict[int, KnownSchema] = {}
-
-
-def _record_classes() -> dict[str, type[Record]]:
-    classes: dict[str, type[Record]] = {}
-    for module in (records, commands, events, work):
-        for value in vars(module).values():
-            if isinstance(value, type) and issubclass(value, Record) and value.__name__ in current_schemas():
-                classes[value.__name__] = value
-    return classes
-
-
-RECORD_CLASSES = _record_classes()
 
 
 def _write(record: Record, header: bytes) -> bytes:

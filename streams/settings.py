@@ -34,7 +34,6 @@ from schemas.enums import ArtifactTrust, PolicyClass
 from schemas.types import to_cost_scale
 from streams.broker.access import KafkaAccess, SaslMechanism, SecurityProtocol
 from streams.broker.compat import EMBEDDED_TANSU, KAFKA, BrokerProfile
-from streams.callbacks.keys import CallbackKeys
 from streams.errors import UsageError
 
 TOPIC_NAMES = (
@@ -402,13 +401,6 @@ class Settings(BaseSettings):
         if self.min_insync_replicas is not None:
             return self.min_insync_replicas
         return max(1, min(2, self.replication_factor - 1))
-
-    @property
-    def callback_keys(self) -> CallbackKeys | None:
-        """Each caller's signing keys (`streams.callbacks.keys`); None: callbacks go unsigned."""
-        if self.callback_secret is None:
-            return None
-        return CallbackKeys(self.callback_secret.get_secret_value(), self.callback_key_generations)
 
     @property
     def client_profile(self) -> BrokerProfile:

@@ -32,6 +32,7 @@ from streams.artifacts.uploads import Uploads
 from streams.auth.peering import PeerKey, PeerSecretError, peer_secret
 from streams.auth.preflight import PEERING_UNSET
 from streams.auth.principals import Principals, load_principals
+from streams.callbacks.keys import callback_keys
 from streams.callbacks.sender import CallbackSender
 from streams.clock import utc_now
 from streams.errors import BrokerError
@@ -368,7 +369,7 @@ class Worker:
     def _callback_sender(self) -> CallbackSender:
         settings = self.settings
         sender = CallbackSender(
-            settings.callback_keys,
+            callback_keys(settings.callback_secret, settings.callback_key_generations),
             settings.allow_private_networks,
             settings.allowed_networks,
             settings.callback_timeout_s,

@@ -13,6 +13,8 @@ import hashlib
 import hmac
 from collections.abc import Mapping
 
+from pydantic import SecretStr
+
 LABEL = b"scrapestream-callback-key/1\n"
 FIRST_GENERATION = (1,)
 
@@ -33,3 +35,10 @@ class CallbackKeys:
 
     def generations(self, caller: str) -> tuple[int, ...]:
         return self._generations.get(caller, FIRST_GENERATION)
+
+
+def callback_keys(
+    secret: SecretStr | None, generations: Mapping[str, tuple[int, ...]]
+) -> CallbackKeys | None:
+    """Each caller's signing keys from the deployment's secret; None: callbacks go unsigned."""
+    return None if secret is None else CallbackKeys(secret.get_secret_value(), generations)

@@ -157,9 +157,11 @@ def _new_callback_secret() -> int:
 
 def _callback_key(arguments: argparse.Namespace) -> int:
     """A caller's `whsec_` key(s): what its receiver verifies its callbacks with, and nobody else's."""
+    from streams.callbacks.keys import callback_keys
     from streams.settings import load_settings
 
-    keys = load_settings().callback_keys
+    settings = load_settings()
+    keys = callback_keys(settings.callback_secret, settings.callback_key_generations)
     if keys is None:
         dev = read_dev_state()
         if dev is not None and str(dev.get("callbacks", "")).startswith("signed"):

@@ -32,6 +32,7 @@ from schemas.enums import JobStatus
 from schemas.events import JobAccepted, JobCompleted, JobRejected
 from streams.cli.bulk_lines import FileSubmission, submissions_in
 from streams.cli.exits import EXIT_FAILED, EXIT_TIMED_OUT
+from streams.cli.render_flags import render_options_of
 from streams.cli.terminal import printable
 from streams.client import Client, Decided
 from streams.errors import UsageError
@@ -249,8 +250,6 @@ def _lines(source: str) -> Sequence[str]:
 
 def _defaults(arguments: argparse.Namespace) -> dict[str, Any]:
     """The submit fields the command line sets, for lines that do not set them."""
-    from streams.cli.kafka import render_options_of
-
     given = {name: getattr(arguments, option) for option, name in OPTION_FIELDS.items()}
     render = render_options_of(arguments)
     return {

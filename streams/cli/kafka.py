@@ -24,9 +24,10 @@ import msgspec
 from schemas.commands import SubmitJob
 from schemas.enums import AnswerKind, JobStatus
 from schemas.events import Event, JobCompleted
-from schemas.records import RenderOptions, Request
+from schemas.records import Request
 from schemas.work import SubmissionAnswer
 from streams.cli.exits import EXIT_FAILED, EXIT_TIMED_OUT, EXIT_USAGE
+from streams.cli.render_flags import given_fields, render_options_of
 from streams.cli.tables import progress_of
 from streams.client import Client, Signer
 from streams.clock import utc_now
@@ -98,20 +99,6 @@ def client_of(settings: Settings, signer: Signer | None = None) -> Client:
     return Client(settings.kafka_access, settings.client_profile, settings.topic_prefix, signer, registry)
 
 
-def render_options_of(arguments: argparse.Namespace) -> RenderOptions | None:
-    """Render options only when a rendering flag is given."""
-    width, height = arguments.viewport or (None, None)
-    given = {
-        "wait_until": arguments.wait_until,
-        "wait_selector": arguments.wait_selector,
-        "viewport_width": width,
-        "viewport_height": height,
-        "full_page": arguments.full_page or None,
-    }
-    rendering = _given(given)
-    return RenderOptions(**rendering) if rendering else None
-
-
 def submission_of(arguments: argparse.Namespace) -> SubmitJob:
     """The `submit` command's job."""
     chosen = {
@@ -129,12 +116,8 @@ def submission_of(arguments: argparse.Namespace) -> SubmitJob:
         request=Request(url=arguments.url),
         deadline_at=utc_now() + timedelta(seconds=arguments.deadline_s),
         callback_url=arguments.callback_url,
-        **_given(chosen),
+        **given_fields(chosen),
     )
-
-
-def _given(fields: dict[str, Any]) -> dict[str, Any]:
-    return {name: value for name, value in fields.items() if value is not None}
 
 
 async def _submit(arguments: argparse.Namespace) -> int:

@@ -10,8 +10,8 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from streams.auth.peering import PeerKey
 from streams.auth.principals import TRUSTED, Principal, Principals
 from streams.clock import utc_now
-from streams.web.console.sessions import SESSION_HEADER
 from streams.web.errors import ApiError
+from streams.web.sessions import SESSION_HEADER
 
 bearer = HTTPBearer(
     auto_error=False,

@@ -38,13 +38,13 @@ from streams.runtime.publisher import Publisher, outgoing, partition_of
 from streams.runtime.routing import Routing
 from streams.runtime.watchdog import Watchdog
 from streams.settings import Settings
-from streams.web.console.sessions import ConsoleSessions
 from streams.web.costly import CostlyReads
 from streams.web.errors import ApiError
 from streams.web.models import ShardPage
 from streams.web.pacing import ReceiverPacer
 from streams.web.peers import Peers
 from streams.web.refusals import RefusalLimiter
+from streams.web.sessions import ConsoleSessions
 
 log = logging.getLogger(__name__)
 MAX_REQUEST_ID = 128

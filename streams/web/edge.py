@@ -11,8 +11,8 @@ import json
 
 from streams.auth.peering import PeerKey
 from streams.auth.principals import Principals
-from streams.web.console.sessions import ConsoleSessions
 from streams.web.fastpath import Asgi, Message, Receive, Scope, Send
+from streams.web.sessions import ConsoleSessions
 
 CONSOLE = "/ui"
 CONSOLE_SIGN_IN = ("/ui/login", "/ui/logout")

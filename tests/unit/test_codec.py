@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 from schemas import enums
 from schemas.binary import uuid_of
-from schemas.codec import RECORD_CLASSES, as_confluent, decode, encode, learn_registry_schema
+from schemas.classes import RECORD_CLASSES
+from schemas.codec import as_confluent, decode, encode, learn_registry_schema
 from schemas.errors import CodecError, TruncatedRecordError, UnknownSchemaError
 from schemas.registry import bundle, bundle_path, current_schemas, known_schema
 from tests.strategies import records

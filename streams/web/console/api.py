@@ -10,8 +10,8 @@ import httpx
 from fastapi import Request
 
 from streams.web.console.session import Session
-from streams.web.console.sessions import SESSION_HEADER
 from streams.web.context import request_id
+from streams.web.sessions import SESSION_HEADER
 
 PREVIEW_BYTES = 64 * 1024
 

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from fastapi import Request, Response
 
 from streams.auth.principals import TRUSTED, Principal
-from streams.web.console.sessions import SESSION_COOKIE, SESSION_MAX_AGE_S, ConsoleSessions
 from streams.web.context import context_of
+from streams.web.sessions import SESSION_COOKIE, SESSION_MAX_AGE_S, ConsoleSessions
 
 CSRF_COOKIE = "scrapestream_csrf"
 CONTENT_SECURITY_POLICY = (
