@@ -48,9 +48,7 @@ async def run_dev(settings: Settings, stopped: Any, count: int = 1, verbose: boo
     shutil.rmtree(data_dir, ignore_errors=True)  # the broker's log is gone: what folded it goes too
     kept = "" if settings.artifact_store == "local" else f" (its artifacts stay in s3://{settings.s3_bucket})"
     log = DEV_DIR / "broker.log"
-    sys.stdout.write(
-        f"scrapestream dev: stopped; its broker and data are gone{kept}; the broker's log stays: {log}\n"
-    )
+    sys.stdout.write(f"scrapestream dev: stopped; its broker and data are gone{kept}; its log stays: {log}\n")
 
 
 async def _one_process(settings: Settings, stopped: Any, broker_pid: int | None) -> None:

@@ -204,13 +204,13 @@ async def test_a_bad_choice_or_an_unknown_option_is_named_by_its_command(tmp_pat
     assert "'0' is not a whole number above 0" in output
 
 
-async def test_api_commands_with_nothing_running_say_how_to_start_dev(tmp_path):
+async def test_api_commands_naming_a_worker_that_does_not_answer_say_what_to_check(tmp_path):
     from streams.broker.embedded import free_loopback_port
 
     code, output = await run("list", "--url", f"http://127.0.0.1:{free_loopback_port()}", cwd=tmp_path)
     assert code == 1
-    assert "scrapestream dev" in output
-    assert "--url" in output
+    assert "is a worker running there, and is the address right?" in output
+    assert "scrapestream dev" not in output  # the command named its worker: no dev is missing
     assert "Traceback" not in output
 
 

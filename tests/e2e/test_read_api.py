@@ -349,10 +349,12 @@ async def test_the_openapi_document_is_valid_and_every_route_answers_as_it_docum
             "name": "browser.render",
             "lease_id": str(uuid4()),
             "monitor_id": monitor["monitor_id"],
+            "check_job_id": str(uuid4()),  # no visual change of the monitor's: its image is not there
         }
         unknown = {"job_id": str(uuid4()), "artifact_id": str(uuid4()), "name": "no.such-type"}
         unknown["monitor_id"] = str(uuid4())
         unknown["lease_id"] = str(uuid4())
+        unknown["check_job_id"] = str(uuid4())
         routes = sorted(
             (
                 (method, path, operation)
