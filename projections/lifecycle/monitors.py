@@ -12,7 +12,7 @@ from datetime import datetime, time, timedelta
 from typing import Any
 from uuid import UUID
 
-from projections.artifacts import PNG
+from projections.artifacts import PNG, content_key
 from projections.lifecycle.audit import audit
 from projections.lifecycle.callbacks import start_callback
 from projections.lifecycle.completion import webhook_id_of
@@ -72,6 +72,7 @@ from schemas.enums import (
     CaptureMode,
     ChangeKind,
     JobStatus,
+    RetentionClass,
 )
 from schemas.events import (
     CallbackReplayed,
@@ -455,7 +456,13 @@ def _visual(spec: MonitorSpec, reported: VisualDifference | None) -> VisualDiffe
     if reported is None or spec.visual_threshold is None:
         return None
     ratio = reported.ratio if 0 <= reported.ratio <= 1 else 1.0
-    return VisualDifference(ratio=ratio, threshold=spec.visual_threshold, difference=reported.difference)
+    difference = reported.difference
+    if difference is not None and (
+        difference.content_type != PNG
+        or difference.key != content_key(difference.sha256, RetentionClass.CACHE_7D)
+    ):
+        difference = None  # no image a check read stores: nothing the monitor's readers may be served
+    return VisualDifference(ratio=ratio, threshold=spec.visual_threshold, difference=difference)
 
 
 def _offer_change(change: ChangeKind, command: ReportCheckReading) -> OfferChange | None:

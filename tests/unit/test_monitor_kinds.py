@@ -8,9 +8,9 @@ from uuid import UUID
 import msgspec
 import pytest
 
-from projections.artifacts import PNG
+from projections.artifacts import PNG, content_key
 from projections.lifecycle.consequences import consequences_of
-from schemas.enums import AttemptOutcome, CaptureMode, ChangeKind, OfferChangeKind
+from schemas.enums import AttemptOutcome, CaptureMode, ChangeKind, OfferChangeKind, RetentionClass
 from schemas.events import ChangeDetected
 from schemas.records import Artifact, Offer, VisualDifference
 from tests.lifecycle import POLICY, T0, Lifecycle, kinds, tick
@@ -59,7 +59,9 @@ def test_a_visual_monitor_announces_a_screenshot_that_changed_over_its_threshold
     assert kinds(life(reading(life, "pb", visual=below, triggered=True), T0 + MINUTE)) == ["CheckRecorded"]
 
     rendered(life, "c", T0 + 2 * MINUTE)
-    difference = screenshot("d")
+    difference = msgspec.structs.replace(
+        screenshot("d"), key=content_key("d" * 64, RetentionClass.CACHE_7D), sha256="d" * 64
+    )
     above = VisualDifference(ratio=0.25, threshold=0.05, difference=difference)
     events = life(reading(life, "pc", visual=above, triggered=False), T0 + 2 * MINUTE)
     change = events[-1]
@@ -133,3 +135,30 @@ def test_a_product_monitors_change_carries_its_offer_typed():
     assert changed.offer is not None
     assert changed.offer.kinds == (OfferChangeKind.PRICE_CHANGED,)
     assert changed.offer.current == msgspec.structs.replace(cheaper, currency="E" * 60)
+
+
+@pytest.mark.parametrize(
+    "named",
+    [
+        {"key": content_key("d" * 64, RetentionClass.REFERENCED_ARCHIVE), "sha256": "d" * 64},
+        {"key": content_key("e" * 64, RetentionClass.CACHE_7D), "sha256": "d" * 64},
+        {
+            "key": content_key("d" * 64, RetentionClass.CACHE_7D),
+            "sha256": "d" * 64,
+            "content_type": "text/html",
+        },
+    ],
+    ids=["kept for ever", "another object", "no image"],
+)
+def test_a_difference_image_no_check_read_stores_is_not_pointed_at(named):
+    life = Lifecycle()
+    life(create(VISUAL))
+    rendered(life, "a", T0)
+    life(reading(life, "pa", visual=VisualDifference(ratio=1.0, threshold=0.05)), T0)
+    rendered(life, "b", T0 + MINUTE)
+    named_image = msgspec.structs.replace(screenshot("d"), **named)
+    reported = VisualDifference(ratio=0.5, threshold=0.05, difference=named_image)
+    change = life(reading(life, "pb", visual=reported), T0 + MINUTE)[-1]
+    assert isinstance(change, ChangeDetected)
+    assert change.visual == VisualDifference(ratio=0.5, threshold=0.05)
+    assert consequences_of(life.state, [change], POLICY).references == []
