@@ -139,9 +139,10 @@ def _show(arguments: argparse.Namespace, answer: Any) -> None:
     elif command == "processes":
         print_all(console, processes_table(answer["processes"]))
     elif command == "list":
-        print_all(console, jobs_table(answer["items"]))
+        print_all(console, jobs_table(answer["items"], console.width))
         if answer.get("next_cursor"):
-            console.print(f"more: --cursor {answer['next_cursor']}")
+            console.print("more: the next page is --cursor followed by")
+            console.print(answer["next_cursor"], soft_wrap=True, highlight=False, markup=False)
     elif answer["outcome"] == "PENDING":
         pending = f"not decided yet (command {answer['command_id']})"
         console.print(f"{command} of {arguments.job_id} submitted; {pending}")

@@ -132,14 +132,21 @@ def _attempts(job: dict[str, Any]) -> str:
 SHORT_ID = 8  # what `list` shows of a job id; `get` and the other commands take it as a prefix
 
 
-def jobs_table(jobs: list[dict[str, Any]]) -> Table:
-    """Fits 80 columns: short ids, the state, the URL cut to what is left."""
+def jobs_table(jobs: list[dict[str, Any]], width: int = 80) -> Table:
+    """Fits `width` columns: short ids, the state, type and time whole, the URL cut to what is left."""
+    widths = {
+        "job": SHORT_ID,
+        "state": max((len(job["state"]) for job in jobs), default=len("state")),
+        "type": min(max((len(job["job_type"]) for job in jobs), default=len("type")), 14),
+        "accepted": len("accepted"),
+    }
+    url_width = max(12, min(60, width - sum(widths.values()) - 2 * len(widths)))
     table = Table(box=None, pad_edge=False)
-    table.add_column("job", no_wrap=True, min_width=SHORT_ID)
-    table.add_column("state", no_wrap=True)
-    table.add_column("type", no_wrap=True, max_width=14)
-    table.add_column("url", no_wrap=True, overflow="ellipsis", max_width=36)
-    table.add_column("accepted", no_wrap=True)
+    table.add_column("job", no_wrap=True, min_width=widths["job"])
+    table.add_column("state", no_wrap=True, min_width=widths["state"])
+    table.add_column("type", no_wrap=True, width=widths["type"], overflow="ellipsis")
+    table.add_column("url", no_wrap=True, overflow="ellipsis", max_width=url_width)
+    table.add_column("accepted", no_wrap=True, min_width=widths["accepted"])
     for job in jobs:
         table.add_row(
             job["job_id"][:SHORT_ID],
@@ -257,15 +264,23 @@ def processes_table(processes: list[dict[str, Any]]) -> Table:
     return table
 
 
-def routes_table(routes: list[dict[str, Any]]) -> Table:
-    table = Table("route", "kind", "spent this period", "budget", "remaining", "rate/s")
-    table.add_column("outstanding")
-    table.add_column("granted")
+ROUTE_COLUMNS = {  # header: what `route_figures` names it; short enough for 80 columns
+    "spent": "spent",
+    "budget": "budget",
+    "left": "remaining",
+    "rate/s": "rate",
+    "held": "outstanding",
+    "granted": "granted",
+}
+
+
+def routes_table(routes: list[dict[str, Any]], columns: tuple[str, ...] = tuple(ROUTE_COLUMNS)) -> Table:
+    """A route per row, `columns` of ROUTE_COLUMNS; `held` is reserved and not yet settled."""
+    table = Table(box=None, pad_edge=False)
+    for header in ("route", "kind", *columns):
+        widest = 24 if header == "route" else None
+        table.add_column(header, no_wrap=True, overflow="ellipsis", max_width=widest)
     for route in routes:
         said = route_figures(route)
-        table.add_row(
-            route["name"],
-            route["kind"],
-            *(said[column] for column in ("spent", "budget", "remaining", "rate", "outstanding", "granted")),
-        )
+        table.add_row(route["name"], route["kind"], *(said[ROUTE_COLUMNS[header]] for header in columns))
     return table

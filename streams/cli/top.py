@@ -25,11 +25,12 @@ from rich.text import Text
 
 from schemas.errors import ScrapestreamError
 from streams.cli.api_client import ApiClient
-from streams.cli.tables import route_figures
+from streams.cli.tables import ROUTE_COLUMNS, route_figures
 from streams.web.summary import TERMINAL
 
 QUIT_KEYS = frozenset("qQ")
 ONCE_SAMPLE_S = 1.0
+SIDE_BY_SIDE = 100  # columns the lag and routes panels need side by side
 
 
 def run_top(api: ApiClient, arguments: argparse.Namespace) -> int:
@@ -40,13 +41,14 @@ def run_top(api: ApiClient, arguments: argparse.Namespace) -> int:
             rate.shown(overview)
             time.sleep(ONCE_SAMPLE_S)
             overview, routes = _ask(api)
-        Console().print(_frame(api.url, overview, routes, rate, None))
+        console = Console()
+        console.print(_frame(api.url, overview, routes, rate, None, console.width))
         return 0
     rate = Rate()
     with _keys() as pressed, Live(Text("asking the API…"), auto_refresh=False, screen=False) as live:
         try:
             while True:
-                live.update(_view(api, arguments.interval, rate), refresh=True)
+                live.update(_view(api, arguments.interval, rate, live.console.width), refresh=True)
                 if pressed(arguments.interval) & QUIT_KEYS:
                     return 0
         except KeyboardInterrupt:
@@ -80,27 +82,34 @@ class Rate:
         )
 
 
-def _view(api: ApiClient, interval: float, rate: Rate) -> Group:
+def _view(api: ApiClient, interval: float, rate: Rate, width: int) -> Group:
     try:
         overview, routes = _ask(api)
     except ScrapestreamError as exc:
         return Group(Text(f"scrapestream top · {api.url}"), Text(str(exc), style="red"), _footer(interval))
-    return _frame(api.url, overview, routes, rate, interval)
+    return _frame(api.url, overview, routes, rate, interval, width)
 
 
 def _frame(
-    url: str, overview: dict[str, Any], routes: list[dict[str, Any]], rate: Rate, interval: float | None
+    url: str,
+    overview: dict[str, Any],
+    routes: list[dict[str, Any]],
+    rate: Rate,
+    interval: float | None,
+    width: int,
 ) -> Group:
+    """One frame; lag and routes side by side when `width` has room, else one above the other."""
     states = _table("Jobs per state", "state", "jobs")
     for state, count in overview["states"].items():
         states.add_row(state, f"{count:,}")
     hosts = _table(f"Busiest hosts, last hour{_scope(overview)}", "host", "jobs", "running")
     for load in overview["hosts"][:8]:
         hosts.add_row(load["host"], f"{load['jobs']:,}", f"{load['active']:,}")
-    spend = _table("Routes", "route", "spent this period", "budget", "rate/s", "outstanding")
+    shown = ("spent", "budget", "rate/s", "held")
+    spend = _table("Routes", "route", *shown)
     for route in routes:
         said = route_figures(route)
-        spend.add_row(route["name"], *(said[column] for column in ("spent", "budget", "rate", "outstanding")))
+        spend.add_row(route["name"], *(said[ROUTE_COLUMNS[header]] for header in shown))
     top = Table.grid(padding=(0, 4))
     top.add_row(states, hosts)
     bottom = Table.grid(padding=(0, 4))
@@ -109,7 +118,7 @@ def _frame(
         lag = _table("Lag", "topic", "records")
         for topic, records in cluster["lag"].items():
             lag.add_row(topic, f"{records:,}" + (" behind" if topic in cluster["behind"] else ""))
-        bottom.add_row(lag, spend)
+        bottom.add_row(lag, spend) if width >= SIDE_BY_SIDE else bottom.add_row(Group(lag, spend))
     else:
         bottom.add_row(spend)
     parts: list[Any] = [_header(url, overview, rate.shown(overview)), top, bottom]

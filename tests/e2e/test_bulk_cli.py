@@ -303,3 +303,36 @@ async def test_escape_sequences_in_a_file_reach_the_terminal_escaped(dev):
     for sequence in ("\x1b[2J", "\x1b]0;", "\x1b[31m", "\x1b[8m"):
         assert sequence not in output, output
     assert "\\x1b[2J" in output  # named, escaped
+
+
+async def test_listings_fit_eighty_columns(dev: tuple[Path, str], origin: Origin, monkeypatch):
+    """`list`, `routes` and `top` at 80 columns: every column whole or cut with an ellipsis, no
+    line wrapped, and `list`'s cursor on a line of its own, to be copied whole."""
+    directory, base = dev
+    monkeypatch.setenv("COLUMNS", "80")
+    code, output = await run("submit", origin.url("/page/eighty"), "--wait", cwd=directory)
+    assert code == 0, output
+    long_path = "/missing/" + "a-long-path-segment/" * 6
+    code, output = await run("submit", origin.url(long_path), "--wait", cwd=directory)
+    assert code == 1, output  # a 404: DEAD_LETTER, the widest state, and the newest job
+    code, listed = await run("list", "--limit", "1", cwd=directory)
+    assert code == 0, listed
+    lines = listed.splitlines()
+    assert lines[0].split() == ["job", "state", "type", "url", "accepted"], listed
+    row = r"DEAD_LETTER\s+http\.fetch\s+http://127\.0\.0\.1:\d+/missing/\S*…\s+\d\d:\d\d:\d\d$"
+    assert re.search(row, lines[1]), listed
+    async with httpx.AsyncClient() as client:
+        cursor = (await client.get(f"{base}/jobs", params={"limit": 1})).json()["next_cursor"]
+    assert lines[-1] == cursor, listed
+    assert "--cursor" in lines[-2]
+    code, routes = await run("routes", cwd=directory)
+    assert code == 0, routes
+    headers = ["route", "kind", "spent", "budget", "left", "rate/s", "held", "granted"]
+    assert routes.splitlines()[0].split() == headers, routes
+    assert re.search(r"^direct\s+direct\s+not metered\s+none", routes, re.MULTILINE), routes
+    code, once = await run("top", "--once", cwd=directory)
+    assert code == 0, once
+    assert re.search(r"^\s*route\s+spent\s+budget\s+rate/s\s+held\s*$", once, re.MULTILINE), once
+    assert re.search(r"^\s*direct\s+not metered\s+none", once, re.MULTILINE), once
+    for text in (listed, routes, once):
+        assert all(len(line) <= 80 for line in text.splitlines() if line != cursor), text
