@@ -41,6 +41,7 @@ from projections.lifecycle.audit import audit_of, listed_as_audit
 from projections.lifecycle.checkpoint import checkpoint_of, monitor_of
 from projections.lifecycle.consequences import lease_expiry, next_due_at
 from projections.lifecycle.evolve import evolve, replay
+from projections.lifecycle.monitors import checked_monitor
 from projections.lifecycle.policy import Policy
 from projections.lifecycle.state import Job, Monitor, State, Unaccepted, accepted_job
 from projections.lifecycle.submission import rejection_owner
@@ -99,6 +100,7 @@ class JobQuery:
     host: str | None = None  # lower case, as hosts are compared
     url_contains: str | None = None
     until: datetime | None = None
+    checks: bool | None = None  # False: no monitor's check jobs; True: only them; None: either
 
     def matches(self, job: Listed) -> bool:
         if isinstance(job, Unaccepted):
@@ -109,11 +111,17 @@ class JobQuery:
                     JobStatus.REJECTED, rejection_owner(rejected), rejected.job_type, rejected.url
                 )
                 and self._before_until(rejected.occurred_at)
+                and self._checks_match(rejected.idempotency_key)
             )
         accepted = job.accepted
-        return self._matches(
-            job.status, accepted.caller_identity, accepted.job_type, accepted.request.url
-        ) and self._before_until(accepted.occurred_at)
+        return (
+            self._matches(job.status, accepted.caller_identity, accepted.job_type, accepted.request.url)
+            and self._before_until(accepted.occurred_at)
+            and self._checks_match(accepted.idempotency_key)
+        )
+
+    def _checks_match(self, idempotency_key: str) -> bool:
+        return self.checks is None or self.checks == (checked_monitor(idempotency_key) is not None)
 
     def _matches(self, status: JobStatus, caller: str, job_type: str, url: str) -> bool:
         if self.dead_letters and status is not JobStatus.DEAD_LETTER:

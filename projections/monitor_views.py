@@ -41,6 +41,7 @@ class MonitorView(View):
     caller_identity: str
     url: str
     state: Literal["active", "paused", "deleted"]
+    pause_reason: str = Field(default="", description="What its pause said, while paused")
     schedule: ScheduleView
     job_type: str
     capture_mode: CaptureMode
@@ -149,6 +150,7 @@ def monitor_view(monitor: Monitor) -> MonitorView:
         caller_identity=monitor.owner,
         url=shown_url(spec.request.url),
         state=state,
+        pause_reason=monitor.pause_reason if monitor.paused else "",
         schedule=schedule_view(spec.schedule),
         job_type=spec.job_type,
         capture_mode=spec.capture_mode,

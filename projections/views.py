@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from projections.lifecycle.completion import webhook_id_of
 from projections.lifecycle.identity import shown_url
+from projections.lifecycle.monitors import checked_monitor
 from projections.lifecycle.state import Job, Unaccepted, is_denial
 from schemas.enums import (
     ActorRole,
@@ -173,6 +174,9 @@ class JobView(View):
     trace_url: str | None = Field(
         default=None,
         description="The trace in the deployment's trace viewer (SCRAPESTREAM_TRACE_URL_TEMPLATE)",
+    )
+    monitor_id: UUID | None = Field(
+        default=None, description="The monitor this job is a scheduled check of; null: not a check"
     )
 
 
@@ -352,6 +356,7 @@ def job_view(job: Job) -> JobView:
         callback_host=_host_of(accepted.callback_url),
         trace_id=trace_id_of(accepted.traceparent),
         idempotency_key=accepted.idempotency_key,
+        monitor_id=checked_monitor(accepted.idempotency_key),
         job_type=accepted.job_type,
         request=RequestSummary.model_construct(
             method=accepted.request.method,
@@ -403,6 +408,7 @@ def rejected_view(state: Unaccepted, rejected: JobRejected) -> JobView:
         state=JobStatus.REJECTED,
         caller_identity=rejected.caller_identity,
         idempotency_key=rejected.idempotency_key,
+        monitor_id=checked_monitor(rejected.idempotency_key),
         job_type=rejected.job_type,
         request=RequestSummary.model_construct(method=HttpMethod.GET, url=rejected.url, header_names=[]),
         policy_class=None,

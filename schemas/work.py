@@ -177,6 +177,7 @@ class MonitorCheckpoint(Record, frozen=True, kw_only=True):
     callbacks_finished: int = 0
     recent_command_ids: tuple[UUID, ...] = ()
     recent_command_at: tuple[Instant, ...] = ()
+    pause_reason: str = ""
 
 
 class SnapshotMark(Record, frozen=True, kw_only=True):

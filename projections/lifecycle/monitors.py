@@ -525,9 +525,9 @@ def evolve_monitor(state: State, event: MonitorEvent) -> Monitor | None:  # noqa
                 state = updated(state, fingerprint=None, artifact=None, gone=False)
             return updated(state, spec=event.spec, next_due_at=event.next_due_at)
         case MonitorPaused():
-            return updated(state, paused=True)
+            return updated(state, paused=True, pause_reason=event.reason)
         case MonitorResumed():
-            return updated(state, paused=False, next_due_at=event.next_due_at)
+            return updated(state, paused=False, pause_reason="", next_due_at=event.next_due_at)
         case MonitorDeleted():
             return updated(state, deleted=True)
         case CheckScheduled():

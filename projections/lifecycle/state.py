@@ -127,6 +127,7 @@ class Monitor:
     paused: bool = False
     deleted: bool = False
     last_due_at: datetime | None = None  # the due time of the latest check made
+    pause_reason: str = ""  # what its pause said, while paused
     pending: CheckScheduled | None = None  # the check being made: one at a time
     fetched: Artifact | None = None  # its content, while that is read
     fetched_status: int | None = None  # what the origin answered for it

@@ -32,6 +32,7 @@ def run_api_command(arguments: argparse.Namespace) -> int:
     if arguments.command == "callbacks" and arguments.action in ("key", "new-secret"):
         return _callback_key(arguments) if arguments.action == "key" else _new_callback_secret()
     token = arguments.token or os.environ.get("SCRAPESTREAM_TOKEN")
+    arguments.token = token
     with ApiClient(api_url(arguments.url), token, named=url_named(arguments.url)) as api:
         if arguments.command == "top":
             from streams.cli.top import run_top
@@ -101,6 +102,7 @@ def _listed(api: ApiClient, arguments: argparse.Namespace) -> dict[str, Any]:
     params: dict[str, Any] = {"caller": arguments.caller, "cursor": arguments.cursor}
     if not arguments.dead_letters:
         params |= {"state": arguments.state, "type": arguments.job_type}
+        params |= {} if arguments.checks else {"checks": "false"}
     items: list[Any] = []
     while True:
         page: dict[str, Any] = api.get(path, params | {"limit": min(LIST_PAGE, arguments.limit - len(items))})

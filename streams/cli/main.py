@@ -213,6 +213,9 @@ def _api_parsers(commands: argparse._SubParsersAction[_Parser]) -> None:
     listing.add_argument("--limit", type=_positive, default=20, help="at most this many jobs (any number)")
     listing.add_argument("--cursor", help="`next_cursor` of the previous page")
     listing.add_argument("--dead-letters", action="store_true", help="only dead-lettered jobs")
+    listing.add_argument(
+        "--checks", action="store_true", help="monitors' scheduled checks too (marked with their monitor)"
+    )
     events = _api_command(commands, "events", "show a job's history")
     events.add_argument("job_id", help="a job id, or a prefix of one")
     explained = _api_command(commands, "explain", "say why a job is where it is, decision by decision")
@@ -346,6 +349,7 @@ def _monitor_parser(commands: argparse._SubParsersAction[_Parser]) -> None:
     add.add_argument("--callback-url", help="each change is POSTed here, signed")
     add.add_argument("--type", dest="job_type", default="http.fetch", help="e.g. browser.render")
     add.add_argument("--unconditional", action="store_true", help="never ask with ETag / Last-Modified")
+    add.add_argument("--caller", help="whose monitor it is (default: the token's principal, else cli)")
     _api_command(actions, "list", "your monitors (all of them, for viewers and above)").add_argument(
         "--caller", help="only this caller's"
     )

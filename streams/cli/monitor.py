@@ -67,6 +67,9 @@ def _body(arguments: argparse.Namespace) -> dict[str, Any]:
         "job_type": arguments.job_type,
         "conditional": not arguments.unconditional,
     }
+    caller = arguments.caller or (None if arguments.token else "cli")  # as `submit` names an unsigned caller
+    if caller is not None:
+        body["caller_identity"] = caller
     if arguments.every is not None:
         body["every_s"] = arguments.every
     if arguments.cron is not None:
@@ -154,7 +157,7 @@ def _monitor_lines(monitor: dict[str, Any]) -> str:
         f"monitor  {monitor['monitor_id']}  {printable(monitor['name'])!r}",
         f"owner    {printable(monitor['caller_identity'])}",
         f"url      {printable(monitor['url'])}",
-        f"state    {monitor['state']}, {when} ({schedule['time_zone']})",
+        f"state    {monitor['state']}{_paused_because(monitor)}, {when} ({schedule['time_zone']})",
         f"next     {monitor['next_check_at'] or '-'}",
         f"checks   {monitor['checks']} ({monitor['missed']} missed), changes {monitor['changes']}",
     ]
@@ -177,6 +180,11 @@ def _monitor_lines(monitor: dict[str, Any]) -> str:
     if monitor["checking"]:
         lines.append(f"checking job {monitor['checking']}")
     return "\n".join(lines)
+
+
+def _paused_because(monitor: dict[str, Any]) -> str:
+    reason = monitor.get("pause_reason")
+    return f" ({printable(reason)!r})" if monitor["state"] == "paused" and reason else ""
 
 
 def _monitors_table(monitors: list[dict[str, Any]]) -> Table:

@@ -133,13 +133,16 @@ SHORT_ID = 8  # what `list` shows of a job id; `get` and the other commands take
 
 
 def jobs_table(jobs: list[dict[str, Any]], width: int = 80) -> Table:
-    """Fits `width` columns: short ids, the state, type and time whole, the URL cut to what is left."""
+    """Fits `width` columns: short ids, the state, type and time whole, the URL cut to what is left;
+    a monitor's check names its monitor."""
     widths = {
         "job": SHORT_ID,
         "state": max((len(job["state"]) for job in jobs), default=len("state")),
         "type": min(max((len(job["job_type"]) for job in jobs), default=len("type")), 14),
         "accepted": len("accepted"),
     }
+    if any(job.get("monitor_id") for job in jobs):
+        widths["check of"] = SHORT_ID
     url_width = max(12, min(60, width - sum(widths.values()) - 2 * len(widths)))
     table = Table(box=None, pad_edge=False)
     table.add_column("job", no_wrap=True, min_width=widths["job"])
@@ -147,13 +150,17 @@ def jobs_table(jobs: list[dict[str, Any]], width: int = 80) -> Table:
     table.add_column("type", no_wrap=True, width=widths["type"], overflow="ellipsis")
     table.add_column("url", no_wrap=True, overflow="ellipsis", max_width=url_width)
     table.add_column("accepted", no_wrap=True, min_width=widths["accepted"])
+    if "check of" in widths:
+        table.add_column("check of", no_wrap=True, min_width=widths["check of"])
     for job in jobs:
+        monitor = str(job.get("monitor_id") or "-")[:SHORT_ID]
         table.add_row(
             job["job_id"][:SHORT_ID],
             _state(job["state"]),
             job["job_type"],
             job["request"]["url"],
             job["accepted_at"][11:19],
+            *([monitor] if "check of" in widths else []),
         )
     return table
 

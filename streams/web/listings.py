@@ -38,6 +38,10 @@ Host = Annotated[
 ]
 UrlText = Annotated[str | None, Query(max_length=2048, description="Only jobs whose URL contains this text")]
 JobType = Annotated[str | None, Query(alias="type", description="A job type, e.g. `http.fetch`")]
+Checks = Annotated[
+    bool | None,
+    Query(description="false: no monitors' scheduled checks; true: only them; unset: every job"),
+]
 Target = Annotated[str | None, Query(description="What the record is about: `job:<id>` or `artifact:<id>`")]
 Actor = Annotated[str | None, Query(description="A principal's name")]
 After = Annotated[str | None, Query(pattern=r"^[0-9]{15}/[0-9a-f-]{36}$")]
@@ -70,11 +74,12 @@ async def jobs(
     host: Host = None,
     url: UrlText = None,
     id_prefix: IdPrefix = None,
+    checks: Checks = None,
     limit: Limit = 50,
     cursor: Cursor = None,
 ) -> Response:
     query = _job_query(principal, caller, state, job_type, since, dead_letters=False, id_prefix=id_prefix)
-    query = replace(query, until=until, host=_host(host), url_contains=url or None)
+    query = replace(query, until=until, host=_host(host), url_contains=url or None, checks=checks)
     return await _list_jobs(request, principal, query, cursor, limit)
 
 
@@ -104,12 +109,13 @@ async def jobs_shard(
     host: Host = None,
     url: UrlText = None,
     id_prefix: IdPrefix = None,
+    checks: Checks = None,
     after: After = None,
     limit: Limit = 50,
 ) -> Response:
     context = context_of(request)
     query = _job_query(principal, caller, state, job_type, since, dead_letters, id_prefix)
-    query = replace(query, until=until, host=_host(host), url_contains=url or None)
+    query = replace(query, until=until, host=_host(host), url_contains=url or None, checks=checks)
     owned = context.ownership.owned
     return Response(
         shard_json(owned, _local_jobs(context, principal, query, after, limit)(owned)), media_type=JSON
@@ -169,7 +175,9 @@ async def listed_jobs(
     context = context_of(request)
     statuses = sorted(asked.statuses) if asked.statuses else None
     query = _job_query(principal, asked.caller, statuses, asked.job_type, asked.since, dead_letters=False)
-    query = replace(query, until=asked.until, host=asked.host, url_contains=asked.url_contains)
+    query = replace(
+        query, until=asked.until, host=asked.host, url_contains=asked.url_contains, checks=asked.checks
+    )
     params = _job_params(query)
     found: list[dict[str, Any]] = []
     after = None
@@ -265,6 +273,7 @@ def _job_params(query: JobQuery) -> dict[str, Any]:
         "until": None if query.until is None else query.until.isoformat(),
         "host": query.host,
         "url": query.url_contains,
+        "checks": None if query.checks is None else str(query.checks).lower(),
     }
 
 

@@ -18,6 +18,7 @@ import pytest
 import pytest_asyncio
 from playwright.async_api import Browser, BrowserContext, Page, async_playwright
 
+from schemas.enums import JobStatus
 from streams.web import overview
 from streams.web.console.session import CSRF_COOKIE, SESSION_COOKIE
 from tests.browser_pages import Pages, chromium_or_skip, serving_pages
@@ -516,3 +517,44 @@ async def test_a_monitor_page_shows_its_checks_and_its_changes_diff_as_inert_tex
         assert visit.errors == []
     async with console.signed_in("svc-b") as visit:
         assert await visit.open(f"/ui/monitors/{monitor_id}") == 404
+
+
+async def test_the_jobs_page_leaves_monitors_checks_out_until_asked_and_marks_them(console):
+    async with console.api("svc-a") as http:
+        body = {"name": "checks-on-jobs-page", "url": console.origin.url("/page/checked"), "every_s": 3600}
+        created = await http.post("/monitors", json=body)
+        assert created.status_code == 201, created.text
+        monitor_id = created.json()["monitor_id"]
+        for _ in range(300):
+            checks = (await http.get(f"/monitors/{monitor_id}/checks")).json()["items"]
+            if checks and checks[0]["status"]:
+                break
+            await asyncio.sleep(0.1)
+        check_job = checks[0]["check_job_id"]
+        paused = await http.post(f"/monitors/{monitor_id}/pause", json={"reason": "site <b>maintenance</b>"})
+        assert paused.status_code == 200, paused.text
+    async with console.signed_in("svc-a") as visit:
+        await visit.open("/ui/jobs")
+        rows = visit.page.locator("#job-rows tr[data-job]")
+        listed = [await row.get_attribute("data-job") for row in await rows.all()]
+        assert listed
+        assert check_job not in listed
+        states = visit.page.locator("fieldset.states input[name=state]")
+        assert await states.count() == len(JobStatus)
+        succeeded = visit.page.locator("fieldset.states input[value=SUCCEEDED]")
+        assert await succeeded.is_visible()
+        await succeeded.check()
+        await visit.page.check("input[name=checks]")
+        await visit.page.click("form.filters button[type=submit]")
+        await visit.page.wait_for_load_state("networkidle")
+        assert "checks=1" in visit.page.url
+        for text in await rows.all_inner_texts():
+            assert "SUCCEEDED" in text
+        check_row = visit.page.locator(f"#job-rows tr[data-job='{check_job}']")
+        assert await check_row.count() == 1
+        mark = check_row.locator("a.check")
+        assert await mark.inner_text() == f"check of {monitor_id[:8]}"
+        assert await mark.get_attribute("href") == f"/ui/monitors/{monitor_id}"
+        await visit.open(f"/ui/monitors/{monitor_id}")
+        assert "paused (site <b>maintenance</b>)" in await visit.page.inner_text("h1")
+        assert visit.errors == []

@@ -128,6 +128,20 @@ async def watching_a_page_works_as_pasted(site: str, cwd: Path) -> None:
             if " monitor get " in command:
                 assert "every 30 s" in output
                 assert "compares ignore 'footer'" in output
+                assert re.search(r"^owner\s+cli$", output, re.MULTILINE), output  # as `submit`'s jobs
+            if " list --checks" in command:
+                for _ in range(60):  # the first check runs within seconds of `monitor add`
+                    if re.search(rf"check of.*\n(.*\n)*.*{monitor_id[:8]}", output):
+                        break
+                    await asyncio.sleep(0.5)
+                    _, output = await shell(command, cwd)
+                assert re.search(rf"check of.*\n(.*\n)*.*{monitor_id[:8]}", output), output
+                _, plain = await shell(".venv/bin/scrapestream list --json", cwd)
+                assert '"monitor_id": null' in plain
+                assert monitor_id not in plain  # `list` alone leaves the checks out
+            if " monitor pause " in command:
+                _, shown = await shell(f".venv/bin/scrapestream monitor get {monitor_id}", cwd)
+                assert "state    paused ('site maintenance')" in shown, shown
             if " monitor delete " in command:
                 assert "deleted" in output
     assert monitor_id

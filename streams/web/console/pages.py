@@ -153,6 +153,7 @@ def _job_filters(request: Request) -> dict[str, Any]:
         "since": query.get("since", "").strip(),
         "until": query.get("until", "").strip(),
         "q": query.get("q", "").strip(),
+        "checks": "1" if query.get("checks") == "1" else "",
         "limit": _page_size(query.get("limit", "")),
     }
 
@@ -174,6 +175,7 @@ def _api_params(filters: dict[str, Any]) -> dict[str, Any]:
         "until": _instant(filters["until"]),
         "id_prefix": search if is_id else None,
         "url": None if is_id else filters["q"],
+        "checks": None if filters["checks"] else "false",  # monitors' checks only when asked
     }
 
 
