@@ -159,6 +159,7 @@ class JobView(View):
     lease: LeaseView | None
     totals: Totals
     accepted_at: datetime = Field(description="When it was accepted (a rejected submission: rejected)")
+    redriven_at: datetime | None = Field(default=None, description="When it was last redriven; null: never")
     deadline_at: datetime | None
     next_attempt_at: datetime | None
     completed_at: datetime | None
@@ -392,6 +393,7 @@ def job_view(job: Job) -> JobView:
             ),
         ),
         accepted_at=accepted.occurred_at,
+        redriven_at=job.redriven_at,
         deadline_at=accepted.deadline_at,
         next_attempt_at=job.next_attempt_at,
         completed_at=job.completed_at,

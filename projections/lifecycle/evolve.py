@@ -173,6 +173,7 @@ def _apply(state: Job, event: Event) -> Job:  # noqa: C901 - one flat case per e
                 budget_base=event.budget_spent_before,
                 denial_base=state.denials + state.denial_base,
                 cache_mode=event.cache_mode or state.cache_mode,
+                redriven_at=event.occurred_at,
             )
         case SubmissionReused():
             return updated(state, reuse_count=state.reuse_count + 1)

@@ -67,6 +67,7 @@ class Job:
     budget_base: int = 0
     denial_base: int = 0  # denials before the last redrive
     cache_mode: CacheMode | None = None  # set by a redrive: how its attempts use the cache
+    redriven_at: datetime | None = None  # its last redrive
     completion_webhook_id: str | None = None  # the webhook-id of its latest end's callback
     callback_replays: int = 0
     stale_traces: tuple[tuple[ReportKind, int, UUID], ...] = ()  # stale reports recorded, at most a few

@@ -47,9 +47,11 @@ def outcome_mix(jobs: Iterable[Mapping[str, Any]]) -> dict[str, int]:
 
 
 def latency_percentiles(jobs: Iterable[Mapping[str, Any]]) -> dict[str, float] | None:
-    """Submit→completion milliseconds at p50, p90 and p99 of the finished jobs; None without any."""
+    """Submit→completion milliseconds at p50, p90 and p99 of the finished jobs (a redriven job's from its
+    redrive); None without any."""
     latencies = sorted(
-        (completed - datetime.fromisoformat(job["accepted_at"])).total_seconds() * 1000
+        (completed - datetime.fromisoformat(job.get("redriven_at") or job["accepted_at"])).total_seconds()
+        * 1000
         for job in jobs
         if (completed := _completed_at(job)) is not None and job["state"] in TERMINAL
     )
@@ -66,7 +68,9 @@ def busiest_hosts(jobs: Iterable[Mapping[str, Any]], most: int = 10) -> list[Hos
     total: Counter[str] = Counter()
     active: Counter[str] = Counter()
     for job in jobs:
-        host = urlsplit(job["request"]["url"]).hostname or "?"
+        host = urlsplit(job["request"]["url"]).hostname
+        if job["state"] == "REJECTED" or not host:  # a refused submission asked no host
+            continue
         total[host] += 1
         active[host] += job["state"] in ACTIVE
     return [HostLoad(host=host, jobs=count, active=active[host]) for host, count in total.most_common(most)]

@@ -9,8 +9,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -57,8 +59,8 @@ class Console:
         raise AssertionError(f"job {job_id} did not finish")
 
     @contextlib.asynccontextmanager
-    async def signed_in(self, principal: str) -> AsyncIterator[Watched]:
-        context = await self.browser.new_context(base_url=self.base)
+    async def signed_in(self, principal: str, timezone_id: str | None = None) -> AsyncIterator[Watched]:
+        context = await self.browser.new_context(base_url=self.base, timezone_id=timezone_id)
         cookies = await console_cookies(self.base, ISSUED[principal].token)
         await context.add_cookies([{"name": n, "value": v, "url": self.base} for n, v in cookies.items()])
         try:
@@ -558,3 +560,59 @@ async def test_the_jobs_page_leaves_monitors_checks_out_until_asked_and_marks_th
         await visit.open(f"/ui/monitors/{monitor_id}")
         assert "paused (site <b>maintenance</b>)" in await visit.page.inner_text("h1")
         assert visit.errors == []
+
+
+async def test_the_overview_says_times_in_utc_and_counts_a_redriven_job_from_its_redrive(console):
+    dead = (await console.submit("svc-c", console.origin.url("/missing/console-redriven"))).json()["job_id"]
+    assert (await console.finished(dead))["state"] == "DEAD_LETTER"
+    for refused in ("notaurl", "http:///no-host", "ftp://127.0.0.1/file"):
+        assert (await console.submit("svc-c", refused)).json()["submission"] == "rejected"
+    await asyncio.sleep(3)  # the redrive comes well after the first acceptance
+    async with console.api("admin") as http:
+        redriven = await http.post(f"/jobs/{dead}/redrive", json={"reason": "counted from here"})
+        assert redriven.status_code == 200, redriven.text
+    again = await console.finished(dead)
+    assert again["redriven_at"] is not None
+    async with console.signed_in("svc-c", timezone_id="America/Los_Angeles") as visit:
+        await visit.open("/ui")
+        hosts = await visit.page.locator("#hosts tbody tr").all_inner_texts()
+        assert [row.split()[0] for row in hosts] == ["127.0.0.1"]  # the refused submissions asked no host
+        latency = {
+            name: float(figure.removesuffix(" ms").replace(",", ""))
+            for figure, name in (
+                text.splitlines() for text in await visit.page.locator("#latency > div").all_inner_texts()
+            )
+        }
+        assert latency["p99"] < 2500, latency  # its second run's time, not the wait before the redrive
+        chart = "document.querySelector('#completions .chart').chart"
+        one_pm = datetime(2026, 12, 6, 13, 5, tzinfo=UTC).timestamp()
+        ticks = await visit.page.evaluate(f"{chart}.axes[0].values({chart}, [{one_pm}])")
+        assert ticks == ["13:05"]  # UTC and 24-hour, whatever the browser's time zone
+        legend = await visit.page.locator("#completions .u-legend .u-value").all_inner_texts()
+        assert re.fullmatch(r"\d\d:\d\d UTC", legend[0]), legend
+        assert all(value != "--" and re.fullmatch(r"\d+\.\d\d", value) for value in legend[1:]), legend
+        assert visit.errors == []
+
+
+async def test_a_live_view_refused_with_429_backs_off_and_says_so(console):
+    refused = 0
+
+    async def busy(route: Any) -> None:
+        nonlocal refused
+        if refused < 2:
+            refused += 1
+            await route.fulfill(status=429, body="too many reads", headers={"Retry-After": "1"})
+        else:
+            await route.continue_()
+
+    async with console.signed_in("svc-a") as visit:
+        await visit.open(f"/ui/jobs/{console.jobs['succeeded']}")
+        await visit.page.route("**/live", busy)
+        notice = visit.page.locator("p.notice.busy[role=status]")
+        await notice.wait_for(timeout=10_000)
+        said = await notice.inner_text()
+        assert "busy answering reads (429 too many reads)" in said
+        assert re.search(r"the next try is in \d+ s", said)
+        await notice.wait_for(state="detached", timeout=30_000)  # answered again: the notice goes
+        assert refused == 2
+        assert [error for error in visit.errors if "429" not in error] == []

@@ -113,3 +113,17 @@ def test_the_busiest_hosts_come_first_with_what_is_still_running():
         ("a.example", 2, 1),
         ("b.example", 1, 1),
     ]
+
+
+def test_a_refused_submission_is_no_hosts_load():
+    jobs = [
+        {"state": "REJECTED", "request": {"url": "notaurl"}},
+        {"state": "REJECTED", "request": {"url": "https://quota.example/"}},
+        {"state": "SUCCEEDED", "request": {"url": "https://a.example/"}},
+    ]
+    assert [load.host for load in summary.busiest_hosts(jobs)] == ["a.example"]
+
+
+def test_a_redriven_jobs_latency_counts_from_its_redrive():
+    redriven = job("DEAD_LETTER", 3600, 3000) | {"redriven_at": (NOW - timedelta(seconds=602)).isoformat()}
+    assert summary.latency_percentiles([redriven]) == {"p50": 2000.0, "p90": 2000.0, "p99": 2000.0}
