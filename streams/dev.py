@@ -16,7 +16,9 @@ from typing import Any
 
 from streams.broker.embedded import EmbeddedBroker
 from streams.devstate import DEV_DIR, STATE_FILE, read_dev_state
+from streams.fetch.browser import browser_problem, executable_of
 from streams.readers.fleet import startup_lines
+from streams.runtime import tracing
 from streams.settings import Settings, on_embedded_broker
 from streams.supervisor.run import Supervised, process_environment
 from streams.worker import Worker
@@ -109,7 +111,18 @@ def _state(settings: Settings, port: int | None, count: int, broker_pid: int | N
         "artifacts": str(settings.local_artifacts.resolve())
         if settings.artifact_store == "local"
         else f"s3://{settings.s3_bucket}/{settings.s3_prefix}",
+        "browser": _browser(settings),
+        "tracing": tracing.described(os.environ),
     }
+
+
+def _browser(settings: Settings) -> str:
+    if settings.browser_cdp_url is not None:
+        return f"Chromium over CDP at {settings.browser_cdp_url}: browser.render jobs run"
+    problem = browser_problem(settings)
+    if problem is not None:
+        return f"{problem} (browser.render submissions are refused, UNSUPPORTED_JOB_TYPE)"
+    return f"{executable_of(settings.browser_executable)}: browser.render jobs run"
 
 
 def _fresh_data_dir() -> Path:
@@ -130,6 +143,8 @@ def _announce(state: dict[str, Any], job_types: list[str]) -> None:
         f"{state['partitions']} partition{'s' if state['partitions'] > 1 else ''} (SCRAPESTREAM_PROCESSES)",
         f"  artifacts        {state['artifacts']}",
         f"  callbacks        {state['callbacks']}",
+        f"  browser          {state['browser']}",
+        f"  tracing          {state['tracing']}",
         *(f"  job types        {line}" for line in job_types),
         "  try: scrapestream submit https://example.com/ --wait      Ctrl-C stops everything",
     ]

@@ -82,6 +82,10 @@ def shutdown() -> None:
 
 
 def _exporters(environ: Mapping[str, str]) -> list[SpanExporter]:
+    return [_exporter(name) for name in _exporter_names(environ)]
+
+
+def _exporter_names(environ: Mapping[str, str]) -> list[str]:
     if environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
         return []
     names = [name.strip().lower() for name in environ.get("OTEL_TRACES_EXPORTER", "none").split(",")]
@@ -91,7 +95,7 @@ def _exporters(environ: Mapping[str, str]) -> list[SpanExporter]:
         raise TracingError(
             f"OTEL_TRACES_EXPORTER names {', '.join(unknown)}: use otlp, zipkin, console or none"
         )
-    return [_exporter(name) for name in dict.fromkeys(names)]
+    return list(dict.fromkeys(names))
 
 
 def _exporter(name: str) -> SpanExporter:
@@ -103,7 +107,38 @@ def _exporter(name: str) -> SpanExporter:
         from opentelemetry.exporter.zipkin.json import ZipkinExporter
 
         return ZipkinExporter()
-    return ConsoleSpanExporter()
+    return ConsoleSpanExporter(formatter=one_line)
+
+
+def one_line(span: ReadableSpan) -> str:
+    """A span as one line for a terminal: name, trace, duration, status and the job it is of."""
+    context = span.get_span_context()
+    trace = "-" if context is None else f"{context.trace_id:032x}"
+    took = (
+        ""
+        if span.end_time is None or span.start_time is None
+        else f" {(span.end_time - span.start_time) / 1e6:.1f} ms"
+    )
+    status = "" if span.status.is_ok else f" {span.status.status_code.name}"
+    job = (span.attributes or {}).get("scrapestream.job.id")
+    return f"span {span.name} trace={trace}{took}{status}{'' if job is None else f' job={job}'}\n"
+
+
+def described(environ: Mapping[str, str]) -> str:
+    """Where this environment's spans go, in a line for a person; what turns tracing on when off."""
+    try:
+        names = _exporter_names(environ)
+    except TracingError as exc:
+        return str(exc)
+    if not names:
+        return "off (OTEL_TRACES_EXPORTER=zipkin, otlp or console turns it on: docs/OPERATIONS.md, Tracing)"
+    otlp = environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "http://localhost:4318").rstrip("/") + "/v1/traces"
+    said = {
+        "otlp": f"otlp to {environ.get('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT') or otlp}",
+        "zipkin": f"zipkin to {environ.get('OTEL_EXPORTER_ZIPKIN_ENDPOINT', 'http://localhost:9411/api/v2/spans')}",
+        "console": "console, a line per span",
+    }
+    return "on: " + ", ".join(said[name] for name in names)
 
 
 def _batching(environ: Mapping[str, str]) -> dict[str, float]:

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import signal
 import socket
 from pathlib import Path
@@ -33,9 +34,10 @@ async def wait_for_file(path: Path) -> dict[str, object]:
     raise AssertionError(f"{path} never appeared")
 
 
-async def test_dev_serves_a_submission_end_to_end_and_stops_cleanly(origin, tmp_path):
+async def test_dev_serves_a_submission_end_to_end_and_stops_cleanly(origin, tmp_path, monkeypatch):
     from streams.broker.embedded import free_loopback_port
 
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "console")  # spans into dev's terminal, a line each
     port = free_loopback_port()
     dev = await start("dev", "--allow-private", cwd=tmp_path, web_port=str(port), processes="auto")
     try:
@@ -93,6 +95,12 @@ async def test_dev_serves_a_submission_end_to_end_and_stops_cleanly(origin, tmp_
     assert dev.returncode == 0, printed.decode()
     assert "started from a clean state" in printed.decode()
     assert "callbacks        unsigned (no SCRAPESTREAM_CALLBACK_SECRET)" in printed.decode()
+    assert "tracing          on: console, a line per span" in printed.decode()
+    spans = [line for line in printed.decode().splitlines() if line.startswith("span scrapestream ")]
+    intake = r"span scrapestream intake trace=[0-9a-f]{32} \d+\.\d ms job=[0-9a-f-]{36}"
+    assert any(re.fullmatch(intake, line) for line in spans), spans
+    assert any(line.endswith(f" job={completion['job_id']}") for line in spans), spans
+    assert '"context": {' not in printed.decode()  # not the SDK's 35-line JSON per span
     assert not (tmp_path / ".scrapestream" / "dev.json").exists()
     with pytest.raises(ProcessLookupError):
         os.kill(int(state["broker_pid"]), 0)
@@ -455,6 +463,9 @@ async def test_dev_without_a_browser_says_so_at_start_and_answers_a_render_at_on
         printed, _ = await asyncio.wait_for(dev.communicate(), 60)
     shown = printed.decode()
     assert "job types        this worker runs job types: http.fetch" in shown
+    assert "browser          no browser: /bin/true --version does not name Chromium" in shown
+    assert "(browser.render submissions are refused, UNSUPPORTED_JOB_TYPE)" in shown
+    assert "tracing          off (OTEL_TRACES_EXPORTER=zipkin, otlp or console turns it on" in shown
     assert "it does not run browser.render: no browser: /bin/true --version does not name Chromium" in shown
 
 
