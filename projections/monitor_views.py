@@ -12,6 +12,7 @@ from uuid import UUID
 from pydantic import Field
 
 from projections.lifecycle.identity import shown_url
+from projections.lifecycle.monitors import schedule_of
 from projections.lifecycle.state import Monitor
 from projections.views import ArtifactView, View, artifact_view
 from schemas.enums import CaptureMode, ChangeKind, JobStatus, OfferChangeKind
@@ -178,18 +179,18 @@ def monitor_view(monitor: Monitor) -> MonitorView:
 
 
 def schedule_view(schedule: MonitorSchedule) -> ScheduleView:
-    window = schedule.window
+    """A schedule as the API shows it: the one the rules keep (`schedule_of`), its times as HH:MM."""
+    kept = schedule_of(schedule)
+    window = kept.window
     return ScheduleView(
-        every_s=schedule.every_s,
-        cron=schedule.cron,
-        time_zone=schedule.time_zone,
-        jitter_s=schedule.jitter_s,
+        every_s=kept.every_s,
+        cron=kept.cron,
+        time_zone=kept.time_zone,
+        jitter_s=kept.jitter_s,
         window=None
         if window is None
         else WindowView(
-            start=clock_of(window.start_minute),
-            end=clock_of(window.end_minute),
-            weekdays=list(window.weekdays),
+            start=f"{window.start:%H:%M}", end=f"{window.end:%H:%M}", weekdays=sorted(window.days)
         ),
     )
 
@@ -249,11 +250,6 @@ def change_views(events: Iterable[Event]) -> list[ChangeView]:
         for event in reversed(list(events))
         if isinstance(event, ChangeDetected)
     ]
-
-
-def clock_of(minutes: int) -> str:
-    """Minutes after midnight as HH:MM, as windows are written."""
-    return f"{minutes // 60:02d}:{minutes % 60:02d}"
 
 
 def newest_views(

@@ -17,13 +17,13 @@ from projections.storage.rocks import RocksStore
 from schemas.enums import PolicyClass
 from schemas.errors import ScrapestreamError
 from schemas.events import Event
-from streams.agents.check_reads import CheckReads
 from streams.agents.executor import HttpExecutor
 from streams.agents.intake import Intake
 from streams.agents.lifecycle import Lifecycle
 from streams.agents.maintenance import Maintenance
+from streams.agents.monitors.check_reads import CheckReads
+from streams.agents.monitors.reading_process import ReadingProcess
 from streams.agents.outbox import Outbox
-from streams.agents.reading_process import ReadingProcess
 from streams.agents.remote import RemoteResults
 from streams.agents.timers import Timers
 from streams.artifacts.configured import open_artifact_store
@@ -64,7 +64,7 @@ from streams.runtime.watchdog import Watchdog
 from streams.settings import Settings
 from streams.web.api import build_api
 from streams.web.context import ApiContext, JobViews
-from streams.web.monitors import quota_refusal
+from streams.web.monitors.routes import quota_refusal
 from streams.web.peers import Peers
 from streams.web.refusals import RefusalLimiter
 from streams.web.server import ApiServer

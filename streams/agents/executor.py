@@ -43,7 +43,6 @@ from projections.lifecycle.identity import name_based
 from projections.lifecycle.submission import BROWSER_RENDER, renders
 from schemas.codec import decode_as
 from schemas.commands import ReportAttempt
-from schemas.errors import CodecError
 from schemas.records import Attempt
 from schemas.types import uuid_text
 from schemas.work import DueWork, LeaseRevoked
@@ -65,7 +64,7 @@ from streams.runtime.deadinput import DeadLetters
 from streams.runtime.flusher import Flusher
 from streams.runtime.handover import Handover
 from streams.runtime.metrics import Metrics
-from streams.runtime.publisher import Outgoing, Sink, outgoing
+from streams.runtime.publisher import Sink, outgoing
 from streams.runtime.trace_context import TraceContext
 from streams.settings import Settings
 
@@ -162,14 +161,9 @@ class HttpExecutor(QuietStage):
         now = self._clock()
         startable: list[DueWork] = []
         traces: dict[UUID, Queued] = {}
-        immediate: list[Outgoing] = []
+        usable, immediate = self._dead.sort_out(records, _work_of, "due work")
         not_started = self.not_started
-        for record in records:
-            try:
-                work = _work_of(record)
-            except CodecError as exc:
-                immediate.append(self._dead.of(record, f"undecodable due work: {exc}"))
-                continue
+        for record, work in usable:
             if isinstance(work, LeaseRevoked):
                 startable = [due for due in startable if due.lease_id != work.lease_id]  # not started yet
                 self._revoke(work)

@@ -50,7 +50,7 @@ from streams.broker.headers import Headers
 from streams.runtime import trace_context
 from streams.runtime.answers import AnswerAddress, dead_answer
 from streams.runtime.consumer import QuietStage, Record
-from streams.runtime.deadinput import DeadLetters
+from streams.runtime.deadinput import DeadLetters, UnusableError
 from streams.runtime.handover import Handed, LocalStages
 from streams.runtime.publisher import Outgoing, Sink, outgoing
 from streams.runtime.schema_registry import SchemaRegistry
@@ -119,17 +119,19 @@ class Intake(QuietStage):
                 record.value for record, signer in checked if not isinstance(signer, str)
             )
         forwards: list[Forward] = []
-        published: list[Outgoing] = []
+        usable, published = self._dead.sort_out(
+            checked,
+            lambda checked: self._translate(*checked, now),
+            "submission",
+            lambda checked, reason: self._dead_input(*checked, reason, now),
+        )
         over_quota: dict[str, str] = {}  # a caller found at its quota is not counted again in the batch
-        for record, signer in checked:
-            translated = self._translate(record, signer, now)
-            over = await self._over_quota(translated, signer, over_quota)
+        for (record, signer), forward in usable:
+            over = await self._over_quota(forward, signer, over_quota)
             if over is not None:
-                translated = self._dead_input(record, signer, f"refused: {over}", now)
-            if isinstance(translated, Forward):
-                forwards.append(translated)
+                published += self._dead_input(record, signer, f"refused: {over}", now)
             else:
-                published += translated
+                forwards.append(forward)
         handed = [(forward, self._hand_over(forward, now)) for forward in forwards]
         published += [forward.message(now) for forward, local in handed if local is None]
         written = await self._publisher.send_all(published)
@@ -168,19 +170,16 @@ class Intake(QuietStage):
         binding = Binding(self._settings.deployment_id, record.topic)
         return verify(self._principals, record.headers, record.value or b"", binding)
 
-    def _translate(
-        self, record: Record, signer: Principal | str | None, now: datetime
-    ) -> Forward | list[Outgoing]:
-        """The command a record holds, or its dead-input record and the answer that says so."""
+    def _translate(self, record: Record, signer: Principal | str | None, now: datetime) -> Forward:
+        """The command a record holds; CodecError or UnusableError (why) when it holds none to forward."""
         try:
             return self._command(record, signer, now, AnswerAddress.of_record(record))
-        except CodecError as exc:
-            reason = f"undecodable: {exc}"
+        except (CodecError, UnusableError):
+            raise
         except RefusedError as exc:
-            reason = f"refused: {exc}"
+            raise UnusableError(f"refused: {exc}") from exc
         except Exception as exc:  # whatever a hostile record makes fail is that record's fault
-            reason = f"unusable: {type(exc).__name__}: {exc}"
-        return self._dead_input(record, signer, reason, now)
+            raise UnusableError(f"unusable: {type(exc).__name__}: {exc}") from exc
 
     def _dead_input(
         self, record: Record, signer: Principal | str | None, reason: str, now: datetime
@@ -196,10 +195,10 @@ class Intake(QuietStage):
         ]
 
     async def _over_quota(
-        self, translated: Forward | list[Outgoing], signer: Principal | str | None, over: dict[str, str]
+        self, translated: Forward, signer: Principal | str | None, over: dict[str, str]
     ) -> str | None:
         """Why a monitor's creation would take its caller past the quota, or None."""
-        if not isinstance(translated, Forward) or not isinstance(translated.command, CreateMonitor):
+        if not isinstance(translated.command, CreateMonitor):
             return None
         caller = translated.command.caller_identity
         if caller in over:

@@ -55,7 +55,6 @@ from schemas.commands import (
     SubmitJob,
 )
 from schemas.enums import ReportKind, TransportPolicy
-from schemas.errors import CodecError
 from schemas.events import Event
 from schemas.work import DueWork
 from streams.agents.catch_up import PartitionCatchUp
@@ -202,19 +201,9 @@ class Lifecycle(QuietStage):
 
     async def handle(self, records: Sequence[Record]) -> None:
         incoming: list[Incoming] = []
-        dead: list[Outgoing] = []
-        for record in records:
-            if isinstance(record, LocalRecord):
-                record.replies.clear()  # a retried batch replies anew
-            if not self.partitions.keeps(record.partition):
-                if isinstance(record, LocalRecord):
-                    record.settle(False)  # its sender publishes it for the new owner
-                continue  # revoked while queued: the new owner handles it
-            try:
-                command = _command_of(record)
-            except CodecError as exc:
-                dead += self._dead_input(record, f"undecodable command: {exc}")
-                continue
+        kept = [record for record in records if self._kept(record)]
+        usable, dead = self._dead.sort_out(kept, _command_of, "command", self._dead_input)
+        for record, command in usable:
             if isinstance(command, ReportRemoteAttempt):
                 reported = await self._remote_report(command)
                 if isinstance(reported, str):
@@ -224,6 +213,15 @@ class Lifecycle(QuietStage):
             at = self._record_time(record)
             incoming.append(Incoming(record.partition, command, at, record, AnswerAddress.of_command(record)))
         await self.handle_batch(incoming, dead)
+
+    def _kept(self, record: Record) -> bool:
+        if isinstance(record, LocalRecord):
+            record.replies.clear()  # a retried batch replies anew
+        if self.partitions.keeps(record.partition):
+            return True
+        if isinstance(record, LocalRecord):
+            record.settle(False)  # its sender publishes it for the new owner
+        return False  # revoked while queued: the new owner handles it
 
     def _dead_input(self, record: Record, reason: str) -> list[Outgoing]:
         """A command nobody can decide, and its producer's answer when it came from the submit topic."""

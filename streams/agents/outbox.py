@@ -16,7 +16,6 @@ from opentelemetry.trace import SpanKind
 
 from schemas.codec import decode_as
 from schemas.commands import ReportCallback
-from schemas.errors import CodecError
 from schemas.types import uuid_text
 from schemas.work import CallbackDue
 from streams.agents.attempt_spans import address_attributes
@@ -70,13 +69,8 @@ class Outbox(QuietStage):
         await self._slots.wait_free()
 
     async def handle(self, records: Sequence[Record]) -> None:
-        dead = []
-        for record in records:
-            try:
-                due = decode_as(record.value or b"", CallbackDue)
-            except CodecError as exc:
-                dead.append(self._dead.of(record, f"undecodable callback: {exc}"))
-                continue
+        usable, dead = self._dead.sort_out(records, _due_of, "callback")
+        for record, due in usable:
             self._slots.start(self._deliver(due, trace_context.from_headers(record.headers)))
         if dead:
             await self._publisher.send_all(dead)
@@ -133,3 +127,7 @@ def callback_attributes(due: CallbackDue) -> dict[str, str | int]:
         "http.request.method": "POST",
         **address_attributes(due.callback_url, with_path=False),
     }
+
+
+def _due_of(record: Record) -> CallbackDue:
+    return decode_as(record.value or b"", CallbackDue)

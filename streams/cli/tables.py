@@ -58,14 +58,20 @@ def _callback(job: dict[str, Any]) -> str:
     if not tries:
         return f"{host}: sent once the job ends"
     last = tries[-1]
-    answer = f"HTTP {last['http_status']}" if last["http_status"] else last["error"] or "no answer"
+    answer = _answer(last)
+    before = f" (try {tries[-2]['try_number']} failed, {_answer(tries[-2])})" if len(tries) > 1 else ""
     said = {
         "delivered": f"delivered, {answer} (try {last['try_number']})",
         "failed": f"try {last['try_number']} failed ({answer}); the next is due {last['next_try_at']}",
         "abandoned": f"abandoned after try {last['try_number']} ({answer})",
-        "in_flight": f"try {last['try_number']} in flight",
+        "in_flight": f"try {last['try_number']} in flight{before}",
     }
     return f"{host}: {said.get(last['outcome'], last['outcome'])}"
+
+
+def _answer(callback_try: dict[str, Any]) -> str:
+    status = callback_try["http_status"]
+    return f"HTTP {status}" if status else callback_try["error"] or "no answer"
 
 
 def job_table(job: dict[str, Any]) -> list[Table]:

@@ -9,9 +9,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
 from projections.lifecycle.limits import clip
+from schemas.errors import CodecError
 from schemas.work import DeadInput
 from streams.clock import utc_now
 from streams.runtime.failures import waiting_for
@@ -22,6 +24,12 @@ log = logging.getLogger(__name__)
 MAX_KEPT_BYTES = 512 * 1024
 MAX_KEY_BYTES = 4 * 1024
 RETRY_DELAY_S = 1.0
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+class UnusableError(Exception):
+    """A record its stage cannot use, for the reason given (its dead-input record says it)."""
 
 
 class DeadLetters:
@@ -53,6 +61,29 @@ class DeadLetters:
     def of(self, record: Any, reason: str) -> Outgoing:
         """The dead-input record for a consumed Kafka record."""
         return self.record(record.topic, record.partition, record.offset, record.key, record.value, reason)
+
+    def sort_out(
+        self,
+        records: Iterable[R],
+        read: Callable[[R], T],
+        what: str,
+        dead_of: Callable[[R, str], list[Outgoing]] | None = None,
+    ) -> tuple[list[tuple[R, T]], list[Outgoing]]:
+        """The records `read` can use, each with what it read; for each other one, what `dead_of`
+        makes of it and the reason (`undecodable {what}: …`, or the one `UnusableError` gave): by default
+        its dead-input record."""
+        usable: list[tuple[R, T]] = []
+        dead: list[Outgoing] = []
+        for record in records:
+            try:
+                usable.append((record, read(record)))
+                continue
+            except CodecError as exc:
+                reason = f"undecodable {what}: {exc}"
+            except UnusableError as exc:
+                reason = str(exc)
+            dead += [self.of(record, reason)] if dead_of is None else dead_of(record, reason)
+        return usable, dead
 
     async def send(
         self, topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None, reason: str

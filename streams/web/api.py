@@ -15,11 +15,8 @@ from streams.web import (
     artifacts,
     cache_reads,
     controls,
-    feeds,
     jobs,
     listings,
-    monitor_images,
-    monitors,
     operations,
     overview,
     processes,
@@ -32,6 +29,7 @@ from streams.web.context import ApiContext
 from streams.web.edge import EdgeGuard
 from streams.web.errors import install
 from streams.web.fastpath import FastJobReads
+from streams.web.monitors import feeds, images, routes
 from streams.web.requests import RequestMetrics
 
 DOCS_ASSETS = "/docs-assets"  # Swagger UI's scripts and styles, from the installed package
@@ -86,8 +84,8 @@ def documented_api(context: ApiContext) -> FastAPI:
         jobs.router,
         listings.router,
         feeds.router,  # before monitors': /monitors/changes.atom is no monitor id
-        monitors.router,
-        monitor_images.router,
+        routes.router,
+        images.router,
     )
     for router in (*routers, artifacts.router, cache_reads.router, replays.router, uploads.router):
         app.include_router(router)

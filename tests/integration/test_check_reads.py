@@ -14,8 +14,8 @@ from projections.monitors.content import MAX_DIFF_CHARS, MAX_PARSED_BYTES
 from schemas.enums import RetentionClass
 from schemas.records import Artifact
 from schemas.work import ReadCheck
-from streams.agents.check_reads import CheckReads
-from streams.agents.reading_process import ReadingProcess
+from streams.agents.monitors.check_reads import CheckReads
+from streams.agents.monitors.reading_process import ReadingProcess
 from streams.artifacts.local import LocalArtifactStore
 from streams.settings import load_settings
 from tests.unit.test_timers import RecordingSink

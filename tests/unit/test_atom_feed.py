@@ -10,7 +10,7 @@ import feedparser
 
 from projections.monitor_views import ChangeView, FeedEntry
 from schemas.enums import ChangeKind
-from streams.web.atom import ATOM, atom_feed
+from streams.web.monitors.atom import ATOM, atom_feed
 
 
 def entry(kind: ChangeKind, diff: str, words: str = "", minute: int = 0) -> FeedEntry:

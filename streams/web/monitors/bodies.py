@@ -9,7 +9,7 @@ import msgspec
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from projections.lifecycle.limits import MAX_REASON_BYTES
-from projections.monitor_views import clock_of
+from projections.monitor_views import schedule_view
 from projections.monitors.patterns import MAX_PATTERNS
 from projections.monitors.selection import MAX_SELECT_CHARS
 from schemas.enums import CaptureMode, HttpMethod, PolicyClass, TransportPolicy
@@ -168,7 +168,7 @@ def edited(spec: MonitorSpec, changes: dict[str, Any]) -> MonitorSpec:
 
 def options_of(spec: MonitorSpec) -> dict[str, Any]:
     """A spec as the options a body gives."""
-    schedule, window = spec.schedule, spec.schedule.window
+    schedule = schedule_view(spec.schedule)
     return {
         "url": spec.request.url,
         "method": spec.request.method,
@@ -177,13 +177,7 @@ def options_of(spec: MonitorSpec) -> dict[str, Any]:
         "cron": schedule.cron,
         "time_zone": schedule.time_zone,
         "jitter_s": schedule.jitter_s,
-        "window": None
-        if window is None
-        else {
-            "start": clock_of(window.start_minute),
-            "end": clock_of(window.end_minute),
-            "weekdays": list(window.weekdays),
-        },
+        "window": None if schedule.window is None else schedule.window.model_dump(),
         "job_type": spec.job_type,
         "policy_class": spec.policy_class,
         "capture_mode": spec.capture_mode,

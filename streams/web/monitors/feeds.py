@@ -12,11 +12,11 @@ from fastapi import APIRouter, Query, Request, Response
 from projections.lifecycle.identity import MONITOR_NAMESPACE, name_based
 from projections.monitor_views import FeedEntry, feed_entries
 from projections.readindex import Page, position
-from streams.web.atom import MEDIA_TYPE, atom_feed
 from streams.web.auth import Caller, PeerCaller
 from streams.web.context import ApiContext, Shard, context_of, shard_json
 from streams.web.errors import ApiError, responses
-from streams.web.monitors import READ_ERRORS, monitors_caller, readable_monitor
+from streams.web.monitors.atom import MEDIA_TYPE, atom_feed
+from streams.web.monitors.routes import READ_ERRORS, monitors_caller, readable_monitor
 
 router = APIRouter(tags=["monitors"])
 MONITORS_PAGE = 500

@@ -15,7 +15,7 @@ from streams.web.artifacts import AUDIT_ID_HEADER, BYTES_RESPONSE, stored_bytes
 from streams.web.auth import Caller
 from streams.web.context import context_of
 from streams.web.errors import ApiError
-from streams.web.monitors import READ_ERRORS, readable_monitor
+from streams.web.monitors.routes import READ_ERRORS, readable_monitor
 
 router = APIRouter(tags=["monitors"])
 

@@ -70,7 +70,7 @@ from streams.web.jobs import (
 )
 from streams.web.listings import After, Cursor, Limit
 from streams.web.models import MutationResult, ReplayBody
-from streams.web.monitor_bodies import MonitorBody, SwitchBody, edited
+from streams.web.monitors.bodies import MonitorBody, SwitchBody, edited
 
 JSON = "application/json"
 DECISION_TIMEOUT_S = 10.0

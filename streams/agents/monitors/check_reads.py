@@ -26,15 +26,14 @@ from projections.monitors.visual import MAX_IMAGE_BYTES, screenshot_comparison
 from schemas.codec import decode_as
 from schemas.commands import ReportCheckReading
 from schemas.enums import RetentionClass
-from schemas.errors import CodecError
 from schemas.records import Artifact, VisualDifference
 from schemas.work import ReadCheck
-from streams.agents.reading_process import ReadingLimitError, ReadingProcess
+from streams.agents.monitors.reading_process import ReadingLimitError, ReadingProcess
 from streams.artifacts.port import ArtifactStore
 from streams.artifacts.uploads import is_plain_key
 from streams.runtime.consumer import QuietStage, Record
 from streams.runtime.deadinput import DeadLetters
-from streams.runtime.publisher import Outgoing, Sink, outgoing
+from streams.runtime.publisher import Sink, outgoing
 from streams.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -62,13 +61,8 @@ class CheckReads(QuietStage):
         self.topics = frozenset({settings.topic("checks")})
 
     async def handle(self, records: Sequence[Record]) -> None:
-        messages: list[Outgoing] = []
-        for record in records:
-            try:
-                work = decode_as(record.value or b"", ReadCheck)
-            except CodecError as exc:
-                messages.append(self._dead.of(record, f"undecodable check read: {exc}"))
-                continue
+        usable, messages = self._dead.sort_out(records, _read_check_of, "check read")
+        for _, work in usable:
             report = await self.read(work)
             messages.append(
                 outgoing(self._settings.topic("commands"), work.monitor_id, report, at=self._clock())
@@ -194,3 +188,7 @@ def _compared_visually(
     return msgspec.structs.replace(
         report, visual=visual, triggered=above
     ), comparison.difference if above else None
+
+
+def _read_check_of(record: Record) -> ReadCheck:
+    return decode_as(record.value or b"", ReadCheck)
