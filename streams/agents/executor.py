@@ -59,10 +59,11 @@ from streams.fetch.routes import Routes
 from streams.jobtypes import JobType
 from streams.readers.global_table import GlobalTable
 from streams.runtime import trace_context
-from streams.runtime.consumer import LocalRecord, QuietStage, Record
+from streams.runtime.consumer import QuietStage, Record
 from streams.runtime.deadinput import DeadLetters
 from streams.runtime.flusher import Flusher
 from streams.runtime.handover import Handover
+from streams.runtime.local_records import LocalRecord
 from streams.runtime.metrics import Metrics
 from streams.runtime.publisher import Sink, outgoing
 from streams.runtime.trace_context import TraceContext

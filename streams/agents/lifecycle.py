@@ -64,11 +64,12 @@ from streams.broker.compat import BrokerProfile
 from streams.readers.fleet import Capabilities
 from streams.runtime import trace_context
 from streams.runtime.answers import AnswerAddress, answer, dead_answer
-from streams.runtime.consumer import LocalRecord, PartitionControl, QuietStage, Record
+from streams.runtime.consumer import PartitionControl, QuietStage, Record
 from streams.runtime.deadinput import DeadLetters
 from streams.runtime.decisions import Decisions
 from streams.runtime.flusher import Flusher
 from streams.runtime.handover import Handover
+from streams.runtime.local_records import LocalRecord
 from streams.runtime.publisher import Outgoing, Sink, outgoing, tombstone
 from streams.runtime.trace_context import TraceContext
 from streams.runtime.transactions import after_commit, open_transaction, when_ended

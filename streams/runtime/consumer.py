@@ -5,7 +5,7 @@ runs as its own task over a queue of its records, one batch at a time:
 1. take the records the stage asks for (`batch_size`: up to `max_batch`, within its capacity);
 2. `stage.handle(batch)`; an infrastructure failure retries the batch after `stage.recover`,
    any other failure isolates the bad record to dead input, one record at a time;
-3. mark the batch's offsets processed; a committer commits them every `COMMIT_EVERY_S`, or at
+3. mark the batch's offsets processed (`Offsets`); a committer commits them every `COMMIT_EVERY_S`, or at
    once for a stage whose records start work elsewhere (`commit_each_batch`).
 What a batch sends, commits and folds, in which order, under each guarantee, is the worker's
 `CommitOrder` (`streams/runtime/commit_order.py`): with `exactly_once` each input partition's part of
@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections import defaultdict, deque
+from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -36,65 +36,26 @@ from aiokafka import ConsumerRebalanceListener, TopicPartition
 from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 from aiokafka.errors import KafkaError
 
-from schemas.codec import encode
 from streams.broker.access import KafkaAccess
 from streams.broker.clients import kafka_consumer
 from streams.broker.compat import BrokerProfile, FetchPacer, partitions_known, refresh_metadata, start_whole
 from streams.broker.headers import Headers
 from streams.errors import BrokerError
+from streams.runtime.batches import RETRY_BACKOFF_S, BatchRunner
 from streams.runtime.commit_order import commit_order
 from streams.runtime.deadinput import DeadLetters
-from streams.runtime.failures import waiting_for
+from streams.runtime.local_records import LocalRecord, settle_local
+from streams.runtime.offsets import Offsets
+from streams.runtime.pauses import Pauses
 from streams.runtime.publisher import Written, partition_of
 from streams.runtime.routing import Routing
-from streams.runtime.transactions import FencedError, NotHeldError, PartitionTransactions
+from streams.runtime.transactions import PartitionTransactions
+from streams.runtime.unfetched import Unfetched
 
 log = logging.getLogger(__name__)
-COMMIT_EVERY_S = 0.2
-RETRY_BACKOFF_S = (0.2, 0.5, 1.0, 2.0, 5.0)
 OWNERSHIP_CHECK_S = 5.0
 SETTLE_BELOW_RECORDS = 32
 Record = Any  # aiokafka's ConsumerRecord, or a LocalRecord
-
-
-class LocalRecord:
-    """A decoded record handed over inside this worker: no offset, encoded only if it must be
-    dead-lettered."""
-
-    __slots__ = ("decoded", "headers", "key", "partition", "replies", "taken", "timestamp", "topic")
-    offset = -1
-
-    def __init__(
-        self,
-        topic: str,
-        partition: int,
-        key: bytes,
-        decoded: Any,
-        timestamp_ms: int,
-        headers: Headers = (),
-    ) -> None:
-        self.topic = topic
-        self.partition = partition
-        self.key = key
-        self.decoded = decoded
-        self.timestamp = timestamp_ms
-        self.headers = headers
-        self.replies: list[Any] = []  # what the stage asks its sender to publish with its input (answers)
-        self.taken: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-
-    @property
-    def value(self) -> bytes:
-        return encode(self.decoded)
-
-    def settle(self, taken: bool) -> None:
-        if not self.taken.done():
-            self.taken.set_result(taken)
-
-
-def _settle_local(records: Iterable[Record], taken: bool) -> None:
-    for record in records:
-        if isinstance(record, LocalRecord):
-            record.settle(taken)
 
 
 class PartitionControl(Protocol):
@@ -201,7 +162,6 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
         self._order = commit_order(transactions)
         self._lanes = [_Lane(stage) for stage in stages]
         self._by_topic = {topic: lane for lane in self._lanes for topic in lane.stage.topics}
-        self._dead = dead_letters
         self._consumer = kafka_consumer(
             kafka,
             group_id=group_id,
@@ -215,14 +175,11 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
             ),
             **profile.consumer_options(),
         )
-        self._processed: dict[TopicPartition, int] = {}
-        self._committed: dict[TopicPartition, int] = {}
-        self._to_commit = asyncio.Event()
-        self._held: dict[TopicPartition, set[str]] = defaultdict(set)
+        self._offsets = Offsets(self._consumer, self._order.commits_offsets)
+        self._unfetched = Unfetched(self._consumer)
+        self._pauses = Pauses(self._consumer)
+        self._batches = BatchRunner(self._order, dead_letters, self)
         self._revoking: set[TopicPartition] = set()
-        # Per partition, the offset its consumer must fetch to before a record may be handed over:
-        # one handed over never passes one on the topic (the log at assignment, or one published since).
-        self._unfetched: dict[TopicPartition, int] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = False
         self.joined = asyncio.Event()
@@ -241,7 +198,7 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
         self._tasks = [asyncio.create_task(self._fetch(), name="consumer.fetch")]
         self._tasks += [asyncio.create_task(self._serve(lane), name=lane.stage.name) for lane in self._lanes]
         self._tasks.append(asyncio.create_task(self._keep_owned(), name="consumer.ownership"))
-        self._tasks.append(asyncio.create_task(self._commit_periodically(), name="consumer.commit"))
+        self._tasks.append(asyncio.create_task(self._offsets.commit_periodically(), name="consumer.commit"))
         for task in self._tasks:
             task.add_done_callback(self._report_crash)
 
@@ -263,7 +220,7 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
                 log.warning("partitions %s are held by no worker: rebalancing the group", unowned)
                 with contextlib.suppress(KafkaError):
                     await refresh_metadata(self._consumer)
-                self._rejoin()
+                self.rejoin()
             noticed = bool(unowned) and not noticed
 
     async def stop(self) -> None:
@@ -278,11 +235,11 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
             committer.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
         for lane in self._lanes:
-            _settle_local(lane.queue, taken=False)
+            settle_local(lane.queue, taken=False)
         for lane in self._lanes:
             await lane.stage.close()
         with contextlib.suppress(KafkaError):
-            await self._commit()
+            await self._offsets.commit()
         await self._consumer.stop()
         await self._order.close()
 
@@ -296,26 +253,7 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
 
     def lag(self) -> dict[tuple[str, int], int]:
         """Records not yet processed, per assigned topic-partition (from the last fetch's high watermark)."""
-        behind = {}
-        for tp in self._consumer.assignment():
-            highwater = self._consumer.highwater(tp)
-            if highwater is not None:
-                behind[(tp.topic, tp.partition)] = max(highwater - self._processed.get(tp, 0), 0)
-        return behind
-
-    def hold(self, partitions: Iterable[TopicPartition], reason: str) -> None:
-        held = [tp for tp in partitions if self.owns(tp)]
-        for tp in held:
-            self._held[tp].add(reason)
-        self._consumer.pause(*held)
-
-    def release(self, partitions: Iterable[TopicPartition], reason: str) -> None:
-        free = []
-        for tp in partitions:
-            self._held[tp].discard(reason)
-            if not self._held[tp] and self.owns(tp):
-                free.append(tp)
-        self._consumer.resume(*free)
+        return self._offsets.lag()
 
     def takes(self, topic: str, key: bytes) -> bool:
         """Whether a record for `topic` with `key` would be handed over now."""
@@ -328,7 +266,7 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
             return None
         partition = partition_of(key, len(partitions))
         tp = TopicPartition(topic, partition)
-        if tp in self._revoking or tp in self._unfetched or not self.owns(tp):
+        if tp in self._revoking or self._unfetched.blocks(tp) or not self.owns(tp):
             return None
         if not lane.stage.takes_over(partition):
             return None
@@ -366,42 +304,26 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
                 lane.idle.clear()
                 lane.wake.set()
                 if len(lane.queue) >= 2 * lane.stage.max_batch:
-                    self.hold(self._lane_partitions(lane), "backpressure")
-            await self._caught_up()
+                    self._pauses.hold(self._lane_partitions(lane), "backpressure")
+            await self._unfetched.fetched()
             if 0 < polled < SETTLE_BELOW_RECORDS and self._settle_s:
                 await self._settle()
 
     def published(self, written: Iterable[Written]) -> None:
         """Records a sender published instead of handing them over: until its consumer fetched them,
         no record of their partitions is handed over (it would be decided before them)."""
-        for where in written:
-            tp = TopicPartition(where.topic, where.partition)
-            self._unfetched[tp] = max(self._unfetched.get(tp, 0), where.offset + 1)
-
-    async def _caught_up(self) -> None:
-        """Partitions whose consumer has fetched past what it had to take hand-overs again: queued
-        behind those records, a record handed over is decided after them."""
-        for tp, end in list(self._unfetched.items()):
-            if tp not in self._consumer.assignment() or await self._consumer.position(tp) >= end:
-                self._unfetched.pop(tp, None)
-
-    async def _behind_at_assignment(self, assigned: set[TopicPartition]) -> None:
-        """Which assigned partitions hold records not yet fetched, and up to where."""
-        ends = await self._consumer.end_offsets(list(assigned))
-        for tp, end in ends.items():
-            if await self._consumer.position(tp) < end:
-                self._unfetched[tp] = max(self._unfetched.get(tp, 0), end)
+        self._unfetched.published(written)
 
     async def _settle(self) -> None:
         """Hold the next fetch (briefly) until the stages wrote what the last records caused."""
         partitions = set(self._consumer.assignment())
-        self.hold(partitions, "settling")  # before the fetcher task runs: no fetch goes out meanwhile
+        self._pauses.hold(partitions, "settling")  # before the fetcher task runs: no fetch goes out meanwhile
         try:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self._settle_s):
                     await self._settled()
         finally:
-            self.release(partitions, "settling")
+            self._pauses.release(partitions, "settling")
 
     async def _settled(self) -> None:
         for lane in self._lanes:
@@ -418,7 +340,7 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
         while not self._stopping:
             if lane.uncommitted and (not lane.queue or stage.capacity() <= 0):
                 async with lane.lock:  # nothing more to add to the open transactions now
-                    await self._end_open(lane)
+                    await self._batches.end_open(lane.stage, lane.uncommitted, lane.queue)
             if not lane.queue:
                 lane.idle.set()
                 await lane.wake.wait()
@@ -431,211 +353,69 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
                 done = []
                 for part in self._order.parts(batch):
                     done += await self._serve_part(lane, part)
-                self._mark_processed(done)
+                self._offsets.mark(done)
                 if stage.commit_each_batch and done:
-                    await self._commit_quietly({TopicPartition(r.topic, r.partition) for r in done})
-                await self._end_open(lane, spanned_only=True)
+                    await self._offsets.commit_quietly({TopicPartition(r.topic, r.partition) for r in done})
+                await self._batches.end_open(lane.stage, lane.uncommitted, lane.queue, spanned_only=True)
             if len(lane.queue) < stage.max_batch:
-                self.release(self._lane_partitions(lane), "backpressure")
+                self._pauses.release(self._lane_partitions(lane), "backpressure")
         async with lane.lock:
-            await self._end_open(lane)
+            await self._batches.end_open(lane.stage, lane.uncommitted, lane.queue)
 
     async def _serve_part(self, lane: _Lane, part: list[Record]) -> list[Record]:
         """Handle one input partition's part, in the transaction its earlier parts left open if any."""
         tp = TopicPartition(part[0].topic, part[0].partition)
         earlier = lane.uncommitted.pop(tp, [])
-        handled = await self._run(lane.stage, part, earlier, keep_open=True)
+        handled = await self._batches.run(lane.stage, part, earlier, keep_open=True)
         pending: list[Record] = []
         if self._order.is_open(tp):
             pending = lane.uncommitted[tp] = [*earlier, *handled]
         else:
-            _settle_local(handled, taken=True)
+            settle_local(handled, taken=True)
         waiting = {id(record) for record in pending}  # settled when their transaction ends
-        _settle_local((r for r in [*earlier, *part] if id(r) not in waiting), taken=False)
+        settle_local((r for r in [*earlier, *part] if id(r) not in waiting), taken=False)
         return handled
 
-    async def _end_open(
-        self, lane: _Lane, spanned_only: bool = False, only: set[TopicPartition] | None = None
-    ) -> None:
-        """Commit the transactions left open: all (of `only`), or those open for `SPAN_S` or with none of
-        their partition's records queued. A transaction that fails has its records handled again."""
-        queued = {(r.topic, r.partition) for r in lane.queue} if spanned_only and lane.uncommitted else set()
-        for tp in list(lane.uncommitted):
-            if only is not None and tp not in only:
-                continue
-            if spanned_only and (tp.topic, tp.partition) in queued and not self._order.spanned(tp):
-                continue
-            records = lane.uncommitted.pop(tp)
-            try:
-                await self._order.end(tp)
-            except (FencedError, NotHeldError) as exc:
-                self._let_go(lane.stage, records, exc)
-                _settle_local(records, taken=False)
-                continue
-            except Exception as exc:
-                log.warning(
-                    "%s: committing %d records of %s failed (%s); handling them again",
-                    lane.stage.name, len(records), tp, exc,
-                )  # fmt: skip
-                await self._recover(lane.stage, records)
-                _settle_local(await self._run(lane.stage, records), taken=True)
-                _settle_local(records, taken=False)
-            else:
-                _settle_local(records, taken=True)
-
-    async def _handle(self, stage: Stage, batch: list[Record], keep_open: bool = False) -> None:
-        async with self._order.transaction_of(batch, keep_open):
-            await stage.handle(batch)
-
-    async def _run(
-        self, stage: Stage, batch: list[Record], earlier: Sequence[Record] = (), keep_open: bool = False
-    ) -> list[Record]:
-        """Handle `batch` (with `keep_open`, in the transaction `earlier` records left open, if any);
-        returns the records done (handled or sent to dead input). A failure aborts the transaction, so
-        `earlier` records are handled again with the batch."""
-        for attempt in range(1_000_000):
-            if self._revoking:
-                batch = [r for r in batch if TopicPartition(r.topic, r.partition) not in self._revoking]
-            if not batch:
-                return []  # the partitions moved to another worker meanwhile: it reads them again
-            try:
-                await self._handle(stage, batch, keep_open)
-                return batch
-            except (FencedError, NotHeldError) as exc:
-                return self._let_go(stage, batch, exc)
-            except Exception as exc:
-                batch, earlier, keep_open = [*earlier, *batch], (), False
-                what = waiting_for(exc)
-                if what is None:
-                    return await self._isolate(stage, batch, exc)
-                delay = RETRY_BACKOFF_S[min(attempt, len(RETRY_BACKOFF_S) - 1)]
-                log.warning(
-                    "%s: waiting for %s (%s: %s); retrying %d records in %.1f s",
-                    stage.name, what, type(exc).__name__, exc, len(batch), delay,
-                )  # fmt: skip
-                await asyncio.sleep(delay)
-                await self._recover(stage, batch)
-        raise AssertionError("unreachable")
-
-    async def _recover(self, stage: Stage, batch: list[Record]) -> None:
-        try:
-            await stage.recover(batch)
-        except Exception as exc:
-            log.warning("%s: recovery before retry failed (%s); the retry recovers again", stage.name, exc)
-
-    async def _isolate(self, stage: Stage, batch: list[Record], exc: Exception) -> list[Record]:
-        """A failure that is not the infrastructure's: find the record that causes it."""
-        if len(batch) == 1:
-            (record,) = batch
-            reason = f"{stage.name} cannot handle it: {type(exc).__name__}: {exc}"
-            log.error("%s/%d@%d: %s", record.topic, record.partition, record.offset, reason, exc_info=exc)
-            try:
-                async with self._order.transaction_of([record]):
-                    await self._dead.send(
-                        record.topic, record.partition, record.offset, record.key, record.value, reason
-                    )
-            except (FencedError, NotHeldError) as lost:
-                return self._let_go(stage, batch, lost)
-            return batch
-        log.warning(
-            "%s: a batch of %d failed (%s); handling its records one by one", stage.name, len(batch), exc
-        )
-        await self._recover(stage, batch)
-        done: list[Record] = []
-        for record in batch:
-            done += await self._run(stage, [record])
-        return done
-
-    def _let_go(self, stage: Stage, batch: list[Record], exc: FencedError | NotHeldError) -> list[Record]:
-        """A batch of partitions this worker no longer holds is not done: their holder reads it."""
-        if isinstance(exc, FencedError):
-            log.warning("%s: %s; leaving it to its new holder and rejoining the group", stage.name, exc)
-            self._rejoin()
-        elif any(self.owns(TopicPartition(r.topic, r.partition)) for r in batch):
-            log.warning("%s: a partition is assigned but not held; rejoining the group", stage.name)
-            self._rejoin()
-        return []
-
     # Offsets and rebalancing ---------------------------------------------------------------------
-
-    def _mark_processed(self, batch: list[Record]) -> None:
-        last: dict[tuple[str, int], int] = {}
-        for record in batch:
-            if record.offset >= 0:
-                last[(record.topic, record.partition)] = record.offset + 1
-        for (topic, partition), offset in last.items():
-            tp = TopicPartition(topic, partition)
-            self._processed[tp] = max(self._processed.get(tp, 0), offset)
-        if last:
-            self._to_commit.set()
-
-    async def _commit(self, only: set[TopicPartition] | None = None) -> None:
-        if not self._order.commits_offsets:
-            return  # each batch's offsets committed with its transaction
-        assignment = self._consumer.assignment()
-        due = {
-            tp: offset
-            for tp, offset in self._processed.items()
-            if offset != self._committed.get(tp) and tp in assignment and (only is None or tp in only)
-        }
-        if due:
-            await self._consumer.commit(due)
-            self._committed.update(due)
-
-    async def _commit_periodically(self) -> None:
-        while self._order.commits_offsets:
-            await self._to_commit.wait()  # an idle consumer does not wake to commit nothing
-            await asyncio.sleep(COMMIT_EVERY_S)
-            self._to_commit.clear()
-            await self._commit_quietly()
-            if any(offset != self._committed.get(tp) for tp, offset in self._processed.items()):
-                self._to_commit.set()
-
-    async def _commit_quietly(self, only: set[TopicPartition] | None = None) -> None:
-        try:
-            await self._commit(only)
-        except KafkaError as exc:
-            log.info("offset commit failed (%s); the next one retries", exc)
 
     async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
         self._revoking = set(revoked)
         for lane in self._lanes:
             kept, dropped = _split(lane.queue, revoked)
-            _settle_local(dropped, taken=False)
+            settle_local(dropped, taken=False)
             lane.queue = deque(kept)
         for lane in self._lanes:
             async with lane.lock:
-                await self._end_open(lane, only=revoked)
+                await self._batches.end_open(lane.stage, lane.uncommitted, lane.queue, only=revoked)
                 await lane.stage.revoked({tp for tp in revoked if tp.topic in lane.stage.topics})
         try:
-            await self._commit(only=revoked)
+            await self._offsets.commit(only=revoked)
         except KafkaError as exc:
             log.warning("committing revoked partitions failed (%s); their new owner may redo work", exc)
         await self._order.revoked(set(revoked))
         for tp in revoked:
-            self._processed.pop(tp, None)
-            self._committed.pop(tp, None)
-            self._held.pop(tp, None)
-            self._unfetched.pop(tp, None)
+            self._offsets.forget(tp)
+            self._pauses.forget(tp)
+            self._unfetched.forget(tp)
         self._revoking = set()
 
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
-        self.hold(assigned, "commit order")  # no batch of them before the commit order has taken them
+        self._pauses.hold(assigned, "commit order")  # no batch of them before the commit order has taken them
         try:
             try:
                 await self._order.assigned(assigned, self._read_again)
-                await self._behind_at_assignment(assigned)
+                await self._unfetched.assigned(assigned)
             except (BrokerError, KafkaError) as exc:
                 log.warning("cannot take the assigned partitions (%s); rejoining the group", exc)
-                self._rejoin()
+                self.rejoin()
                 return
             for lane in self._lanes:
                 mine = {tp for tp in assigned if tp.topic in lane.stage.topics}
                 if mine:
-                    await lane.stage.assigned(mine, self)
+                    await lane.stage.assigned(mine, self._pauses)
             self.joined.set()
         finally:
-            self.release(assigned, "commit order")
+            self._pauses.release(assigned, "commit order")
 
     async def _read_again(self, assigned: set[TopicPartition]) -> None:
         """From the committed offsets, dropping what was fetched from before them."""
@@ -645,14 +425,14 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
                 self._consumer.seek(tp, committed)
         for lane in self._lanes:
             kept, dropped = _split(lane.queue, assigned)
-            _settle_local(dropped, taken=False)
+            settle_local(dropped, taken=False)
             lane.queue = deque(kept)
 
-    def _rejoin(self) -> None:
+    def rejoin(self) -> None:
         self._consumer._coordinator.request_rejoin()  # aiokafka has no public call for it
 
-    def assignment(self) -> set[TopicPartition]:
-        return set(self._consumer.assignment())
+    def revoking(self) -> set[TopicPartition]:
+        return self._revoking
 
     def _report_crash(self, task: asyncio.Task[None]) -> None:
         """A consumer task ends only when the worker stops; otherwise the worker must stop too."""

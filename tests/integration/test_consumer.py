@@ -12,8 +12,9 @@ from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaConnectionError
 
 from streams.runtime import transactions
-from streams.runtime.consumer import LocalRecord, QuietStage, StageConsumer
+from streams.runtime.consumer import QuietStage, StageConsumer
 from streams.runtime.deadinput import DeadLetters
+from streams.runtime.local_records import LocalRecord
 from streams.runtime.publisher import Outgoing, Publisher
 from streams.runtime.transactions import PartitionTransactions
 from tests.brokers import fresh_topics
