@@ -34,7 +34,7 @@ from schemas.commands import Command, ReportAttempt, SubmitJob
 from schemas.enums import ArtifactTrust, AttemptOutcome, TransportRoute
 from schemas.events import Event
 from schemas.records import Attempt, Request
-from streams.agents.lifecycle import target_job
+from streams.agents.consequence_records import target_job
 from streams.broker.compat import EMBEDDED_TANSU
 from streams.broker.embedded import EmbeddedBroker
 from streams.cli.serve import collect_rarely

@@ -43,7 +43,7 @@ from schemas.commands import (
 from schemas.enums import ActorRole
 from schemas.errors import CodecError, ScrapestreamError
 from schemas.types import uuid_text
-from streams.agents.lifecycle import target_job
+from streams.agents.consequence_records import target_job
 from streams.auth.principals import Principal, Principals
 from streams.auth.signing import Binding, claimed_principal, verify
 from streams.broker.headers import Headers

@@ -26,38 +26,29 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import cast, get_args
-from uuid import UUID, uuid4
+from uuid import UUID
 
 from aiokafka import TopicPartition
 
-from projections.artifacts import reference_key
 from projections.jobstore import JobStore
 from projections.lifecycle.answers import decision_of
-from projections.lifecycle.consequences import consequences_of
-from projections.lifecycle.decide import decide, lease_refusal
+from projections.lifecycle.decide import decide
 from projections.lifecycle.emit import command_id_of
 from projections.lifecycle.evolve import replay
-from projections.lifecycle.identity import host_of
-from projections.lifecycle.monitors import monitor_id_for
 from projections.lifecycle.mutations import refusal_of
 from projections.lifecycle.policy import Policy
 from projections.lifecycle.state import State, accepted_job
-from projections.lifecycle.submission import runner_of, submission_identity
 from schemas.codec import decode_as
 from schemas.commands import (
     Command,
-    CreateMonitor,
     RecordAudit,
-    RenewLease,
-    ReportAttempt,
     ReportRemoteAttempt,
-    StartAttempt,
     SubmitJob,
 )
-from schemas.enums import ReportKind, TransportPolicy
 from schemas.events import Event
 from schemas.work import DueWork
 from streams.agents.catch_up import PartitionCatchUp
+from streams.agents.consequence_records import ConsequenceRecords, target_job
 from streams.agents.decision_spans import carried, decision_span, job_trace
 from streams.agents.remote import RemoteResults
 from streams.broker.compat import BrokerProfile
@@ -70,7 +61,7 @@ from streams.runtime.decisions import Decisions
 from streams.runtime.flusher import Flusher
 from streams.runtime.handover import Handover
 from streams.runtime.local_records import LocalRecord
-from streams.runtime.publisher import Outgoing, Sink, outgoing, tombstone
+from streams.runtime.publisher import Outgoing, Sink, outgoing
 from streams.runtime.trace_context import TraceContext
 from streams.runtime.transactions import after_commit, open_transaction, when_ended
 from streams.settings import Settings
@@ -113,14 +104,6 @@ def _traced(item: Incoming, job_id: UUID) -> Command:
     return trace_context.submitted_in(command, context)
 
 
-def target_job(command: Command | ReportRemoteAttempt) -> UUID:
-    if isinstance(command, SubmitJob):
-        return submission_identity(command)[0]
-    if isinstance(command, CreateMonitor):
-        return monitor_id_for(command.caller_identity, command.name)
-    return command.job_id
-
-
 @dataclass(frozen=True)
 class Incoming:
     """A command and where it came from: its partition, its record (for dead input) and its time."""
@@ -157,7 +140,6 @@ class Lifecycle(QuietStage):
         self._observe = observe
         self._restore = restore
         self._cache_entries = cache_entries
-        self._due_topics: dict[tuple[str, TransportPolicy], str] = {}  # job types are known profiles only
         self.decisions = Decisions()  # what the HTTP API waits for
         self.due = Handover(Flusher(publisher), "due", counters)  # due work for this worker's executor
         self.partitions = PartitionCatchUp(settings, profile, store, restore)
@@ -170,6 +152,7 @@ class Lifecycle(QuietStage):
         self._runners = runners  # what running workers' executors run, once known
         self._runners_seen: Capabilities | None = None
         self._remote = remote  # reports of remotely run types become attempts here
+        self._outgoing = ConsequenceRecords(settings, None if remote is None else remote.uploads)
         self._dead = dead_letters
         self._clock = clock
         self.topics = frozenset({settings.topic("commands")})
@@ -206,7 +189,11 @@ class Lifecycle(QuietStage):
         usable, dead = self._dead.sort_out(kept, _command_of, "command", self._dead_input)
         for record, command in usable:
             if isinstance(command, ReportRemoteAttempt):
-                reported = await self._remote_report(command)
+                reported = (
+                    f"job type {command.job_type[:64]!r} is not run remotely on this deployment"
+                    if self._remote is None
+                    else await self._remote.command_of(command, self._store.load_job(command.job_id))
+                )
                 if isinstance(reported, str):
                     dead += self._dead_input(record, reported)
                     continue
@@ -231,30 +218,6 @@ class Lifecycle(QuietStage):
         if address is not None:
             dead.append(dead_answer(self._settings.topic("answers"), address, reason, self._clock()))
         return _replied(record, dead)
-
-    async def _remote_report(self, report: ReportRemoteAttempt) -> Command | str:
-        """A remote executor's start, renewal or outcome as the command it stands for (an outcome
-        checked and stored here, then fenced by its lease like any report), or why it is dead input."""
-        if self._remote is None or not self._remote.runs(report.job_type):
-            return f"job type {report.job_type[:64]!r} is not run remotely on this deployment"
-        job = self._store.load_job(report.job_id)
-        if job is None or job.accepted.job_type != report.job_type:
-            return f"no job {report.job_id} of type {report.job_type[:64]!r}"
-        command_id = report.command_id or uuid4()
-        job_id, attempt_number, lease_id = report.job_id, report.attempt_number, report.lease_id
-        if report.kind is ReportKind.START:
-            return StartAttempt(
-                command_id=command_id, job_id=job_id, attempt_number=attempt_number, lease_id=lease_id
-            )
-        if report.kind is ReportKind.RENEWAL:
-            return RenewLease(
-                command_id=command_id, job_id=job_id, attempt_number=attempt_number, lease_id=lease_id
-            )
-        if lease_refusal(job, report.attempt_number, report.lease_id) is not None:
-            attempt = self._remote.unstored(report)  # fenced before anything is stored
-        else:
-            attempt = await self._remote.attempt(report, job)
-        return ReportAttempt(command_id=command_id, job_id=report.job_id, attempt=attempt)
 
     def _record_time(self, record: Record) -> datetime:
         if record.timestamp is None or record.timestamp < 0:
@@ -380,7 +343,7 @@ class Lifecycle(QuietStage):
         kept = None if job is None else job_trace(job.accepted)
         parent = (_record_trace(item.record) or kept) if trace_context.enabled() else kept
         with decision_span(command, events, after, parent) as traced:
-            consequences = self._consequences(after, events, state) if events else []
+            consequences = self._outgoing.of(after, events, state, self._policy) if events else []
             consequences = traced.carrying(consequences, self._leaving)
         if traced.spans and traced.context is not None:
             traces[job_id] = traced.context
@@ -430,55 +393,6 @@ class Lifecycle(QuietStage):
         )
         await self.partitions.catch_up(partition)
 
-    def _consequences(self, state: State, events: list[Event], before: State) -> list[Outgoing]:
-        result = consequences_of(state, events, self._policy, before)
-        job = accepted_job(state)
-        topic = self._settings.topic
-        at = events[-1].occurred_at
-        return [
-            *(
-                outgoing(
-                    self._due_topic(work.job_type, work.transport_policy),
-                    host_of(work.request.url),
-                    work,
-                    at=at,
-                )
-                for work in map(self._handed_out, result.due)
-            ),
-            *(outgoing(topic("completions"), c.job_id, c, at=at) for c in result.completions),
-            *(outgoing(topic("commands"), target_job(c), c, at=at) for c in result.commands),
-            *(outgoing(topic("checks"), r.monitor_id, r, at=at) for r in result.reads),
-            *(outgoing(topic("changes"), c.monitor_id, c, at=at) for c in result.changes),
-            *(outgoing(topic("outbox"), c.job_id, c, at=at) for c in result.callbacks),
-            *(outgoing(topic("cache"), e.request_hash, e, at=at) for e in result.cache_entries),
-            *(
-                outgoing(topic("references"), reference_key(r.artifact_key, r.job_id), r, at=at)
-                for r in result.references
-            ),
-            *(tombstone(topic("references"), key) for key in result.released),
-            *(
-                outgoing(
-                    self._due_topic(job.accepted.job_type, job.accepted.transport_policy),
-                    host_of(job.accepted.request.url),
-                    r,
-                    at=at,
-                )
-                for r in result.revoked
-                if job
-            ),
-        ]
-
-    def _handed_out(self, work: DueWork) -> DueWork:
-        """Due work of a remotely run type carries where its executor may upload a large result."""
-        uploads = None if self._remote is None else self._remote.uploads
-        if uploads is None:
-            return work
-        try:
-            return uploads.handed_out(work)
-        except Exception as exc:  # a type's output key hook that fails: the work goes without an upload URL
-            log.warning("job %s: no upload URL for its result: %s", work.job_id, exc)
-            return work
-
     def _current_policy(self) -> Policy:
         """The deployment's rules, with the job types switched off, and those running workers run, as
         they are now."""
@@ -491,13 +405,6 @@ class Lifecycle(QuietStage):
             runners, cannot_run = (None, {}) if seen is None else (seen.runs, seen.cannot_run)
             self._policy = replace(self._policy, runners=runners, cannot_run=cannot_run)
         return self._policy
-
-    def _due_topic(self, job_type: str, transport_policy: TransportPolicy) -> str:
-        key = (job_type, transport_policy)
-        topic = self._due_topics.get(key)
-        if topic is None:  # worked out once per type and policy, not per dispatched job
-            topic = self._due_topics[key] = self._settings.due_topic(runner_of(job_type, transport_policy))
-        return topic
 
     async def recover(self, records: Sequence[Record]) -> None:
         """Before a failed batch is retried, fold whatever of it already reached the log."""

@@ -15,16 +15,18 @@ import logging
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
+from uuid import uuid4
 
 import fastavro
 from fastavro.schema import fingerprint, to_parsing_canonical_form
 
+from projections.lifecycle.decide import lease_refusal
 from projections.lifecycle.limits import clip
 from projections.lifecycle.outcomes import local_failure
 from projections.lifecycle.state import Job
 from schemas.codec import SINGLE_OBJECT_MARKER
-from schemas.commands import ReportRemoteAttempt
-from schemas.enums import AttemptOutcome
+from schemas.commands import Command, RenewLease, ReportAttempt, ReportRemoteAttempt, StartAttempt
+from schemas.enums import AttemptOutcome, ReportKind
 from schemas.records import Artifact, Attempt, Failure
 from streams.agents.attempts import attempt_of, result_of
 from streams.artifacts.port import ArtifactStore
@@ -96,6 +98,29 @@ class RemoteResults:
         if report.result_body is not None or self.uploads is None:
             raise ResultMismatchError("a report carries its result or a result_key of an upload, not both")
         return self.uploads.taken(report.job_id, report.lease_id, report.result_key)
+
+    async def command_of(self, report: ReportRemoteAttempt, job: Job | None) -> Command | str:
+        """A remote executor's start, renewal or outcome as the command it stands for (an outcome
+        checked and stored here, then fenced by its lease like any report), or why it is dead input."""
+        if not self.runs(report.job_type):
+            return f"job type {report.job_type[:64]!r} is not run remotely on this deployment"
+        if job is None or job.accepted.job_type != report.job_type:
+            return f"no job {report.job_id} of type {report.job_type[:64]!r}"
+        command_id = report.command_id or uuid4()
+        job_id, attempt_number, lease_id = report.job_id, report.attempt_number, report.lease_id
+        if report.kind is ReportKind.START:
+            return StartAttempt(
+                command_id=command_id, job_id=job_id, attempt_number=attempt_number, lease_id=lease_id
+            )
+        if report.kind is ReportKind.RENEWAL:
+            return RenewLease(
+                command_id=command_id, job_id=job_id, attempt_number=attempt_number, lease_id=lease_id
+            )
+        if lease_refusal(job, report.attempt_number, report.lease_id) is not None:
+            attempt = self.unstored(report)  # fenced before anything is stored
+        else:
+            attempt = await self.attempt(report, job)
+        return ReportAttempt(command_id=command_id, job_id=report.job_id, attempt=attempt)
 
     def unstored(self, report: ReportRemoteAttempt) -> Attempt:
         """A stale report as the lifecycle records it: nothing of its result looked at or kept."""
