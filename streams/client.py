@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import weakref
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -14,7 +13,7 @@ from typing import Any, TypeVar, cast, get_args
 from uuid import UUID, uuid4
 
 import msgspec
-from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
+from aiokafka import AIOKafkaConsumer
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from projections.lifecycle.completion import rejection_completion
@@ -29,12 +28,12 @@ from schemas.types import Record
 from schemas.work import SubmissionAnswer
 from streams.auth.signing import Binding, private_key_from_text, sign
 from streams.broker.access import KafkaAccess
-from streams.broker.clients import kafka_consumer
-from streams.broker.compat import BrokerProfile, FetchPacer, end_offsets, refresh_metadata, start_whole
+from streams.broker.compat import BrokerProfile, refresh_metadata, start_whole
 from streams.broker.refusals import admitted
 from streams.clock import utc_now
 from streams.errors import BrokerError
-from streams.runtime.publisher import Outgoing, Publisher, Written, outgoing, partition_of
+from streams.readers.topic_reads import TopicReads, partition_of_key, partitions_of
+from streams.runtime.publisher import Outgoing, Publisher, Written, outgoing
 from streams.runtime.schema_registry import SchemaRegistry
 
 T = TypeVar("T")
@@ -103,8 +102,7 @@ class Client:
         self._signer = signer
         self._publisher: Publisher | None = None  # made where it runs: a producer needs the event loop
         self._entered = False
-        # Readers a caller left unfinished (a `break` out of `completions()`) are stopped on exit.
-        self._readers: weakref.WeakSet[AIOKafkaConsumer] = weakref.WeakSet()
+        self._reads = TopicReads(kafka, profile, topic_prefix, schema_registry)
         self._written: list[Written] = []  # where the last publish put its records
         self._submissions: dict[UUID, UUID] = {}  # job id -> the id its submission is decided under
         self._refused_streams: dict[UUID, UUID] = {}
@@ -118,8 +116,7 @@ class Client:
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
     ) -> None:
-        for reader in list(self._readers):
-            await reader.stop()
+        await self._reads.stop()
         if self._publisher is not None:
             await self._publisher.stop()
         if self._registry is not None:
@@ -135,11 +132,11 @@ class Client:
     ) -> tuple[UUID, SubmissionAnswer | None]:
         """Publish a submission and wait for its answer on the answers topic (None if none came within
         `timeout_s`): created, reused, rejected, or refused as dead input (unsigned, say)."""
-        consumer = self._consumer()
+        consumer = self._reads.consumer()
         try:
             await start_whole(consumer.start, consumer.stop)
             await refresh_metadata(consumer)
-            answers = self._partitions(consumer, f"{self._prefix}.answers")
+            answers = partitions_of(consumer, f"{self._prefix}.answers")
             consumer.assign(answers)
             await consumer.seek_to_end(*answers)
             for partition in answers:
@@ -147,7 +144,7 @@ class Client:
             job_id, written = await self._submit_one(command)
             try:
                 async with asyncio.timeout(timeout_s):
-                    async for record in self._records(consumer):
+                    async for record in self._reads.records(consumer):
                         answer = decode_or_none(record.value)
                         if isinstance(answer, SubmissionAnswer) and _answers(answer, written):
                             return job_id, answer
@@ -227,12 +224,12 @@ class Client:
     async def outcomes(self, completions: bool) -> AsyncIterator[AsyncIterator[Decided | JobCompleted]]:
         """Decisions on the submissions published once this is entered, and, when `completions`,
         every completion from the topic's start; read until the caller leaves."""
-        consumer = self._consumer()
+        consumer = self._reads.consumer()
         try:
             await start_whole(consumer.start, consumer.stop)
             await refresh_metadata(consumer)
-            events = self._partitions(consumer, f"{self._prefix}.events")
-            done = self._partitions(consumer, f"{self._prefix}.completions") if completions else []
+            events = partitions_of(consumer, f"{self._prefix}.events")
+            done = partitions_of(consumer, f"{self._prefix}.completions") if completions else []
             consumer.assign(events + done)
             await consumer.seek_to_end(*events)
             for partition in events:
@@ -244,7 +241,7 @@ class Client:
             await consumer.stop()
 
     async def _outcomes_of(self, consumer: AIOKafkaConsumer) -> AsyncIterator[Decided | JobCompleted]:
-        async for record in self._records(consumer):
+        async for record in self._reads.records(consumer):
             found = decode_or_none(record.value)
             if type(found) in OUTCOMES or isinstance(found, JobCompleted):
                 yield cast(Decided | JobCompleted, found)
@@ -255,63 +252,24 @@ class Client:
         """Every completion on the topic, until the caller stops: from the completions published at or
         after `since` when it is given, else from the topic's start (or from now)."""
         topic = f"{self._prefix}.completions"
-        consumer = self._consumer(auto_offset_reset="earliest" if from_beginning or since else "latest")
+        consumer = self._reads.consumer(auto_offset_reset="earliest" if from_beginning or since else "latest")
         try:
             await start_whole(consumer.start, consumer.stop)
             await refresh_metadata(consumer)
-            partitions = self._partitions(consumer, topic)
+            partitions = partitions_of(consumer, topic)
             consumer.assign(partitions)
             if since is not None:
-                await self._seek_to_time(consumer, partitions, since)
+                await self._reads.seek_to_time(consumer, partitions, since)
             elif from_beginning:
                 await consumer.seek_to_beginning(*partitions)
             else:
                 await consumer.seek_to_end(*partitions)
-            async for record in self._records(consumer):
+            async for record in self._reads.records(consumer):
                 completion = decode_or_none(record.value)
                 if isinstance(completion, JobCompleted):
                     yield completion
         finally:
             await consumer.stop()
-
-    async def _seek_to_time(
-        self, consumer: AIOKafkaConsumer, partitions: list[TopicPartition], since: datetime
-    ) -> None:
-        """Each partition at its first record written at or after `since` (its end if there is none)."""
-        found = await consumer.offsets_for_times({tp: int(since.timestamp() * 1000) for tp in partitions})
-        ends = await end_offsets(self._kafka, partitions, self._profile)
-        for partition in partitions:
-            at = found.get(partition)
-            # Nothing that late: Kafka answers none; the embedded broker offset 0 with timestamp -1.
-            late = at is None or at.timestamp < 0
-            consumer.seek(partition, ends[partition] if late or at is None else at.offset)
-
-    def _consumer(self, *topics: str, **options: Any) -> AIOKafkaConsumer:
-        consumer = kafka_consumer(
-            self._kafka,
-            *topics,
-            enable_auto_commit=False,
-            fetch_max_wait_ms=self._profile.fetch_max_wait_ms,
-            isolation_level=self._profile.isolation_level,  # never a completion an aborted transaction wrote
-            **options,
-        )
-        self._readers.add(consumer)
-        return consumer
-
-    async def _records(
-        self, consumer: AIOKafkaConsumer
-    ) -> AsyncGenerator[ConsumerRecord[bytes, bytes], None]:
-        """Every record the consumer reads, for good; its fetch wait grows once nothing comes, so an
-        idle reader costs the broker and this process little."""
-        pacer = FetchPacer(consumer, self._profile)
-        while True:
-            polled = await consumer.getmany(timeout_ms=1_000)
-            pacer.observed(sum(len(records) for records in polled.values()))
-            if self._registry is not None:
-                await self._registry.learn(record.value for records in polled.values() for record in records)
-            for records in polled.values():
-                for record in records:
-                    yield record
 
     async def submission(self, job_id: UUID) -> Submission:
         """Whether this client's submission for `job_id` created the job, reused it, or was rejected."""
@@ -334,21 +292,21 @@ class Client:
             found: Decided = record
             return found
 
-        return await self._first(self._streams_of(job_id), ("events",), decided)
+        return await self._reads.first(self._streams_of(job_id), ("events",), decided)
 
     async def follow(self, job_id: UUID) -> AsyncGenerator[Event, None]:
         """The job's events as they are appended, from its first, until the caller stops."""
         key = str(job_id).encode()
-        consumer = self._consumer()
+        consumer = self._reads.consumer()
         try:
             await start_whole(consumer.start, consumer.stop)
             await refresh_metadata(consumer)
             if not consumer.partitions_for_topic(f"{self._prefix}.events"):
                 return  # a principal the cluster lets read no events (the `producer` role): nothing to follow
-            partition = self._partition_of(consumer, f"{self._prefix}.events", key)
+            partition = partition_of_key(consumer, f"{self._prefix}.events", key)
             consumer.assign([partition])
             consumer.seek(partition, 0)
-            async for record in self._records(consumer):
+            async for record in self._reads.records(consumer):
                 if record.key == key:
                     event = decode_or_none(record.value)
                     if isinstance(event, EVENT_TYPES):
@@ -365,7 +323,7 @@ class Client:
         # Decided first when it may be refused: then its answer is in this signer's stream, not the job's.
         maybe_refused = submission is not None and job_id in self._refused_streams
         if maybe_refused and await self.submission(job_id) is Submission.REJECTED:
-            return await self._first(self._streams_of(job_id), ("events",), _rejection_of(submission))
+            return await self._reads.first(self._streams_of(job_id), ("events",), _rejection_of(submission))
 
         rejection = _rejection_of(submission)
 
@@ -379,61 +337,8 @@ class Client:
                 return record
             return None
 
-        return await self._first((job_id,), ("completions", "events"), ended)
+        return await self._reads.first((job_id,), ("completions", "events"), ended)
 
     def _streams_of(self, job_id: UUID) -> tuple[UUID, ...]:
         refused = self._refused_streams.get(job_id)
         return (job_id,) if refused is None else (job_id, refused)
-
-    async def _first(
-        self, job_ids: tuple[UUID, ...], topics: tuple[str, ...], found: Callable[[Any], T | None]
-    ) -> T:
-        """The first record of these jobs for which `found` gives a value.
-
-        Reads each job's partition of each topic from its start, so what was published before the
-        call is found too.
-        """
-        keys = {str(job_id).encode() for job_id in job_ids}
-        consumer = self._consumer()
-        try:
-            await start_whole(consumer.start, consumer.stop)
-            await refresh_metadata(consumer)
-            # Past the first topic, only those the cluster shows this principal (ACLs hide the others).
-            readable = [
-                topics[0],
-                *(name for name in topics[1:] if consumer.partitions_for_topic(f"{self._prefix}.{name}")),
-            ]
-            partitions = list(
-                {
-                    self._partition_of(consumer, f"{self._prefix}.{name}", key)
-                    for name in readable
-                    for key in keys
-                }
-            )
-            consumer.assign(partitions)
-            for partition in partitions:
-                consumer.seek(partition, 0)
-            async for record in self._records(consumer):
-                if record.key in keys and (decoded := decode_or_none(record.value)) is not None:
-                    value = found(decoded)
-                    if value is not None:
-                        return value
-        finally:
-            await consumer.stop()
-        raise AssertionError("unreachable: a consumer never ends")
-
-    @staticmethod
-    def _partition_of(consumer: AIOKafkaConsumer, topic: str, key: bytes) -> TopicPartition:
-        """The partition Kafka's default partitioner gives `key`, as every scrapestream producer uses."""
-        partitions = Client._partitions(consumer, topic)
-        return TopicPartition(topic, partition_of(key, len(partitions)))
-
-    @staticmethod
-    def _partitions(consumer: AIOKafkaConsumer, topic: str) -> list[TopicPartition]:
-        partitions = sorted(consumer.partitions_for_topic(topic) or ())
-        if not partitions:
-            raise BrokerError(
-                f"topic {topic} does not exist: create the topics with `scrapestream topics create` (a "
-                "worker with SCRAPESTREAM_CREATE_TOPICS does), or check SCRAPESTREAM_TOPIC_PREFIX"
-            )
-        return [TopicPartition(topic, number) for number in partitions]

@@ -182,7 +182,9 @@ class HostOverride(BaseModel):
 MAX_PROCESSES = 256
 
 
-class Settings(BaseSettings):
+class SettingValues(BaseSettings):
+    """Every setting, read from `SCRAPESTREAM_…` variables, each checked on its own."""
+
     model_config = SettingsConfigDict(env_prefix="SCRAPESTREAM_", frozen=True, extra="ignore")
 
     kafka_bootstrap: str = "127.0.0.1:9092"
@@ -365,6 +367,10 @@ class Settings(BaseSettings):
         if bad:
             raise ValueError(f"route names must match {ROUTE_NAME}: {bad}")
         return value
+
+
+class Settings(SettingValues):
+    """The settings checked against each other, and what the shell derives from them."""
 
     @model_validator(mode="after")
     def _consistent(self) -> Settings:

@@ -32,6 +32,7 @@ from streams.artifacts.uploads import Uploads
 from streams.auth.peering import PeerKey, PeerSecretError, peer_secret
 from streams.auth.preflight import PEERING_UNSET
 from streams.auth.principals import Principals, load_principals
+from streams.broker.compat import BrokerProfile
 from streams.callbacks.keys import callback_keys
 from streams.callbacks.sender import CallbackSender
 from streams.clock import utc_now
@@ -116,8 +117,8 @@ class Worker:
             log.warning(warning)
         if settings.callback_secret is None:
             log.warning("SCRAPESTREAM_CALLBACK_SECRET is not set: callbacks are sent unsigned")
-        principals = self._principals()
-        peer_key = self._peer_key(principals)
+        principals = _principals(settings)
+        peer_key = _peer_key(settings, principals)
         server = ApiServer(
             settings.web_host, settings.web_port, settings.http_head_timeout_s, settings.http_body_timeout_s
         )
@@ -203,7 +204,9 @@ class Worker:
         stack.callback(reader.close)
         stages.append(CheckReads(settings, artifacts, publisher, dead, utc_now, reader))
         assignor = RoutingAssignor(routing, settings.topic("commands"))
-        transactions = await self._transactions() if settings.exactly_once else None
+        transactions = (
+            await _transactions(settings, self.profile, self.counters) if settings.exactly_once else None
+        )
         consumer = self.consumer = StageConsumer(
             settings.kafka_access,
             settings.consumer_group,
@@ -283,38 +286,6 @@ class Worker:
         if task is not None:
             self.watchdog.watch(name, task)
 
-    def _principals(self) -> Principals | None:
-        settings = self.settings
-        document = None if settings.principals is None else settings.principals.get_secret_value()
-        principals = load_principals(settings.auth_enabled, settings.principals_file, document)
-        if principals is None:
-            log.warning("auth is off: every HTTP request and every command is trusted as ADMIN")
-        return principals
-
-    def _peer_key(self, principals: Principals | None) -> PeerKey | None:
-        """The secret every worker proves itself to the others with; required when auth is on."""
-        secret = peer_secret(self.settings)
-        if secret is None and principals is not None:
-            raise PeerSecretError(PEERING_UNSET)
-        return None if secret is None else PeerKey(secret)
-
-    async def _transactions(self) -> PartitionTransactions:
-        """The per-partition transactional producers of `exactly_once`, once the broker is seen to
-        start one (the embedded broker cannot)."""
-        settings = self.settings
-        transactions = PartitionTransactions(
-            settings.kafka_access, self.profile, settings.consumer_group, self.counters
-        )
-        try:
-            await transactions.probe()
-        except BrokerError as exc:
-            raise BrokerError(
-                f"SCRAPESTREAM_PROCESSING_GUARANTEE=exactly_once needs Kafka transactions, and the broker "
-                f"at {settings.kafka_bootstrap} cannot start a transactional producer ({exc}); on the "
-                "embedded broker set SCRAPESTREAM_PROCESSING_GUARANTEE=at_least_once"
-            ) from exc
-        return transactions
-
     async def _ledger(self, publisher: Publisher) -> LedgerReader | None:
         """The route ledger, read when some route is metered."""
         measured = meterings(self.settings)
@@ -387,6 +358,39 @@ class Worker:
     async def stop(self) -> None:
         self.watchdog.stopping()
         await self._stack.aclose()
+
+
+def _principals(settings: Settings) -> Principals | None:
+    document = None if settings.principals is None else settings.principals.get_secret_value()
+    principals = load_principals(settings.auth_enabled, settings.principals_file, document)
+    if principals is None:
+        log.warning("auth is off: every HTTP request and every command is trusted as ADMIN")
+    return principals
+
+
+def _peer_key(settings: Settings, principals: Principals | None) -> PeerKey | None:
+    """The secret every worker proves itself to the others with; required when auth is on."""
+    secret = peer_secret(settings)
+    if secret is None and principals is not None:
+        raise PeerSecretError(PEERING_UNSET)
+    return None if secret is None else PeerKey(secret)
+
+
+async def _transactions(
+    settings: Settings, profile: BrokerProfile, counters: Counter[str]
+) -> PartitionTransactions:
+    """The per-partition transactional producers of `exactly_once`, once the broker is seen to
+    start one (the embedded broker cannot)."""
+    transactions = PartitionTransactions(settings.kafka_access, profile, settings.consumer_group, counters)
+    try:
+        await transactions.probe()
+    except BrokerError as exc:
+        raise BrokerError(
+            f"SCRAPESTREAM_PROCESSING_GUARANTEE=exactly_once needs Kafka transactions, and the broker "
+            f"at {settings.kafka_bootstrap} cannot start a transactional producer ({exc}); on the "
+            "embedded broker set SCRAPESTREAM_PROCESSING_GUARANTEE=at_least_once"
+        ) from exc
+    return transactions
 
 
 async def _cancelled(task: asyncio.Task[Any]) -> None:

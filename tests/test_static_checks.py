@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -34,3 +35,17 @@ def test_the_code_passes(command):
         check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+MOST_CLASS_LINES = 300
+
+
+def test_no_class_of_the_shell_is_over_300_lines():
+    """A class past this does more than one thing: its parts become classes or modules of their own."""
+    over = [
+        f"{path.relative_to(ROOT)}: {node.name} ({node.end_lineno - node.lineno + 1} lines)"
+        for path in sorted((ROOT / "streams").rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ClassDef) and (node.end_lineno or 0) - node.lineno + 1 > MOST_CLASS_LINES
+    ]
+    assert over == []

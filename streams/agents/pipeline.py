@@ -19,18 +19,19 @@ from projections.ledger import ZERO
 from projections.lifecycle.identity import host_of
 from projections.lifecycle.submission import renders
 from schemas.enums import AttemptOutcome, CaptureMode
-from schemas.records import Artifact, Attempt, RenderOptions, Request
+from schemas.records import Artifact, Attempt, RenderOptions
 from schemas.work import CacheEntry, DueWork
 from streams.agents.attempts import attempt_of, failed, result_of
 from streams.agents.credentials import Credentials
 from streams.agents.fair_places import FairPlaces
+from streams.agents.origin_fetch import Fetching, OriginFetch
 from streams.agents.renewals import Renewals
 from streams.agents.response_cache import ResponseCache
 from streams.artifacts.port import ArtifactStore
 from streams.fetch.browser import BrowserRenderer
 from streams.fetch.http import FetchLimits, FetchResult, HttpFetcher, call_deadline_s, local_result
-from streams.fetch.politeness import HostGate, HostLimit, Politeness
-from streams.fetch.robots import RobotsRules, Verdict
+from streams.fetch.politeness import HostLimit, Politeness
+from streams.fetch.robots import Verdict
 from streams.fetch.routes import Denial, Passage, Routes
 from streams.jobtypes import JobType, carrying
 from streams.runtime.metrics import Metrics
@@ -70,7 +71,7 @@ class AttemptPipeline:
         self._credentials = Credentials(settings)
         self._places = FairPlaces(settings.executor_concurrency, settings.executor_caller_share)
         self._politeness = politeness_of(settings)
-        self._robots = RobotsRules()
+        self._origin = OriginFetch(fetcher, cache, self._credentials, self._observe)
         self.not_started = 0  # work whose start window passed while it waited for its turn
         self.begun: set[UUID] = set()  # leases whose work took a fetch place: a request may have gone out
         self.held_back = 0  # work not started because its job type is switched off
@@ -93,7 +94,7 @@ class AttemptPipeline:
             return cached
         async with self._politeness.turn(host_of(work.request.url)) as gate:
             if limits.obey_robots:  # before the cache too: a cached page answers only what may be fetched
-                verdict = await self._robots_verdict(work, gate)
+                verdict = await self._origin.robots_verdict(work, gate)
                 if verdict is not Verdict.ALLOWED:
                     return self._attempt(work, local_result(verdict.value, work.request.url))
                 cached = await self._from_cache(work, entry, limits)
@@ -105,18 +106,12 @@ class AttemptPipeline:
                 passage = await self._reserve(work, limits)  # waits on the ledger holding no fetch place
             if isinstance(passage, Denial):
                 return self._route_denied(work, passage)
-            return await self._in_fetch_place(work, entry, gate, limits, passage)
+            return await self._in_fetch_place(Fetching(work, entry, limits, gate, passage))
 
-    async def _in_fetch_place(
-        self,
-        work: DueWork,
-        entry: CacheEntry | None,
-        gate: HostGate,
-        limits: ResponseLimits,
-        passage: Passage,
-    ) -> Attempt | None:
+    async def _in_fetch_place(self, fetching: Fetching) -> Attempt | None:
         """The fetch, once it holds one of the worker's fetch places; its route's reservation is
         released if it is stopped or revoked before that."""
+        work, passage = fetching.work, fetching.passage
         try:
             async with self._places.held(work.caller_identity):
                 if not self._startable(work):
@@ -124,7 +119,7 @@ class AttemptPipeline:
                     return None
                 self._begin(work)
                 try:
-                    return await self._run_fetch(work, entry, gate, limits, passage)
+                    return await self._run_fetch(fetching)
                 finally:
                     self._renewals.discard(work)
         except asyncio.CancelledError:
@@ -178,22 +173,16 @@ class AttemptPipeline:
             return max((work.deadline_at - self._clock()).total_seconds(), MIN_FETCH_DEADLINE_S)
         return max(work.max_runtime_ms / 1000, MIN_FETCH_DEADLINE_S)
 
-    async def _run_fetch(
-        self,
-        work: DueWork,
-        entry: CacheEntry | None,
-        gate: HostGate,
-        limits: ResponseLimits,
-        passage: Passage,
-    ) -> Attempt:
+    async def _run_fetch(self, fetching: Fetching) -> Attempt:
+        work, passage = fetching.work, fetching.passage
         try:
             if renders(work.job_type, work.transport_policy) and self._browser is not None:
-                return await self._render(self._browser, work, limits, gate, passage)
+                return await self._render(self._browser, fetching)
             refused = self._credentials.refusal(work, proxied=passage.proxy_url is not None)
             if refused is not None:
                 passage = await self._reconcile(passage, 0, ZERO)  # released: nothing was sent
                 return self._attempt(work, local_result("CREDENTIAL_NOT_ALLOWED", refused), passage=passage)
-            result, reused = await self._fetch(work, entry, limits, gate, passage.proxy_url)
+            result, reused = await self._origin.fetch(replace(fetching, passage=passage))
             passage = await self._reconcile(passage, result.wire_bytes, ZERO)
         except Exception as exc:  # the fetcher types every origin failure; this is a bug, still counted
             log.exception("job %s: the fetch raised", work.job_id)
@@ -220,16 +209,10 @@ class AttemptPipeline:
             )
         return self._attempt(work, denied, passage=denial.passage)
 
-    async def _render(
-        self,
-        browser: BrowserRenderer,
-        work: DueWork,
-        limits: ResponseLimits,
-        gate: HostGate,
-        passage: Passage,
-    ) -> Attempt:
+    async def _render(self, browser: BrowserRenderer, fetching: Fetching) -> Attempt:
         """The page rendered by the browser, its HTML (and screenshot) stored."""
-        await gate.request()
+        work, limits = fetching.work, fetching.limits
+        await fetching.gate.request()
         with span("scrapestream render", attributes={"scrapestream.capture": work.capture_mode.value}):
             rendered = await browser.render(
                 work.request,
@@ -239,7 +222,9 @@ class AttemptPipeline:
                 screenshot=work.capture_mode is CaptureMode.SCREENSHOT,
             )
         self._observe(rendered.result)
-        reconciled = await self._reconcile(passage, rendered.result.wire_bytes, rendered.browser_seconds)
+        reconciled = await self._reconcile(
+            fetching.passage, rendered.result.wire_bytes, rendered.browser_seconds
+        )
         passage = replace(reconciled, blocked=rendered.blocked)
         return await self._stored_attempt(work, rendered.result, passage, rendered.screenshot)
 
@@ -271,68 +256,6 @@ class AttemptPipeline:
         if answered is None or entry is None:
             return None
         return self._attempt(work, answered, entry.artifacts, cached=entry)
-
-    async def _robots_verdict(self, work: DueWork, gate: HostGate) -> Verdict:
-        url = work.request.url
-        rules = self._robots.known(url)
-        if rules is None:
-
-            async def fetch(request: Request, timeout_s: float, limits: FetchLimits) -> FetchResult:
-                await gate.request()
-                return await self._fetcher.fetch(request, timeout_s, None, None, limits)
-
-            rules = await self._robots.fetch(url, fetch)
-        return rules.verdict(url)
-
-    async def _fetch(
-        self,
-        work: DueWork,
-        entry: CacheEntry | None,
-        limits: ResponseLimits,
-        gate: HostGate,
-        proxy_url: str | None = None,
-    ) -> tuple[FetchResult, tuple[Artifact, ...] | None]:
-        """The origin's answer, and the stored artifacts a 304 to a revalidation lets the job reuse."""
-        deadline_s = call_deadline_s(work.max_runtime_ms, limits)
-        fetch_limits = FetchLimits.of(limits)
-        validators = self._cache.validators(work, entry, limits)
-        await gate.request()
-        headers = self._credentials.headers(work)
-        result = await self._fetcher.fetch(
-            work.request, deadline_s, work.deadline_at, validators, fetch_limits, proxy_url, headers
-        )
-        self._observe(result)
-        if entry is None or not validators or result.http_status != 304:
-            return result, None
-        if await self._cache.stored(entry):
-            etag, last_modified = result.etag or entry.etag, result.last_modified or entry.last_modified
-            revalidated = replace(
-                result,
-                outcome=AttemptOutcome.NOT_MODIFIED,
-                failure=None,
-                etag=etag,
-                last_modified=last_modified,
-            )
-            return revalidated, entry.artifacts
-        await self._cache.invalidate(entry)
-        left = fetch_limits.max_redirects + 1 - result.requests  # the refetch is within the same requests
-        if left < 1:
-            spent = local_result("REQUEST_BUDGET_SPENT", f"{result.requests} requests made; the page is gone")
-            return replace(spent, wire_bytes=result.wire_bytes, requests=result.requests), None
-        await gate.request()  # the stored copy is gone: the whole page again
-        again = await self._fetcher.fetch(
-            work.request,
-            deadline_s,
-            work.deadline_at,
-            None,
-            replace(fetch_limits, max_redirects=left - 1),
-            proxy_url,
-            headers,
-        )
-        self._observe(again)
-        return replace(
-            again, wire_bytes=result.wire_bytes + again.wire_bytes, requests=result.requests + again.requests
-        ), None
 
     def _observe(self, result: FetchResult) -> None:
         if self._metrics is not None:
