@@ -25,6 +25,7 @@ from bench.processes import own_cpu_seconds
 from streams.broker.access import plaintext
 from streams.broker.compat import EMBEDDED_TANSU
 from streams.broker.embedded import EmbeddedBroker
+from streams.runtime.commit_order import OUTSIDE, Batch
 from streams.runtime.consumer import QuietStage, StageConsumer
 from streams.runtime.deadinput import DeadLetters
 from streams.runtime.publisher import Outgoing, Publisher
@@ -66,7 +67,7 @@ class Counting(QuietStage):
         self.topics = frozenset({topic})
         self._clock = clock
 
-    async def handle(self, records: Sequence[Any]) -> None:
+    async def handle(self, records: Sequence[Any], batch: Batch = OUTSIDE) -> None:
         self._clock.count(len(records))
 
 

@@ -59,6 +59,7 @@ from streams.fetch.routes import Routes
 from streams.jobtypes import JobType
 from streams.readers.global_table import GlobalTable
 from streams.runtime import trace_context
+from streams.runtime.commit_order import OUTSIDE, Batch
 from streams.runtime.consumer import QuietStage, Record
 from streams.runtime.deadinput import DeadLetters
 from streams.runtime.flusher import Flusher
@@ -158,7 +159,7 @@ class HttpExecutor(QuietStage):
             taken += 1
         return taken
 
-    async def handle(self, records: Sequence[Record]) -> None:
+    async def handle(self, records: Sequence[Record], batch: Batch = OUTSIDE) -> None:
         now = self._clock()
         startable: list[DueWork] = []
         traces: dict[UUID, Queued] = {}
@@ -181,7 +182,7 @@ class HttpExecutor(QuietStage):
                 traces[work.lease_id] = Queued.of(record)
         _log_not_started(self.not_started - not_started)
         if immediate:
-            await self._publisher.send_all(immediate)
+            await self._publisher.send_all(immediate, batch)
         for work in startable:
             self._running[work.lease_id] = self._slots.start(self._attempt(work, traces[work.lease_id]))
 

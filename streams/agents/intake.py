@@ -49,6 +49,7 @@ from streams.auth.signing import Binding, claimed_principal, verify
 from streams.broker.headers import Headers
 from streams.runtime import trace_context
 from streams.runtime.answers import AnswerAddress, dead_answer
+from streams.runtime.commit_order import OUTSIDE, Batch
 from streams.runtime.consumer import QuietStage, Record
 from streams.runtime.deadinput import DeadLetters, UnusableError
 from streams.runtime.handover import Handed, LocalStages
@@ -108,7 +109,7 @@ class Intake(QuietStage):
         self._quota = quota
         self._quota_set.set()
 
-    async def handle(self, records: Sequence[Record]) -> None:
+    async def handle(self, records: Sequence[Record], batch: Batch = OUTSIDE) -> None:
         """Forward every usable record as one batch of commands; dead-letter the rest. A command whose
         job's partition this worker holds is handed to its lifecycle instead, and its answer published
         here once decided: with the batch's submit offsets (in one transaction with `exactly_once`)."""
@@ -134,7 +135,7 @@ class Intake(QuietStage):
                 forwards.append(forward)
         handed = [(forward, self._hand_over(forward, now)) for forward in forwards]
         published += [forward.message(now) for forward, local in handed if local is None]
-        written = await self._publisher.send_all(published)
+        written = await self._publisher.send_all(published, batch)
         if self.local is not None:
             self.local.published(where for where in written if where.topic == self._commands)
         replies: list[Outgoing] = []
@@ -147,7 +148,7 @@ class Intake(QuietStage):
             else:  # its partition moved before it was decided: its new holder reads it
                 left.append(forward.message(now))
         if replies or left:
-            await self._publisher.send_all([*replies, *left])
+            await self._publisher.send_all([*replies, *left], batch)
         published_first = sum(1 for _, local in handed if local is None)
         self._counters["commands.published"] += published_first
         self._counters["commands.handed_over"] += len(handed) - published_first

@@ -12,7 +12,7 @@ a redelivered command adds nothing (its id is in the job's state once its events
 A crash after 2 republishes the consequences on redelivery (duplicates, never loss). A failed
 batch is retried only after the store caught up with the log (`recover`). With `exactly_once`
 steps 2 and 3 are one transaction with the commands offset, and step 4 waits for its commit
-(`after_commit`): the store never holds what an aborted batch decided.
+(its `Batch`'s `after_commit`): the store never holds what an aborted batch decided.
 The partitions it decides are caught up first (`catch_up.PartitionCatchUp`); what the HTTP API may
 wait for (a decision, a batch folded) it tells `runtime.decisions.Decisions`, which the API holds.
 """
@@ -55,6 +55,7 @@ from streams.broker.compat import BrokerProfile
 from streams.readers.fleet import Capabilities
 from streams.runtime import trace_context
 from streams.runtime.answers import AnswerAddress, answer, dead_answer
+from streams.runtime.commit_order import OUTSIDE, Batch
 from streams.runtime.consumer import PartitionControl, QuietStage, Record
 from streams.runtime.deadinput import DeadLetters
 from streams.runtime.decisions import Decisions
@@ -63,7 +64,6 @@ from streams.runtime.handover import Handover
 from streams.runtime.local_records import LocalRecord
 from streams.runtime.publisher import Outgoing, Sink, outgoing
 from streams.runtime.trace_context import TraceContext
-from streams.runtime.transactions import after_commit, open_transaction, when_ended
 from streams.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -145,7 +145,6 @@ class Lifecycle(QuietStage):
         self.partitions = PartitionCatchUp(settings, profile, store, restore)
         self._store = store
         self._unfolded: dict[int, dict[UUID, State]] = {}  # decided in a transaction still open, by partition
-        self._appended_through: dict[int, int] = {}  # the last event's offset, by partition
         self._publisher = publisher
         self._policy = policy
         self._disabled = disabled  # the job types switched off right now (the controls topic)
@@ -183,7 +182,7 @@ class Lifecycle(QuietStage):
             self._observe(events)
         self.decisions.folded(events)
 
-    async def handle(self, records: Sequence[Record]) -> None:
+    async def handle(self, records: Sequence[Record], batch: Batch = OUTSIDE) -> None:
         incoming: list[Incoming] = []
         kept = [record for record in records if self._kept(record)]
         usable, dead = self._dead.sort_out(kept, _command_of, "command", self._dead_input)
@@ -200,7 +199,7 @@ class Lifecycle(QuietStage):
                 command = reported
             at = self._record_time(record)
             incoming.append(Incoming(record.partition, command, at, record, AnswerAddress.of_command(record)))
-        await self.handle_batch(incoming, dead)
+        await self.handle_batch(incoming, dead, batch)
 
     def _kept(self, record: Record) -> bool:
         if isinstance(record, LocalRecord):
@@ -224,7 +223,9 @@ class Lifecycle(QuietStage):
             return self._clock()
         return datetime.fromtimestamp(record.timestamp / 1000, UTC)
 
-    async def handle_batch(self, commands: Sequence[Incoming], dead: Sequence[Outgoing] = ()) -> list[Event]:
+    async def handle_batch(
+        self, commands: Sequence[Incoming], dead: Sequence[Outgoing] = (), batch: Batch = OUTSIDE
+    ) -> list[Event]:
         """Handle commands in order; one publish round per step for the whole batch."""
         decided: dict[int, list[Event]] = defaultdict(list)
         published: list[Outgoing] = list(dead)
@@ -246,14 +247,14 @@ class Lifecycle(QuietStage):
             return []
         jobs = Counter({event.job_id for events in decided.values() for event in events})
         ended = self.decisions.publishing(jobs)
-        if open_transaction() is not None:  # its next batches decide on these until it commits and folds
+        if batch.transactional:  # its next batches decide on these until it commits and folds
             for partition in {item.partition for item in commands}:
                 self._unfolded.setdefault(partition, {}).update(states)
-                when_ended(functools.partial(self._folded_or_dropped, partition))
+                batch.when_ended(functools.partial(self._folded_or_dropped, partition))
         try:
-            return await self._publish_append_fold(decided, published, states, traces)
+            return await self._publish_append_fold(decided, published, states, traces, batch)
         finally:
-            when_ended(ended)  # with a transaction: once it committed and folded, or aborted
+            batch.when_ended(ended)  # with a transaction: once it committed and folded, or aborted
 
     async def _publish_append_fold(
         self,
@@ -261,6 +262,7 @@ class Lifecycle(QuietStage):
         published: list[Outgoing],
         states: dict[UUID, State],
         traces: dict[UUID, TraceContext],
+        batch: Batch,
     ) -> list[Event]:
         # Step 2
         if self._cache_entries is not None:  # this worker reads its own entries before any completion
@@ -275,7 +277,7 @@ class Lifecycle(QuietStage):
         ]
         handed = {id(m) for m, _ in local}
         consequences = [m for m in published if id(m) not in handed] if local else published
-        if open_transaction() is None:  # at least once: the consequences land before the events
+        if not batch.transactional:  # at least once: the consequences land before the events
             await self._publisher.send_all(consequences)
             consequences = []
         # Step 3 (in a transaction, one round with step 2: both commit, or neither)
@@ -292,7 +294,7 @@ class Lifecycle(QuietStage):
             for partition, events in appending.items()
             for event in events
         ]
-        sent = await self._publisher.send_all([*consequences, *(message for _, message in appended)])
+        sent = await self._publisher.send_all([*consequences, *(message for _, message in appended)], batch)
         written = sent[len(consequences) :]
         # Step 4
         offsets: dict[int, list[int]] = defaultdict(list)
@@ -301,23 +303,18 @@ class Lifecycle(QuietStage):
             offsets[partition].append(meta.offset)
             values[partition].append(message.value)
         folded = [event for events in appending.values() for event in events]
-        transactional = open_transaction() is not None
-        for partition, appended_at in offsets.items():
-            self._appended_through[partition] = appended_at[-1]
 
         async def fold() -> None:  # after the commit: the store never holds an aborted batch
             for partition, events in appending.items():
-                through = offsets[partition][-1]
-                # The commit's marker follows the last events its transaction appended to the partition.
-                marker = 1 if transactional and through == self._appended_through.get(partition) else 0
-                await self._fold(partition, events, offsets[partition], values[partition], states, marker)
+                end = batch.end_after(topic, partition, offsets[partition][-1])
+                await self._fold(partition, events, offsets[partition], values[partition], states, end)
             self._decided(folded)
             for message, work in local:  # this worker's executor reads its partition: no due record
                 at = datetime.fromtimestamp((message.timestamp_ms or 0) / 1000, UTC)
                 what = f"due work of job {work.job_id}"
                 await self.due.deliver(message.topic, message.key, work, at, what, message.headers)
 
-        await after_commit(fold)
+        await batch.after_commit(fold)
         return folded
 
     def _decide(
@@ -377,13 +374,12 @@ class Lifecycle(QuietStage):
         offsets: list[int],
         values: list[bytes],
         states: dict[UUID, State],
-        marker: int = 0,
+        end: int,
     ) -> None:
+        """Into the store, which reads the log on from `end` (past a commit marker after them, if any)."""
         start = self._store.events_offset(partition)
         if offsets == list(range(start, start + len(offsets))):
-            self._store.commit(
-                partition, events, offsets[-1] + 1 + marker, encoded=values, folded_by_caller=states
-            )
+            self._store.commit(partition, events, end, encoded=values, folded_by_caller=states)
             return
         log.warning(
             "events partition %d holds another writer's records (store at %d, appended at %d): folding it",

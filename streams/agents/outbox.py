@@ -22,6 +22,7 @@ from streams.agents.attempt_spans import address_attributes
 from streams.agents.slots import Slots
 from streams.callbacks.sender import CallbackSender, TryResult
 from streams.runtime import trace_context
+from streams.runtime.commit_order import OUTSIDE, Batch
 from streams.runtime.consumer import QuietStage, Record
 from streams.runtime.deadinput import DeadLetters
 from streams.runtime.flusher import Flusher
@@ -68,12 +69,12 @@ class Outbox(QuietStage):
     async def wait_capacity(self) -> None:
         await self._slots.wait_free()
 
-    async def handle(self, records: Sequence[Record]) -> None:
+    async def handle(self, records: Sequence[Record], batch: Batch = OUTSIDE) -> None:
         usable, dead = self._dead.sort_out(records, _due_of, "callback")
         for record, due in usable:
             self._slots.start(self._deliver(due, trace_context.from_headers(record.headers)))
         if dead:
-            await self._publisher.send_all(dead)
+            await self._publisher.send_all(dead, batch)
 
     async def _deliver(self, due: CallbackDue, parent: TraceContext | None) -> None:
         trace_context.working_on(due.job_id, parent)  # this task's log lines name both

@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 from aiokafka import TopicPartition
 
-from streams.runtime.commit_order import CommitOrder
+from streams.runtime.commit_order import OUTSIDE, Batch, CommitOrder
 from streams.runtime.deadinput import DeadLetters
 from streams.runtime.failures import waiting_for
 from streams.runtime.local_records import settle_local
@@ -27,7 +27,7 @@ class Handler(Protocol):
 
     name: str
 
-    async def handle(self, records: Sequence[Record]) -> None: ...
+    async def handle(self, records: Sequence[Record], batch: Batch = OUTSIDE) -> None: ...
 
     async def recover(self, records: Sequence[Record]) -> None: ...
 
@@ -61,8 +61,8 @@ class BatchRunner:
             if not batch:
                 return []  # the partitions moved to another worker meanwhile: it reads them again
             try:
-                async with self._order.transaction_of(batch, keep_open):
-                    await stage.handle(batch)
+                async with self._order.transaction_of(batch, keep_open) as handle:
+                    await stage.handle(batch, handle)
                 return batch
             except (FencedError, NotHeldError) as exc:
                 return self.let_go(stage, batch, exc)
@@ -93,9 +93,15 @@ class BatchRunner:
             reason = f"{stage.name} cannot handle it: {type(exc).__name__}: {exc}"
             log.error("%s/%d@%d: %s", record.topic, record.partition, record.offset, reason, exc_info=exc)
             try:
-                async with self._order.transaction_of([record]):
+                async with self._order.transaction_of([record]) as handle:
                     await self._dead.send(
-                        record.topic, record.partition, record.offset, record.key, record.value, reason
+                        record.topic,
+                        record.partition,
+                        record.offset,
+                        record.key,
+                        record.value,
+                        reason,
+                        handle,
                     )
             except (FencedError, NotHeldError) as lost:
                 return self.let_go(stage, batch, lost)

@@ -19,18 +19,67 @@ The consumer asks the worker's `CommitOrder`; it never branches on the guarantee
 4. then the lifecycle folds its events (`after_commit`): its store never holds an aborted batch;
    the records handed over inside the worker are settled only then;
 5. the offsets are not committed again: the transaction did it.
+
+Each stage is handed its batch's `Batch`: it sends with it (`Publisher.send_all(..., batch)`), defers
+what must follow the commit with it, and learns from it where a log it wrote ends once the batch
+commits (a transaction's commit marker takes an offset after its last record on each partition).
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections import defaultdict
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
-from aiokafka import TopicPartition
+from aiokafka import AIOKafkaProducer, TopicPartition
 
-from streams.runtime.transactions import PartitionTransactions
+from streams.runtime.transactions import OpenTransaction, PartitionTransactions
+
+
+@dataclass(frozen=True)
+class Batch:
+    """The handle of one batch of a stage's records: the transaction its sends go into (none
+    under `at_least_once`, or for work outside any batch)."""
+
+    transaction: OpenTransaction | None = None
+
+    @property
+    def transactional(self) -> bool:
+        return self.transaction is not None
+
+    def producer(self, outside: AIOKafkaProducer) -> AIOKafkaProducer:
+        return outside if self.transaction is None else self.transaction.producer
+
+    def wrote(self, topic: str, partition: int, offset: int) -> None:
+        if self.transaction is not None:
+            key = (topic, partition)
+            self.transaction.last_written[key] = max(offset, self.transaction.last_written.get(key, -1))
+
+    async def after_commit(self, action: Callable[[], Awaitable[None]]) -> None:
+        """Runs `action` once the batch has committed (not at all if it aborts); now without one."""
+        if self.transaction is None:
+            await action()
+        else:
+            self.transaction.after.append(action)
+
+    def when_ended(self, action: Callable[[], None]) -> None:
+        """Runs `action` once the batch's transaction has ended, committed or aborted (its deferred
+        actions done); now without one."""
+        if self.transaction is None:
+            action()
+        else:
+            self.transaction.ended.append(action)
+
+    def end_after(self, topic: str, partition: int, through: int) -> int:
+        """Where the log of `topic`'s `partition` ends once this batch committed, its record at
+        `through` the last: after the transaction's commit marker when it wrote none later."""
+        last = None if self.transaction is None else self.transaction.last_written.get((topic, partition))
+        return through + 1 + (1 if last == through else 0)
+
+
+OUTSIDE = Batch()  # sends that belong to no batch: each on its own, at once
 
 
 class Batched(Protocol):
@@ -56,7 +105,7 @@ class CommitOrder(Protocol):
 
     def transaction_of(
         self, part: Sequence[Batched], keep_open: bool = False
-    ) -> contextlib.AbstractAsyncContextManager[object]: ...
+    ) -> contextlib.AbstractAsyncContextManager[Batch]: ...
 
     def is_open(self, tp: TopicPartition) -> bool: ...
 
@@ -81,8 +130,8 @@ class AtLeastOnce:
 
     def transaction_of(
         self, part: Sequence[Batched], keep_open: bool = False
-    ) -> contextlib.AbstractAsyncContextManager[object]:
-        return contextlib.nullcontext()
+    ) -> contextlib.AbstractAsyncContextManager[Batch]:
+        return contextlib.nullcontext(OUTSIDE)
 
     def is_open(self, tp: TopicPartition) -> bool:
         return False
@@ -118,16 +167,16 @@ class ExactlyOnce:
             parts[(record.topic, record.partition)].append(record)
         return list(parts.values())
 
-    def transaction_of(
-        self, part: Sequence[Batched], keep_open: bool = False
-    ) -> contextlib.AbstractAsyncContextManager[object]:
+    @contextlib.asynccontextmanager
+    async def transaction_of(self, part: Sequence[Batched], keep_open: bool = False) -> AsyncIterator[Batch]:
         """The transaction of one input partition's part: it commits the input through the part's last
         offset (none for a part handed over inside the worker: `LocalRecord`s have no offset)."""
         last = part[-1]
         offsets = [record.offset for record in part if record.offset >= 0]
         next_offset = max(offsets) + 1 if offsets else None
         tp = TopicPartition(last.topic, last.partition)
-        return self._transactions.transaction(tp, next_offset, keep_open)
+        async with self._transactions.transaction(tp, next_offset, keep_open) as transaction:
+            yield Batch(transaction)
 
     def is_open(self, tp: TopicPartition) -> bool:
         return self._transactions.is_open(tp)

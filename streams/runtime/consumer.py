@@ -42,7 +42,7 @@ from streams.broker.compat import BrokerProfile, FetchPacer, partitions_known, r
 from streams.broker.headers import Headers
 from streams.errors import BrokerError
 from streams.runtime.batches import RETRY_BACKOFF_S, BatchRunner
-from streams.runtime.commit_order import commit_order
+from streams.runtime.commit_order import OUTSIDE, Batch, commit_order
 from streams.runtime.deadinput import DeadLetters
 from streams.runtime.local_records import LocalRecord, settle_local
 from streams.runtime.offsets import Offsets
@@ -86,7 +86,7 @@ class Stage(Protocol):
     def takes_over(self, partition: int) -> bool:
         """Whether records of `partition` may be handed to this stage inside the worker now."""
 
-    async def handle(self, records: Sequence[Record]) -> None: ...
+    async def handle(self, records: Sequence[Record], batch: Batch = OUTSIDE) -> None: ...
 
     async def recover(self, records: Sequence[Record]) -> None:
         """Make the stage's state consistent before a failed batch is retried."""

@@ -16,6 +16,7 @@ from projections.lifecycle.limits import clip
 from schemas.errors import CodecError
 from schemas.work import DeadInput
 from streams.clock import utc_now
+from streams.runtime.commit_order import OUTSIDE, Batch
 from streams.runtime.failures import waiting_for
 from streams.runtime.publisher import Outgoing, Sink, outgoing
 from streams.settings import Settings
@@ -86,13 +87,20 @@ class DeadLetters:
         return usable, dead
 
     async def send(
-        self, topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None, reason: str
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        key: bytes | None,
+        value: bytes | None,
+        reason: str,
+        batch: Batch = OUTSIDE,
     ) -> None:
-        """Publish one dead-input record, waiting out infrastructure failures."""
+        """Publish one dead-input record (in `batch`), waiting out infrastructure failures."""
         message = self.record(topic, partition, offset, key, value, reason)
         while True:
             try:
-                await self._publisher.send_all([message])
+                await self._publisher.send_all([message], batch)
                 return
             except Exception as exc:
                 what = waiting_for(exc)

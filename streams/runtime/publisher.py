@@ -28,7 +28,7 @@ from streams.broker.access import KafkaAccess
 from streams.broker.compat import MAX_BATCH_BYTES, BrokerProfile, new_producer, start_whole
 from streams.broker.headers import Headers
 from streams.errors import BrokerError
-from streams.runtime.transactions import open_transaction
+from streams.runtime.commit_order import OUTSIDE, Batch
 
 COMPRESS_FROM_BYTES = 2048  # a smaller batch (a lone job's records) saves little and costs ~40 µs a hop
 CODECS = {None: 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}  # a record batch's compression attribute
@@ -132,7 +132,7 @@ def _append(batch: Any, message: Outgoing, topic: str) -> None:
 class Sink(Protocol):
     """Where agents send records; `Publisher` is the Kafka implementation."""
 
-    async def send_all(self, messages: Sequence[Outgoing]) -> list[Any]: ...
+    async def send_all(self, messages: Sequence[Outgoing], batch: Batch = OUTSIDE) -> list[Any]: ...
 
 
 class Publisher:
@@ -201,8 +201,9 @@ class Publisher:
                 "`scrapestream topics create`, or check SCRAPESTREAM_TOPIC_PREFIX"
             ) from exc
 
-    async def send_all(self, messages: Sequence[Outgoing]) -> list[Written]:
-        """Send in order per partition; returns where each message landed, once all are acknowledged."""
+    async def send_all(self, messages: Sequence[Outgoing], batch: Batch = OUTSIDE) -> list[Written]:
+        """Send in order per partition (in `batch`'s transaction, if it has one); returns where each
+        message landed, once all are acknowledged."""
         if self.framing is not None:
             messages = self.framing(messages)
         groups: dict[tuple[str, int], list[int]] = defaultdict(list)
@@ -213,26 +214,26 @@ class Publisher:
                 partition = partition_of(message.key, counts[message.topic])
             groups[(message.topic, partition)].append(index)
         pending: list[tuple[asyncio.Future[Any], BatchBuilder, str, int, list[int]]] = []
-        transaction = open_transaction()
-        producer = self._producer if transaction is None else transaction.producer
+        producer = batch.producer(self._producer)
         for (topic, partition), indexes in groups.items():
             for members, size in self._fitting_runs(messages, indexes):
                 # aiokafka has no per-batch choice of compression, but takes any batch.
                 codec = self._public_codec if topic in self._public else self._codec
                 codec = codec if size >= COMPRESS_FROM_BYTES else CODECS[None]
-                batch = BatchBuilder(MAX_BATCH_BYTES, codec, is_transactional=bool(transaction))
+                built = BatchBuilder(MAX_BATCH_BYTES, codec, is_transactional=batch.transactional)
                 for index in members:
-                    _append(batch, messages[index], topic)
-                future = await producer.send_batch(batch, topic, partition=partition)
-                pending.append((future, batch, topic, partition, members))
+                    _append(built, messages[index], topic)
+                future = await producer.send_batch(built, topic, partition=partition)
+                pending.append((future, built, topic, partition, members))
                 self._counters[f"produced.batches.{topic}"] += 1
                 self._counters[f"produced.records.{topic}"] += len(members)
         written: list[Written | None] = [None] * len(messages)
-        for future, batch, topic, partition, members in pending:
+        for future, built, topic, partition, members in pending:
             base = (await future).offset
-            self._counters[f"produced.bytes.{topic}"] += batch.size()  # built by now: compressed
+            self._counters[f"produced.bytes.{topic}"] += built.size()  # built by now: compressed
             for position, index in enumerate(members):
                 written[index] = Written(topic, partition, base + position)
+            batch.wrote(topic, partition, base + len(members) - 1)
         return [w for w in written if w is not None]
 
     def _fitting_runs(self, messages: Sequence[Outgoing], indexes: list[int]) -> list[tuple[list[int], int]]:

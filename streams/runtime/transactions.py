@@ -11,17 +11,16 @@ A transaction may be left open after a batch (`keep_open`) and go on with the pa
 batches, up to `SPAN_S` (Kafka Streams' commit interval under exactly-once): one commit for
 several batches under load; `end` commits it.
 
-Stages need not know: `Publisher.send_all` sends through the transaction open in the calling task
-(`open_transaction`), and `after_commit` defers what must follow the commit (the lifecycle's fold
-into its store), so local state never holds what an aborted transaction wrote. Work a batch starts
-in tasks of its own (the executor's fetches) sends outside the transaction.
+A stage sends into a transaction through the batch handle the commit order hands it
+(`streams/runtime/commit_order.py`, `Batch`): what it sends with the handle goes in, what must follow
+the commit waits for it, so local state never holds what an aborted transaction wrote. Work a batch
+starts in tasks of its own (the executor's fetches) has no handle, and sends outside.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import logging
 import os
 from collections import Counter
@@ -77,40 +76,11 @@ class StuckCommitError(BrokerError):
 @dataclass
 class OpenTransaction:
     producer: AIOKafkaProducer
-    owner: asyncio.Task[object] | None  # the task that opened it: tasks it starts send outside it
     began: float  # on the event loop's clock
     after: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     ended: list[Callable[[], None]] = field(default_factory=list)
     next_offset: int | None = None  # the input offset it commits
-
-
-_OPEN: contextvars.ContextVar[OpenTransaction | None] = contextvars.ContextVar("transaction", default=None)
-
-
-def open_transaction() -> OpenTransaction | None:
-    """The transaction the calling task sends in, if one is open."""
-    current = _OPEN.get()
-    return current if current is not None and current.owner is asyncio.current_task() else None
-
-
-async def after_commit(action: Callable[[], Awaitable[None]]) -> None:
-    """Runs `action` once the open transaction has committed (not at all if it aborts), or now
-    when no transaction is open."""
-    current = open_transaction()
-    if current is None:
-        await action()
-    else:
-        current.after.append(action)
-
-
-def when_ended(action: Callable[[], None]) -> None:
-    """Runs `action` once the open transaction has ended, committed or aborted (its deferred
-    actions done), or now when no transaction is open."""
-    current = open_transaction()
-    if current is None:
-        action()
-    else:
-        current.ended.append(action)
+    last_written: dict[tuple[str, int], int] = field(default_factory=dict)  # per topic-partition
 
 
 def transactional_id(group_id: str, partition: TopicPartition) -> str:
@@ -200,14 +170,11 @@ class PartitionTransactions:
         current = self._open.pop(tp, None) or await self._begin(tp)
         if next_offset is not None:
             current.next_offset = max(next_offset, current.next_offset or 0)
-        token = _OPEN.set(current)
         try:
             yield current
         except BaseException as exc:
-            _OPEN.reset(token)
             await self._abort(tp, current, exc)
             raise
-        _OPEN.reset(token)
         if keep_open:
             self._open[tp] = current
         else:
@@ -230,7 +197,7 @@ class PartitionTransactions:
             self._counters["transactions.fenced"] += 1
             await self.release({tp})
             raise FencedError(f"{tp} moved to another worker") from exc
-        return OpenTransaction(producer, asyncio.current_task(), asyncio.get_running_loop().time())
+        return OpenTransaction(producer, asyncio.get_running_loop().time())
 
     async def _end(self, tp: TopicPartition, current: OpenTransaction) -> None:
         try:

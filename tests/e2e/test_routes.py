@@ -449,6 +449,7 @@ async def test_an_as_of_read_starts_from_a_kept_checkpoint_is_bounded_and_one_at
             assert (await http.get("/healthz")).status_code == 200
 
 
+@pytest.mark.timeout(300)  # a worker stopped and started again, and its lapsed leases dispatched anew
 async def test_a_stopping_worker_gives_back_a_reservation_whose_call_never_began(broker, tmp_path):
     held, other = Origin(), Origin(host="127.0.0.2")
     route = {"kind": "direct", "price_per_gb": str(PRICE_PER_GB)}

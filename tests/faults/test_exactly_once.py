@@ -27,6 +27,7 @@ from schemas.events import JobCompleted
 from streams.broker.access import plaintext
 from streams.broker.compat import KAFKA, end_offsets, records_between
 from streams.runtime import transactions
+from streams.runtime.commit_order import Batch
 from tests.faults.harness import (
     Stopwatch,
     WorkerProcess,
@@ -275,8 +276,8 @@ async def test_a_commit_the_cluster_leaves_unanswered_lets_its_producer_go_and_t
         try:
 
             async def batch_while_the_cluster_stops() -> None:
-                async with holder.transaction(tp, 1):
-                    await publisher.send_all(one(sink, b"stuck"))
+                async with holder.transaction(tp, 1) as transaction:
+                    await publisher.send_all(one(sink, b"stuck"), Batch(transaction))
                     for node in kafka_cluster.members:
                         kafka_cluster.pause(node.node_id)
 

@@ -12,6 +12,7 @@ from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaConnectionError
 
 from streams.runtime import transactions
+from streams.runtime.commit_order import OUTSIDE, Batch
 from streams.runtime.consumer import QuietStage, StageConsumer
 from streams.runtime.deadinput import DeadLetters
 from streams.runtime.local_records import LocalRecord
@@ -36,7 +37,7 @@ class Recording(QuietStage):
         self.expected = 0
         self.all_handled = asyncio.Event()
 
-    async def handle(self, records: Sequence[Any]) -> None:
+    async def handle(self, records: Sequence[Any], batch: Batch = OUTSIDE) -> None:
         if self._outages:
             self._outages -= 1
             raise KafkaConnectionError("broker away")
@@ -150,7 +151,7 @@ class TakesOver(Recording):
     def takes_over(self, partition: int) -> bool:
         return True
 
-    async def handle(self, records: Sequence[Any]) -> None:
+    async def handle(self, records: Sequence[Any], batch: Batch = OUTSIDE) -> None:
         await self.gate.wait()
         self.handled += [
             record.decoded if isinstance(record, LocalRecord) else record.value for record in records
@@ -249,8 +250,8 @@ class ClosesBehindTheFirst(TakesOver):
         super().__init__(topic)
         self.first_handled = asyncio.Event()
 
-    async def handle(self, records: Sequence[Any]) -> None:
-        await super().handle(records)
+    async def handle(self, records: Sequence[Any], batch: Batch = OUTSIDE) -> None:
+        await super().handle(records, batch)
         if "first" in self.handled and not self.first_handled.is_set():
             self.gate.clear()
             self.first_handled.set()

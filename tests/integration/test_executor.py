@@ -32,7 +32,7 @@ class LosingRenewals:
     def __init__(self) -> None:
         self.sent: list[Any] = []
 
-    async def send_all(self, messages: Sequence[Outgoing]) -> list[Any]:
+    async def send_all(self, messages: Sequence[Outgoing], batch: object = None) -> list[Any]:
         records = [decode(message.value) for message in messages]
         if any(isinstance(record, RenewLease) for record in records):
             raise KafkaConnectionError("broker away")

@@ -41,7 +41,7 @@ class CrashingPublisher(Publisher):
         self._batches = 0
         self._crash_on_batch = crash_on_batch
 
-    async def send_all(self, messages: Sequence[Outgoing]) -> list[Any]:
+    async def send_all(self, messages: Sequence[Outgoing], batch: object = None) -> list[Any]:
         self._batches += 1
         if self._batches == self._crash_on_batch:
             raise SimulatedCrashError

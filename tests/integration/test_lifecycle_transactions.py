@@ -18,9 +18,10 @@ from schemas.records import Request
 from streams.agents.lifecycle import Incoming, Lifecycle
 from streams.broker.access import plaintext
 from streams.clock import utc_now
+from streams.runtime.commit_order import Batch
 from streams.runtime.deadinput import DeadLetters
 from streams.runtime.publisher import Publisher
-from streams.runtime.transactions import PartitionTransactions
+from streams.runtime.transactions import OpenTransaction, PartitionTransactions
 from tests.brokers import fresh_topics, profile
 from tests.integration.test_lifecycle_crash_windows import store_of
 from tests.integration.test_transactions import committed_values, kafka_only
@@ -59,8 +60,9 @@ async def running(broker, tmp_path):  # type: ignore[no-untyped-def]
         await publisher.stop()
 
 
-async def batch(lifecycle: Lifecycle, *commands: object) -> None:
-    await lifecycle.handle_batch([Incoming(PARTITION, command, utc_now()) for command in commands])  # type: ignore[arg-type]
+async def batch(lifecycle: Lifecycle, transaction: OpenTransaction, *commands: object) -> None:
+    incoming = [Incoming(PARTITION, command, utc_now()) for command in commands]
+    await lifecycle.handle_batch(incoming, (), Batch(transaction))  # type: ignore[arg-type]
 
 
 async def committed_events(settings) -> list[str]:  # type: ignore[no-untyped-def]
@@ -78,11 +80,11 @@ async def test_later_batches_decide_on_the_open_transactions_states_which_fold_o
     )
     first_id, second_id = submission_identity(first)[0], submission_identity(second)[0]
     caplog.set_level(logging.WARNING)
-    async with transactions.transaction(commands, 1, keep_open=True):
-        await batch(lifecycle, first)
+    async with transactions.transaction(commands, 1, keep_open=True) as transaction:
+        await batch(lifecycle, transaction, first)
     assert store.load_job(first_id) is None  # not committed: not folded
-    async with transactions.transaction(commands, 3, keep_open=True):
-        await batch(lifecycle, first, second)  # the first again: known from the open transaction
+    async with transactions.transaction(commands, 3, keep_open=True) as transaction:
+        await batch(lifecycle, transaction, first, second)  # the first again: known from the open transaction
     assert transactions.is_open(commands)
     await transactions.end(commands)
     assert await committed_events(settings) == ["JobAccepted", "JobAccepted"]  # the first once
@@ -97,14 +99,16 @@ async def test_a_failing_batch_aborts_the_open_transaction_and_its_states_are_fo
     lifecycle, store, transactions, commands, settings = running
     command = submit(deadline_at=utc_now() + timedelta(hours=1))
     job_id = submission_identity(command)[0]
-    async with transactions.transaction(commands, 1, keep_open=True):
-        await batch(lifecycle, command)
+    async with transactions.transaction(commands, 1, keep_open=True) as transaction:
+        await batch(lifecycle, transaction, command)
     with pytest.raises(RuntimeError):
-        async with transactions.transaction(commands, 2, keep_open=True):
+        async with transactions.transaction(commands, 2, keep_open=True) as transaction:
             raise RuntimeError("the second batch fails")
     assert not transactions.is_open(commands)
     assert store.load_job(job_id) is None
-    async with transactions.transaction(commands, 1):  # handled again: decided anew, not "known"
-        await batch(lifecycle, command)
+    async with transactions.transaction(
+        commands, 1
+    ) as transaction:  # handled again: decided anew, not "known"
+        await batch(lifecycle, transaction, command)
     assert await committed_events(settings) == ["JobAccepted"]
     assert store.load_job(job_id).status is JobStatus.LEASED

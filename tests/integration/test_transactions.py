@@ -14,13 +14,12 @@ from aiokafka.errors import OutOfOrderSequenceNumber
 
 from streams.broker.access import plaintext
 from streams.errors import BrokerError
+from streams.runtime.commit_order import Batch
 from streams.runtime.publisher import Outgoing, Publisher
 from streams.runtime.transactions import (
     FencedError,
     NotHeldError,
     PartitionTransactions,
-    after_commit,
-    when_ended,
 )
 from tests.brokers import profile
 from tests.integration.test_brokers import create_topic
@@ -85,8 +84,8 @@ async def one_record_batch(  # type: ignore[no-untyped-def]
     holder: PartitionTransactions, publisher, tp: TopicPartition, next_offset: int, sink: str, value: bytes
 ) -> None:
     """A stage's batch through `next_offset` of `tp` that sends one record."""
-    async with holder.transaction(tp, next_offset):
-        await publisher.send_all(one(sink, value))
+    async with holder.transaction(tp, next_offset) as transaction:
+        await publisher.send_all(one(sink, value), Batch(transaction))
 
 
 async def test_a_batch_far_larger_than_a_default_producer_batch_commits_whole_with_its_offset(broker):
@@ -97,11 +96,11 @@ async def test_a_batch_far_larger_than_a_default_producer_batch_commits_whole_wi
     async with publishing(broker.bootstrap) as publisher:
         await transactions.hold({tp})
         try:
-            async with transactions.transaction(tp, 300):
+            async with transactions.transaction(tp, 300) as transaction:
                 written = await publisher.send_all(
-                    [Outgoing(sink, b"k", value, partition=0) for value in values]
+                    [Outgoing(sink, b"k", value, partition=0) for value in values], Batch(transaction)
                 )
-                await after_commit(lambda: _note(folded, written[-1].offset))
+                await Batch(transaction).after_commit(lambda: _note(folded, written[-1].offset))
         finally:
             await transactions.close()
     assert [w.offset for w in written] == list(range(400))
@@ -124,17 +123,17 @@ async def test_an_aborted_batch_leaves_no_record_no_offset_and_runs_no_after_com
         try:
 
             async def failing_batch() -> None:
-                async with transactions.transaction(tp, 5):
-                    await publisher.send_all(one(sink, b"aborted"))
-                    await after_commit(lambda: _note(folded, 0))
-                    when_ended(lambda: ended.append("aborted"))
+                async with transactions.transaction(tp, 5) as transaction:
+                    await publisher.send_all(one(sink, b"aborted"), Batch(transaction))
+                    await Batch(transaction).after_commit(lambda: _note(folded, 0))
+                    Batch(transaction).when_ended(lambda: ended.append("aborted"))
                     raise RuntimeError("the stage failed")
 
             with pytest.raises(RuntimeError):
                 await failing_batch()
-            async with transactions.transaction(tp, 9):
-                await publisher.send_all(one(sink, b"committed"))
-                when_ended(lambda: ended.append("committed"))
+            async with transactions.transaction(tp, 9) as transaction:
+                await publisher.send_all(one(sink, b"committed"), Batch(transaction))
+                Batch(transaction).when_ended(lambda: ended.append("committed"))
         finally:
             await transactions.close()
     assert folded == []
@@ -152,19 +151,19 @@ async def test_a_producer_out_of_step_with_the_broker_is_let_go_and_the_next_one
     async with publishing(broker.bootstrap) as publisher:
         await transactions.hold({tp})
         try:
-            async with transactions.transaction(tp, 1):
-                await publisher.send_all(one(sink, b"first"))
+            async with transactions.transaction(tp, 1) as transaction:
+                await publisher.send_all(one(sink, b"first"), Batch(transaction))
             producer = transactions._producers[tp]
             producer._txn_manager.increment_sequence_number(TopicPartition(sink, 0), 7)  # out of step
             with pytest.raises(OutOfOrderSequenceNumber):
-                async with transactions.transaction(tp, 2):
-                    await publisher.send_all(one(sink, b"out of step"))
+                async with transactions.transaction(tp, 2) as transaction:
+                    await publisher.send_all(one(sink, b"out of step"), Batch(transaction))
             with pytest.raises(NotHeldError):  # it let the producer go
-                async with transactions.transaction(tp, 2):
+                async with transactions.transaction(tp, 2) as transaction:
                     pass
             await transactions.hold({tp})
-            async with transactions.transaction(tp, 2):
-                await publisher.send_all(one(sink, b"after"))
+            async with transactions.transaction(tp, 2) as transaction:
+                await publisher.send_all(one(sink, b"after"), Batch(transaction))
         finally:
             await transactions.close()
     assert await committed_values(broker.bootstrap, sink) == [b"first", b"after"]
@@ -181,8 +180,8 @@ async def test_the_next_holder_of_a_partition_fences_the_last_and_only_its_batch
         try:
 
             async def batch_while_the_partition_moves() -> None:
-                async with stalled.transaction(tp, 3):
-                    await publisher.send_all(one(sink, b"zombie"))
+                async with stalled.transaction(tp, 3) as transaction:
+                    await publisher.send_all(one(sink, b"zombie"), Batch(transaction))
                     await successor.hold({tp})
 
             with pytest.raises(FencedError):
@@ -211,7 +210,7 @@ async def test_a_broker_without_transactions_fails_the_probe(broker):
         await transactions.probe()
 
 
-async def test_work_a_batch_starts_in_a_task_of_its_own_sends_outside_the_batchs_transaction(broker):
+async def test_work_a_batch_starts_without_its_handle_sends_outside_the_batchs_transaction(broker):
     tp, sink, group = await stage_topics(broker)
     transactions = transactions_of(broker, group)
     async with publishing(broker.bootstrap) as publisher:
@@ -219,8 +218,8 @@ async def test_work_a_batch_starts_in_a_task_of_its_own_sends_outside_the_batchs
         try:
 
             async def batch_starting_a_fetch() -> None:
-                async with transactions.transaction(tp, 1):
-                    await publisher.send_all(one(sink, b"in the batch"))
+                async with transactions.transaction(tp, 1) as transaction:
+                    await publisher.send_all(one(sink, b"in the batch"), Batch(transaction))
                     await asyncio.create_task(publisher.send_all(one(sink, b"a report")))
                     raise RuntimeError("the batch fails after starting it")
 
@@ -240,14 +239,16 @@ async def test_a_transaction_left_open_takes_the_next_batches_and_commits_them_w
         await transactions.hold({tp})
         try:
             for offset in (3, 7):
-                async with transactions.transaction(tp, offset, keep_open=True):
-                    await publisher.send_all(one(sink, f"batch {offset}".encode()))
-                    await after_commit(lambda offset=offset: _note(folded, offset))  # type: ignore[misc]
-                    when_ended(lambda offset=offset: ended.append(offset))  # type: ignore[misc]
+                async with transactions.transaction(tp, offset, keep_open=True) as transaction:
+                    await publisher.send_all(one(sink, f"batch {offset}".encode()), Batch(transaction))
+                    await Batch(transaction).after_commit(lambda offset=offset: _note(folded, offset))  # type: ignore[misc]
+                    Batch(transaction).when_ended(lambda offset=offset: ended.append(offset))  # type: ignore[misc]
             assert transactions.is_open(tp)
             assert (folded, ended) == ([], [])
-            async with transactions.transaction(tp, None, keep_open=True):  # a part handed over: no offset
-                await publisher.send_all(one(sink, b"handed over"))
+            async with transactions.transaction(
+                tp, None, keep_open=True
+            ) as transaction:  # a part handed over: no offset
+                await publisher.send_all(one(sink, b"handed over"), Batch(transaction))
             await transactions.end(tp)
             assert not transactions.is_open(tp)
             await transactions.end(tp)  # nothing left open: nothing to do
@@ -265,11 +266,11 @@ async def test_a_failing_batch_aborts_the_batches_its_open_transaction_held(brok
     async with publishing(broker.bootstrap) as publisher:
         await transactions.hold({tp})
         try:
-            async with transactions.transaction(tp, 4, keep_open=True):
-                await publisher.send_all(one(sink, b"held"))
-                await after_commit(lambda: _note(folded, 4))
+            async with transactions.transaction(tp, 4, keep_open=True) as transaction:
+                await publisher.send_all(one(sink, b"held"), Batch(transaction))
+                await Batch(transaction).after_commit(lambda: _note(folded, 4))
             with pytest.raises(RuntimeError):
-                async with transactions.transaction(tp, 9, keep_open=True):
+                async with transactions.transaction(tp, 9, keep_open=True) as transaction:
                     raise RuntimeError("the next batch fails")
             assert not transactions.is_open(tp)
             await one_record_batch(transactions, publisher, tp, 4, sink, b"handled again")
@@ -288,9 +289,9 @@ async def test_a_transaction_left_open_when_the_partition_moves_is_fenced_and_no
     async with publishing(broker.bootstrap) as publisher:
         await stalled.hold({tp})
         try:
-            async with stalled.transaction(tp, 2, keep_open=True):
-                await publisher.send_all(one(sink, b"zombie"))
-                when_ended(lambda: ended.append("zombie"))
+            async with stalled.transaction(tp, 2, keep_open=True) as transaction:
+                await publisher.send_all(one(sink, b"zombie"), Batch(transaction))
+                Batch(transaction).when_ended(lambda: ended.append("zombie"))
             await successor.hold({tp})
             with pytest.raises(FencedError):
                 await stalled.end(tp)

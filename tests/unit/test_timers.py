@@ -27,7 +27,7 @@ class RecordingSink:
     def __init__(self) -> None:
         self.sent: list[Outgoing] = []
 
-    async def send_all(self, messages: Sequence[Outgoing]) -> list[Any]:
+    async def send_all(self, messages: Sequence[Outgoing], batch: object = None) -> list[Any]:
         self.sent += messages
         return []
 

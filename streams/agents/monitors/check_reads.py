@@ -31,6 +31,7 @@ from schemas.work import ReadCheck
 from streams.agents.monitors.reading_process import ReadingLimitError, ReadingProcess
 from streams.artifacts.port import ArtifactStore
 from streams.artifacts.uploads import is_plain_key
+from streams.runtime.commit_order import OUTSIDE, Batch
 from streams.runtime.consumer import QuietStage, Record
 from streams.runtime.deadinput import DeadLetters
 from streams.runtime.publisher import Sink, outgoing
@@ -60,14 +61,14 @@ class CheckReads(QuietStage):
         self._clock = clock
         self.topics = frozenset({settings.topic("checks")})
 
-    async def handle(self, records: Sequence[Record]) -> None:
+    async def handle(self, records: Sequence[Record], batch: Batch = OUTSIDE) -> None:
         usable, messages = self._dead.sort_out(records, _read_check_of, "check read")
         for _, work in usable:
             report = await self.read(work)
             messages.append(
                 outgoing(self._settings.topic("commands"), work.monitor_id, report, at=self._clock())
             )
-        await self._publisher.send_all(messages)
+        await self._publisher.send_all(messages, batch)
 
     async def read(self, work: ReadCheck) -> ReportCheckReading:
         report = ReportCheckReading(
