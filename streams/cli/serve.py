@@ -31,7 +31,7 @@ def serve(arguments: argparse.Namespace) -> int:
     if arguments.processes is not None:
         overrides["processes"] = arguments.processes
     if arguments.command == "dev":
-        overrides = {"auth_enabled": False, "s3_create_bucket": True, "create_topics": True}
+        overrides |= {"auth_enabled": False, "s3_create_bucket": True, "create_topics": True}
         if arguments.port is not None:
             overrides["web_port"] = arguments.port
         elif "SCRAPESTREAM_WEB_PORT" not in os.environ:

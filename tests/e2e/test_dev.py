@@ -433,8 +433,8 @@ async def test_dev_without_a_browser_says_so_at_start_and_answers_a_render_at_on
     from streams.broker.embedded import free_loopback_port
 
     port = free_loopback_port()
-    settings = {"web_port": str(port), "browser_executable": "/bin/true"}  # runs, but is no browser
-    dev = await start("dev", cwd=tmp_path, **settings)
+    settings = {"web_port": str(port), "browser_executable": "/bin/true", "processes": "2"}  # no browser
+    dev = await start("dev", "--processes", "1", cwd=tmp_path, **settings)  # the flag over the setting
     try:
         state = await wait_for_file(tmp_path / ".scrapestream" / "dev.json")
         code, output = await run(
@@ -463,6 +463,7 @@ async def test_dev_without_a_browser_says_so_at_start_and_answers_a_render_at_on
         printed, _ = await asyncio.wait_for(dev.communicate(), 60)
     shown = printed.decode()
     assert "job types        this worker runs job types: http.fetch" in shown
+    assert "processes        1 worker process, 1 partition" in shown
     assert "browser          no browser: /bin/true --version does not name Chromium" in shown
     assert "(browser.render submissions are refused, UNSUPPORTED_JOB_TYPE)" in shown
     assert "tracing          off (OTEL_TRACES_EXPORTER=zipkin, otlp or console turns it on" in shown
