@@ -339,10 +339,10 @@ async def test_a_reader_who_saw_the_completion_finds_the_job_finished_and_its_ar
     events_topic = system.settings.topic("events")
     send_all = Publisher.send_all
 
-    async def slow_events(publisher: Publisher, messages: Any) -> Any:
+    async def slow_events(publisher: Publisher, messages: Any, *batch: Any) -> Any:
         if any(message.topic == events_topic for message in messages):
             await asyncio.sleep(0.5)
-        return await send_all(publisher, messages)
+        return await send_all(publisher, messages, *batch)
 
     monkeypatch.setattr(Publisher, "send_all", slow_events)
     job_id = await system.submit(origin.url("/page/read-after-completion"))

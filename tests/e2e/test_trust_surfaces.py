@@ -247,9 +247,9 @@ async def test_a_foreign_job_is_answered_as_a_missing_one_without_waiting_on_its
     assert worker is not None
     stalled, written = asyncio.Event(), worker.publisher.send_all
 
-    async def held(messages: Any) -> Any:
+    async def held(messages: Any, *batch: Any) -> Any:
         await stalled.wait()  # the broker is slow to take the audit record
-        return await written(messages)
+        return await written(messages, *batch)
 
     monkeypatch.setattr(worker.publisher, "send_all", held)
     try:
