@@ -29,6 +29,7 @@ from projections.lifecycle.identity import (
 from projections.lifecycle.limits import (
     MAX_CALLBACK_URL_BYTES,
     MAX_CALLER_BYTES,
+    MAX_REASON_BYTES,
     MAX_URL_BYTES,
     clip,
     oversized_field,
@@ -525,7 +526,9 @@ def evolve_monitor(state: State, event: MonitorEvent) -> Monitor | None:  # noqa
                 state = updated(state, fingerprint=None, artifact=None, gone=False)
             return updated(state, spec=event.spec, next_due_at=event.next_due_at)
         case MonitorPaused():
-            return updated(state, paused=True, pause_reason=event.reason)
+            return updated(
+                state, paused=True, pause_reason=clip(event.reason, MAX_REASON_BYTES)
+            )  # a Kafka command is not bounded by the HTTP body
         case MonitorResumed():
             return updated(state, paused=False, pause_reason="", next_due_at=event.next_due_at)
         case MonitorDeleted():
