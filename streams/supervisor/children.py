@@ -118,6 +118,7 @@ class WorkerProcesses:
         self._stopping = True
         for task in self._tasks:
             task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)  # a restart's spawn records its process
         running = [c.process for c in self.processes if c.process and c.process.returncode is None]
         for process in running:
             with contextlib.suppress(ProcessLookupError):
@@ -139,16 +140,23 @@ class WorkerProcesses:
         child.state, child.url = "starting", None
         child.serving.clear()
         child.started_at, child.started_monotonic = utc_now(), time.monotonic()
-        process = child.process = await asyncio.create_subprocess_exec(
-            *self._command,
-            "--supervised-as",
-            str(child.index),
-            "--front",
-            self.front_url,
-            env=self._environment_of(child.index),
-            stdin=asyncio.subprocess.PIPE,  # closed when this process dies: the child then stops
-            stdout=asyncio.subprocess.PIPE,
+        creating = asyncio.ensure_future(
+            asyncio.create_subprocess_exec(
+                *self._command,
+                "--supervised-as",
+                str(child.index),
+                "--front",
+                self.front_url,
+                env=self._environment_of(child.index),
+                stdin=asyncio.subprocess.PIPE,  # closed when this process dies: the child then stops
+                stdout=asyncio.subprocess.PIPE,
+            )
         )
+        try:
+            process = child.process = await asyncio.shield(creating)
+        except asyncio.CancelledError:
+            child.process = await creating  # stopped while it started: `stop` still ends it
+            raise
         self._tasks.append(
             asyncio.create_task(self._read_output(child, process), name=f"output of process {child.index}")
         )

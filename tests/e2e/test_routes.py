@@ -288,7 +288,10 @@ async def test_a_failed_fetch_is_charged_for_every_byte_it_carried(broker, origi
         assert attempt.bytes > 1_000  # what the origin sent before the cap or the clock stopped it
         assert attempt.cost.actual == min(price(attempt.bytes), attempt.cost.estimated)
         assert system.worker is not None
-        shown = await route_when(system.worker, "direct", lambda r: Decimal(r["spent_total"]) > 0)
+        # The reservation counts its estimate until its settlement is read: wait for that.
+        shown = await route_when(
+            system.worker, "direct", lambda r: r["granted"] == 1 and r["reservations_outstanding"] == 0
+        )
     assert Decimal(shown["spent_total"]) == attempt.cost.actual
     assert Decimal(shown["spent_total"]) <= Decimal(100)  # never past what was reserved: the cap's price
 

@@ -68,3 +68,25 @@ async def test_stop_kills_what_outlives_the_grace(monkeypatch):
     await running.start()
     await asyncio.wait_for(running.stop(), 10)
     assert [child.process.returncode for child in running.processes if child.process] == [-9, -9]
+
+
+async def test_a_stop_during_a_restart_ends_the_process_being_started(monkeypatch):
+    monkeypatch.setattr(children, "FIRST_BACKOFF_S", 0.01)
+    started: list[asyncio.subprocess.Process] = []
+    restarting = asyncio.Event()
+    create = asyncio.create_subprocess_exec
+
+    async def slow_to_start(*command: str, **options: object) -> asyncio.subprocess.Process:
+        process = await create(*command, **options)  # type: ignore[arg-type]
+        started.append(process)
+        if len(started) > 1:
+            restarting.set()
+            await asyncio.sleep(1)  # the stop lands here, while the restart's spawn is under way
+        return process
+
+    monkeypatch.setattr(children.asyncio, "create_subprocess_exec", slow_to_start)
+    running = processes(SERVES + "time.sleep(0.2); sys.exit(3)")
+    await running.start()
+    await asyncio.wait_for(restarting.wait(), 30)
+    await asyncio.wait_for(running.stop(), 10)
+    assert [process.returncode is not None for process in started] == [True, True]
