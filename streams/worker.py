@@ -64,7 +64,8 @@ from streams.runtime.transactions import PartitionTransactions
 from streams.runtime.watchdog import Watchdog
 from streams.settings import Settings
 from streams.web.api import build_api
-from streams.web.context import ApiContext, JobViews
+from streams.web.context import ApiContext
+from streams.web.job_views import JobViews
 from streams.web.monitors.routes import quota_refusal
 from streams.web.peers import Peers
 from streams.web.refusals import RefusalLimiter

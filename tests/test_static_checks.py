@@ -49,3 +49,21 @@ def test_no_class_of_the_shell_is_over_300_lines():
         if isinstance(node, ast.ClassDef) and (node.end_lineno or 0) - node.lineno + 1 > MOST_CLASS_LINES
     ]
     assert over == []
+
+
+COMPOSITION = {"streams/web/context.py", "streams/web/api.py", "streams/worker.py"}
+
+
+def test_web_handlers_reach_the_worker_only_through_their_ports():
+    """`ApiContext` is the composition root: handlers ask for `reads_of`, `commands_of`, ... and are
+    typed (and checked by mypy) against the narrow port they use."""
+    reaching = [
+        str(path.relative_to(ROOT))
+        for path in sorted((ROOT / "streams").rglob("*.py"))
+        if str(path.relative_to(ROOT)) not in COMPOSITION
+        and (
+            "ApiContext" in path.read_text().replace("`ApiContext`", "")
+            or "state.context" in path.read_text()
+        )
+    ]
+    assert reaching == []

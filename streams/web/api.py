@@ -44,7 +44,7 @@ def build_api(context: ApiContext) -> RequestMetrics:
     """The API as served: the documented FastAPI app behind the fast path of the common read, behind
     the edge (authentication and body limits before any body is read), every request counted."""
     guarded = EdgeGuard(
-        FastJobReads(documented_api(context), context),
+        FastJobReads(documented_api(context), context, context.principals),
         context.principals,
         context.sessions,
         context.peer_key,

@@ -23,11 +23,12 @@ from schemas.enums import AuditAction
 from streams.artifacts.port import ArtifactStore
 from streams.auth.principals import Principal
 from streams.web.auth import Caller, PeerCaller
-from streams.web.context import ApiContext, context_of
+from streams.web.context import reads_of, stored_of
 from streams.web.errors import ApiError, responses
 from streams.web.jobs import JSON
 from streams.web.models import ArtifactReference, ArtifactReferences
 from streams.web.peers import relay
+from streams.web.ports import Reads, Stored
 
 # Stored pages are served from the API's origin: never run as its scripts, never sniffed.
 DIGEST_HEADER = "Repr-Digest"  # RFC 9530: the SHA-256 of the bytes, which a client checks them against
@@ -52,27 +53,27 @@ router = APIRouter(tags=["artifacts"])
     summary="Download an artifact's bytes (audited)",
 )
 async def download(artifact_id: UUID, request: Request, principal: Caller) -> Response:
-    context = context_of(request)
-    context.refusals.check(principal)
+    reads, stored = reads_of(request), stored_of(request)
+    reads.refusals.check(principal)
     target = f"artifact:{artifact_id}"
-    refs = await _references(context, principal, artifact_id)
+    refs = await _references(reads, stored, principal, artifact_id)
     allowed = [ref for ref in refs if job_read_refusal(principal.name, principal.role, ref.caller) is None]
     if not allowed:
         if refs:  # stored, but by jobs this caller may not read: answered as nothing stored
             refusal = "a service may download only the artifacts of its own jobs"
-            await context.audit(principal, request, AuditAction.ARTIFACT_DOWNLOAD, refusal, target)
-        context.refusals.refused(principal)  # nothing stored counts alike
+            await reads.audit(principal, request, AuditAction.ARTIFACT_DOWNLOAD, refusal, target)
+        reads.refusals.refused(principal)  # nothing stored counts alike
         raise ApiError(404, "not_found", f"no job of yours stored artifact {artifact_id}")
-    audit_id = await context.audit(principal, request, AuditAction.ARTIFACT_DOWNLOAD, None, target)
+    audit_id = await reads.audit(principal, request, AuditAction.ARTIFACT_DOWNLOAD, None, target)
     ref = allowed[0]
-    answer = await stored_bytes(context, principal, ref.key, ref.content_type, artifact_id)
+    answer = await stored_bytes(stored, principal, ref.key, ref.content_type, artifact_id)
     answer.headers[AUDIT_ID_HEADER] = str(audit_id)  # to match the download with storage access logs
     return answer
 
 
 @router.get("/_shard/artifacts/{artifact_id}", include_in_schema=False)
 async def references_shard(artifact_id: UUID, request: Request, principal: PeerCaller) -> Response:
-    references = ArtifactReferences(references=await _local_refs(context_of(request), artifact_id))
+    references = ArtifactReferences(references=await _local_refs(reads_of(request), artifact_id))
     return Response(references.model_dump_json(), media_type=JSON)
 
 
@@ -80,28 +81,28 @@ async def references_shard(artifact_id: UUID, request: Request, principal: PeerC
 async def bytes_shard(
     key: Annotated[str, Path(pattern=KEY_PATTERN.pattern)], request: Request, principal: PeerCaller
 ) -> Response:
-    chunks = await _open(context_of(request).artifacts, key)
+    chunks = await _open(stored_of(request).artifacts, key)
     if chunks is None:
         raise ApiError(404, "not_found", "this worker does not hold those bytes")
     return StreamingResponse(chunks, media_type="application/octet-stream")
 
 
 async def _references(
-    context: ApiContext, principal: Principal, artifact_id: UUID
+    reads: Reads, stored: Stored, principal: Principal, artifact_id: UUID
 ) -> list[ArtifactReference]:
     path = f"/_shard/artifacts/{artifact_id}"
-    peers = context.routing.everyone()[1:]
+    peers = stored.routing.everyone()[1:]
     remote = await asyncio.gather(
-        *(context.peers.shard(peer, path, {}, principal, ArtifactReferences) for peer in peers)
+        *(stored.peers.shard(peer, path, {}, principal, ArtifactReferences) for peer in peers)
     )
-    return await _local_refs(context, artifact_id) + [ref for answer in remote for ref in answer.references]
+    return await _local_refs(reads, artifact_id) + [ref for answer in remote for ref in answer.references]
 
 
-async def _local_refs(context: ApiContext, artifact_id: UUID) -> list[ArtifactReference]:
-    found = context.store.artifact_refs(context.ownership.owned, artifact_id)
+async def _local_refs(reads: Reads, artifact_id: UUID) -> list[ArtifactReference]:
+    found = reads.store.artifact_refs(reads.ownership.owned, artifact_id)
     if not found:  # perhaps stored by a job whose completion is out and whose events are folding
-        await context.decisions.written()
-        found = context.store.artifact_refs(context.ownership.owned, artifact_id)
+        await reads.decisions.written()
+        found = reads.store.artifact_refs(reads.ownership.owned, artifact_id)
     return [
         ArtifactReference(
             job_id=job.job_id,
@@ -114,18 +115,18 @@ async def _local_refs(context: ApiContext, artifact_id: UUID) -> list[ArtifactRe
 
 
 async def stored_bytes(
-    context: ApiContext, principal: Principal, key: str, content_type: str, artifact_id: UUID
+    stored: Stored, principal: Principal, key: str, content_type: str, artifact_id: UUID
 ) -> Response:
     """The bytes stored under `key`, streamed from this worker's store or the first peer's that holds them."""
     if not is_content_key(key):
         raise ApiError(404, "gone", f"artifact {artifact_id} has no stored content address")
     headers = UNTRUSTED_CONTENT | {DIGEST_HEADER: repr_digest(key)}
-    chunks = await _open(context.artifacts, key)
+    chunks = await _open(stored.artifacts, key)
     if chunks is not None:
         return StreamingResponse(chunks, media_type=content_type, headers=headers)
-    peers = () if context.artifacts.shared else context.routing.everyone()[1:]
+    peers = () if stored.artifacts.shared else stored.routing.everyone()[1:]
     for peer in peers:
-        answer = await context.peers.open_stream(peer, f"/_shard/artifact-bytes/{key}", principal)
+        answer = await stored.peers.open_stream(peer, f"/_shard/artifact-bytes/{key}", principal)
         if answer is not None:
             return StreamingResponse(relay(answer), media_type=content_type, headers=headers)
     raise ApiError(

@@ -22,7 +22,7 @@ from streams.clock import utc_now
 from streams.fetch.http import caps_of
 from streams.moments import as_utc
 from streams.web.auth import Caller
-from streams.web.context import context_of
+from streams.web.context import fleet_of
 from streams.web.errors import ApiError, responses
 from streams.web.models import CacheAnswer, CacheEntryView
 
@@ -46,8 +46,8 @@ async def cache_answer(
 ) -> CacheAnswer:
     if principal.role not in READERS_OF_EVERYTHING:
         raise ApiError(403, "forbidden", "the shared cache is for viewers, operators and admins to inspect")
-    context = context_of(request)
-    if context.table is None:
+    fleet = fleet_of(request)
+    if fleet.table is None:
         raise ApiError(503, "unavailable", "this worker keeps no cache table")
     canonical = canonicalize(JobRequest(url=url))
     if not isinstance(canonical, CanonicalRequest):
@@ -57,7 +57,7 @@ async def cache_answer(
     if at > now:
         raise ApiError(422, "out_of_history", f"{at.isoformat()} is in the future (now is {now.isoformat()})")
     key = cache_key(canonical.request_hash, capture_mode)
-    entry = context.table.get(key) or (None if key == canonical.request_hash else context.table.get(key))
+    entry = fleet.table.get(key) or (None if key == canonical.request_hash else fleet.table.get(key))
     if as_of is not None and (entry is None or entry.stored_at > at):
         kept = (
             "none is kept" if entry is None else f"the one kept was stored at {entry.stored_at.isoformat()}"
@@ -67,7 +67,7 @@ async def cache_answer(
             "out_of_history",
             f"the cache keeps only the latest entry of each request ({kept}); {at.isoformat()} is before it",
         )
-    caps = caps_of(context.settings.policy_classes[policy_class])
+    caps = caps_of(fleet.settings.policy_classes[policy_class])
     answered = answers(entry, CacheMode.REUSE_VALID, retention_class, at, caps, {})
     return CacheAnswer(
         url=url,

@@ -1,11 +1,11 @@
-"""What the API's handlers share: the worker's parts, and where a job's answer comes from."""
+"""The worker's parts the API's handlers share, and where a job's answer comes from; each handler
+asks for the ports (`streams.web.ports`) it uses."""
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -13,12 +13,11 @@ from uuid import UUID, uuid4
 
 from fastapi import Request, Response
 
-from projections.jobstore import JobStore, Listed
+from projections.jobstore import JobStore
 from projections.lifecycle.audit import NOT_FOUND, audit_id_of
 from projections.lifecycle.identity import audit_stream_id
 from projections.lifecycle.policy import Policy
 from projections.readindex import Page, merge_pages
-from projections.views import JobView, listed_view, own_view
 from schemas.commands import RecordAudit
 from schemas.enums import AuditAction, AuditOutcome
 from schemas.types import uuid_text
@@ -40,44 +39,17 @@ from streams.runtime.watchdog import Watchdog
 from streams.settings import Settings
 from streams.web.costly import CostlyReads
 from streams.web.errors import ApiError
+from streams.web.job_views import JobViews
 from streams.web.models import ShardPage
 from streams.web.pacing import ReceiverPacer
 from streams.web.peers import Peers
+from streams.web.ports import Commands, Edge, Fleet, Reads, Stored
 from streams.web.refusals import RefusalLimiter
 from streams.web.sessions import ConsoleSessions
+from streams.web.shards import Shard, item_json
 
 log = logging.getLogger(__name__)
 MAX_REQUEST_ID = 128
-VIEW_CACHE_SIZE = 10_000
-Shard = Page[bytes]  # items are (position, the item's JSON)
-
-
-class JobViews:
-    """Each job's view as JSON, rendered once per state (its sequence)."""
-
-    def __init__(self, trace_url_template: str | None = None) -> None:
-        self._rendered: OrderedDict[tuple[UUID, bool], tuple[int, bytes]] = OrderedDict()
-        self._trace_url_template = trace_url_template
-
-    def json(self, job: Listed, own: bool = False) -> bytes:
-        """The view; `own`: as a principal reading only its own jobs sees it (`views.own_view`)."""
-        cached = self._rendered.get((job.job_id, own))
-        if cached is not None and cached[0] == job.sequence:
-            return cached[1]
-        view = self.linked(listed_view(job))
-        rendered = (own_view(view) if own else view).model_dump_json().encode()
-        self._rendered[(job.job_id, own)] = (job.sequence, rendered)
-        if len(self._rendered) > VIEW_CACHE_SIZE:
-            self._rendered.popitem(last=False)
-        return rendered
-
-    def linked(self, view: JobView) -> JobView:
-        """The view with its trace's link in the deployment's trace viewer, when one is set."""
-        if self._trace_url_template is None or view.trace_id is None:
-            return view
-        return view.model_copy(
-            update={"trace_url": self._trace_url_template.replace("{trace_id}", view.trace_id)}
-        )
 
 
 @dataclass
@@ -222,7 +194,7 @@ class ApiContext:
         covered = set(owned)
         for shard in remote:
             covered.update(shard.partitions)
-            pages.append(Page([(at, _json(item)) for at, item in shard.items], shard.resume_after))
+            pages.append(Page([(at, item_json(item)) for at, item in shard.items], shard.resume_after))
         missing = sorted(set(range(self.partitions)) - covered)
         blocked = sorted(set(missing) & set(self.ownership.blocked))
         if blocked:
@@ -237,35 +209,30 @@ class ApiContext:
         return merge_pages(pages, limit)
 
 
-def context_of(request: Request) -> ApiContext:
+def _context(request: Request) -> ApiContext:
     context: ApiContext = request.app.state.context
     return context
 
 
+def reads_of(request: Request) -> Reads:
+    return _context(request)
+
+
+def commands_of(request: Request) -> Commands:
+    return _context(request)
+
+
+def stored_of(request: Request) -> Stored:
+    return _context(request)
+
+
+def fleet_of(request: Request) -> Fleet:
+    return _context(request)
+
+
+def edge_of(request: Request) -> Edge:
+    return _context(request)
+
+
 def request_id(request: Request) -> str:
     return request.headers.get("x-request-id", "")[:MAX_REQUEST_ID] or uuid4().hex
-
-
-def _json(item: Any) -> bytes:
-    return json.dumps(item, separators=(",", ":")).encode()
-
-
-def page_json(page: Shard, cursor: str | None) -> bytes:
-    """A public page: `{"items": [...], "next_cursor": ...}`, from items already in JSON."""
-    return (
-        b'{"items":[' + b",".join(item for _, item in page.items) + b'],"next_cursor":' + _json(cursor) + b"}"
-    )
-
-
-def shard_json(owned: list[int], page: Shard) -> bytes:
-    """An internal shard page, with the partitions it covers and each item's position."""
-    items = b",".join(b'["' + at.encode() + b'",' + item + b"]" for at, item in page.items)
-    return (
-        b'{"partitions":'
-        + _json(owned)
-        + b',"items":['
-        + items
-        + b'],"resume_after":'
-        + _json(page.resume_after)
-        + b"}"
-    )

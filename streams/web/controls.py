@@ -17,7 +17,7 @@ from streams.auth.principals import Principal
 from streams.clock import utc_now
 from streams.runtime.publisher import outgoing
 from streams.web.auth import Caller
-from streams.web.context import context_of
+from streams.web.context import commands_of
 from streams.web.errors import ApiError, responses
 from streams.web.jobs import JSON
 from streams.web.models import MutationBody
@@ -46,15 +46,15 @@ async def enable(name: str, body: MutationBody, request: Request, principal: Cal
 
 
 async def _switch(request: Request, principal: Principal, name: str, enabled: bool, reason: str) -> Response:
-    context = context_of(request)
-    context.refusals.check(principal)
+    commands = commands_of(request)
+    commands.refusals.check(principal)
     target = f"job-type:{name[:64]}"
     refusal = control_refusal(principal.role)
     if refusal is not None:
-        await context.audit(principal, request, AuditAction.JOB_TYPE_CONTROL, refusal, target, reason=reason)
-        context.refusals.refused(principal)
+        await commands.audit(principal, request, AuditAction.JOB_TYPE_CONTROL, refusal, target, reason=reason)
+        commands.refusals.refused(principal)
         raise ApiError(403, "forbidden", refusal)
-    if context.policy.profile(name) is None:
+    if commands.policy.profile(name) is None:
         raise ApiError(404, "not_found", f"no job type {name!r} in this deployment")
     control = JobTypeControl(
         job_type=name,
@@ -64,9 +64,9 @@ async def _switch(request: Request, principal: Principal, name: str, enabled: bo
         actor_role=principal.role,
         changed_at=utc_now(),
     )
-    await context.publisher.send_all([outgoing(context.settings.topic("controls"), name, control)])
+    await commands.publisher.send_all([outgoing(commands.settings.topic("controls"), name, control)])
     detail = "switched on" if enabled else "switched off"
-    await context.audit(
+    await commands.audit(
         principal, request, AuditAction.JOB_TYPE_CONTROL, None, target, reason=reason, detail=detail
     )
     return Response(msgspec.json.encode(control), status_code=202, media_type=JSON)

@@ -13,8 +13,8 @@ from typing import Any
 from uuid import UUID
 
 from projections.access import job_read_refusal, reads_own_only
-from streams.auth.principals import TRUSTED, Principal
-from streams.web.context import ApiContext
+from streams.auth.principals import TRUSTED, Principal, Principals
+from streams.web.ports import Reads
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -26,9 +26,10 @@ UUID_LENGTH = 36
 
 
 class FastJobReads:
-    def __init__(self, app: Asgi, context: ApiContext) -> None:
+    def __init__(self, app: Asgi, reads: Reads, principals: Principals | None) -> None:
         self._app = app
-        self._context = context
+        self._reads = reads
+        self._principals = principals
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         body = self._answer(scope) if scope["type"] == "http" and scope["method"] == "GET" else None
@@ -50,19 +51,19 @@ class FastJobReads:
             job_id = UUID(path[len(JOB_PATH) :])
         except ValueError:
             return None
-        context = self._context
-        if context.partition_of(job_id) not in context.ownership.owned or context.decisions.unfolded(job_id):
+        reads = self._reads
+        if reads.partition_of(job_id) not in reads.ownership.owned or reads.decisions.unfolded(job_id):
             return None  # the documented route answers (and waits for a batch in flight)
         principal = self._principal(scope)
-        job = None if principal is None else context.store.load_job(job_id)
+        job = None if principal is None else reads.store.load_job(job_id)
         if principal is None or job is None:
             return None
         if job_read_refusal(principal.name, principal.role, job.accepted.caller_identity) is not None:
             return None
-        return context.views.json(job, own=reads_own_only(principal.role))
+        return reads.views.json(job, own=reads_own_only(principal.role))
 
     def _principal(self, scope: Scope) -> Principal | None:
-        principals = self._context.principals
+        principals = self._principals
         if principals is None:
             return TRUSTED
         for name, value in scope["headers"]:

@@ -53,7 +53,7 @@ from streams.runtime import trace_context
 from streams.runtime.decisions import Decided
 from streams.runtime.publisher import outgoing
 from streams.web.auth import Caller
-from streams.web.context import ApiContext, context_of, request_id
+from streams.web.context import commands_of, reads_of, request_id
 from streams.web.errors import ApiError, responses
 from streams.web.models import (
     MutationBody,
@@ -63,6 +63,7 @@ from streams.web.models import (
     SubmissionResult,
     SubmitBody,
 )
+from streams.web.ports import Reads
 
 JSON = "application/json"
 DECISION_TIMEOUT_S = 10.0
@@ -93,15 +94,15 @@ router = APIRouter(tags=["jobs"])
     summary="A job: state, request, attempts, artifacts, totals",
 )
 async def get_job(job_id: UUID, request: Request, principal: Caller, as_of: AsOf = None) -> Response:
-    async def answer(context: ApiContext, job: Listed) -> Response:
+    async def answer(reads: Reads, job: Listed) -> Response:
         own = reads_own_only(principal.role)
         if as_of is None:
-            return Response(context.views.json(job, own), media_type=JSON)
+            return Response(reads.views.json(job, own), media_type=JSON)
         at = as_utc(as_of)
-        then = await context.costly.run(principal, lambda: state_as_of(kept_history(context, job_id, at), at))
+        then = await reads.costly.run(principal, lambda: state_as_of(kept_history(reads, job_id, at), at))
         if not isinstance(then, Job) and (not isinstance(then, Unaccepted) or then.rejected is None):
             raise ApiError(422, "out_of_history", f"job {job_id} was not yet a job at {as_of.isoformat()}")
-        view = context.views.linked(listed_view(then))
+        view = reads.views.linked(listed_view(then))
         return Response((own_view(view) if own else view).model_dump_json(), media_type=JSON)
 
     return await _read(request, job_id, principal, answer)
@@ -115,15 +116,15 @@ async def get_job(job_id: UUID, request: Request, principal: Caller, as_of: AsOf
 )
 async def get_events(job_id: UUID, request: Request, principal: Caller, until: Until = None) -> Response:
     def listed() -> bytes:
-        kept = context_of(request).store.events_of(job_id)
+        kept = reads_of(request).store.events_of(job_id)
         if until is not None:
-            kept = events_until(kept_history(context_of(request), job_id, until), as_utc(until))
+            kept = events_until(kept_history(reads_of(request), job_id, until), as_utc(until))
         shown = own_events(kept) if reads_own_only(principal.role) else kept
         events = [event_view(event) for event in shown]
         return EventList(job_id=job_id, items=events).model_dump_json().encode()
 
-    async def answer(context: ApiContext, _: Listed) -> Response:
-        return Response(await context.costly.run(principal, listed), media_type=JSON)
+    async def answer(reads: Reads, _: Listed) -> Response:
+        return Response(await reads.costly.run(principal, listed), media_type=JSON)
 
     return await _read(request, job_id, principal, answer)
 
@@ -136,11 +137,11 @@ async def get_events(job_id: UUID, request: Request, principal: Caller, until: U
 )
 async def get_callbacks(job_id: UUID, request: Request, principal: Caller) -> Response:
     def listed() -> bytes:
-        tries = callback_log(context_of(request).store.events_of(job_id))
+        tries = callback_log(reads_of(request).store.events_of(job_id))
         return CallbackLog(job_id=job_id, items=tries).model_dump_json().encode()
 
-    async def answer(context: ApiContext, _: Listed) -> Response:
-        return Response(await context.costly.run(principal, listed), media_type=JSON)
+    async def answer(reads: Reads, _: Listed) -> Response:
+        return Response(await reads.costly.run(principal, listed), media_type=JSON)
 
     return await _read(request, job_id, principal, answer)
 
@@ -152,9 +153,9 @@ async def get_callbacks(job_id: UUID, request: Request, principal: Caller) -> Re
     summary="Why the job is where it is: each decision, with the rule that made it",
 )
 async def explain_job(job_id: UUID, request: Request, principal: Caller) -> Response:
-    def told(context: ApiContext, job: Listed) -> bytes:
+    def told(reads: Reads, job: Listed) -> bytes:
         state = listed_view(job).state
-        events = context.store.events_of(job_id)
+        events = reads.store.events_of(job_id)
         steps = explain(own_events(events) if reads_own_only(principal.role) else events)
         shown = [StepView.model_validate(step, from_attributes=True) for step in steps]
         return (
@@ -163,8 +164,8 @@ async def explain_job(job_id: UUID, request: Request, principal: Caller) -> Resp
             .encode()
         )
 
-    async def answer(context: ApiContext, job: Listed) -> Response:
-        return Response(await context.costly.run(principal, lambda: told(context, job)), media_type=JSON)
+    async def answer(reads: Reads, job: Listed) -> Response:
+        return Response(await reads.costly.run(principal, lambda: told(reads, job)), media_type=JSON)
 
     return await _read(request, job_id, principal, answer)
 
@@ -173,15 +174,15 @@ async def _read(
     request: Request,
     job_id: UUID,
     principal: Principal,
-    answer: Callable[[ApiContext, Listed], Awaitable[Response]],
+    answer: Callable[[Reads, Listed], Awaitable[Response]],
 ) -> Response:
     """A read of one job: the owner's answer when another worker keeps it, else `answer` once the
     caller may read the job."""
-    context = context_of(request)
-    forwarded = await context.forwarded(request, job_id)
+    reads = reads_of(request)
+    forwarded = await reads.forwarded(request, job_id)
     if forwarded is not None:
         return forwarded
-    return await answer(context, await _readable(context, job_id, request, principal))
+    return await answer(reads, await _readable(reads, job_id, request, principal))
 
 
 @router.post(
@@ -197,10 +198,10 @@ async def _read(
     summary="Submit a job (for services that do not speak Kafka): created, reused or rejected",
 )
 async def submit(body: SubmitBody, request: Request, principal: Caller) -> Response:
-    context = context_of(request)
-    command = submission(body, principal, context.principals is not None, request_id(request))
+    commands = commands_of(request)
+    command = submission(body, principal, commands.principals is not None, request_id(request))
     job_id = submission_identity(command)[0]
-    forwarded = await context.forwarded(request, job_id)
+    forwarded = await commands.forwarded(request, job_id)
     if forwarded is not None:
         return forwarded
     traced = trace_context.intake(
@@ -210,12 +211,12 @@ async def submit(body: SubmitBody, request: Request, principal: Caller) -> Respo
     )
     command = trace_context.submitted_in(command, traced)
     command_id = command.command_id or uuid4()
-    waiting = asyncio.ensure_future(context.decisions.decision(command_id, DECISION_TIMEOUT_S))
+    waiting = asyncio.ensure_future(commands.decisions.decision(command_id, DECISION_TIMEOUT_S))
     try:
-        message = outgoing(context.settings.topic("commands"), job_id, command)
+        message = outgoing(commands.settings.topic("commands"), job_id, command)
         if traced is not None and trace_context.enabled():  # the lifecycle's decision span continues it
             message = replace(message, headers=traced.headers())
-        await context.publisher.send_all([message])
+        await commands.publisher.send_all([message])
     except BaseException:
         waiting.cancel()
         raise
@@ -281,15 +282,15 @@ async def redrive(job_id: UUID, body: RedriveBody, request: Request, principal: 
     summary="Deliver a finished job's callback again, with its original webhook-id (operators, admins)",
 )
 async def replay_callback(job_id: UUID, body: ReplayBody, request: Request, principal: Caller) -> Response:
-    context = context_of(request)
-    forwarded = await context.forwarded(request, job_id)
+    commands = commands_of(request)
+    forwarded = await commands.forwarded(request, job_id)
     if forwarded is not None:
         return forwarded
     command = replay_command(job_id, body, principal, request)
-    job = context.store.load_job(job_id)
+    job = commands.store.load_job(job_id)
     if job is not None and mutation_refusal(job, command, utc_now()) is None:
         url = body.callback_url or job.accepted.callback_url or ""
-        await context.replay_pacer.turn(urlsplit(url).hostname or "", context.replay_interval_s())
+        await commands.replay_pacer.turn(urlsplit(url).hostname or "", commands.replay_interval_s())
     return await mutate_through_lifecycle(request, command)
 
 
@@ -307,30 +308,30 @@ def replay_command(job_id: UUID, body: ReplayBody, principal: Principal, request
 )
 async def delete_history(job_id: UUID, body: MutationBody, request: Request, principal: Caller) -> Response:
     command = DeleteJobHistory(job_id=job_id, reason=body.reason, **actor_of(principal, request))
-    context = context_of(request)
-    forwarded = await context.forwarded(request, job_id)
+    commands = commands_of(request)
+    forwarded = await commands.forwarded(request, job_id)
     if forwarded is not None:
         return forwarded
-    job = context.store.load_job(job_id)
+    job = commands.store.load_job(job_id)
     # A type that owns state outside scrapestream may keep a history; asked only once the lifecycle
     # would let this principal delete it (else the lifecycle refuses, as for any other job).
     if job is not None and mutation_refusal(job, command, utc_now()) is None:
-        veto = await history_deletion_veto(context.job_types.get(job.accepted.job_type), job_id)
+        veto = await history_deletion_veto(commands.job_types.get(job.accepted.job_type), job_id)
         if veto is not None:
             refusal = f"job type {job.accepted.job_type} keeps this history: {veto}"
             target = job_target(job_id)
-            await context.audit(
+            await commands.audit(
                 principal, request, AuditAction.JOB_HISTORY_DELETE, refusal, target, kind=CONFLICT
             )
-            context.refusals.refused(principal)
+            commands.refusals.refused(principal)
             raise ApiError(409, "conflict", refusal)
     return await mutate_through_lifecycle(request, command)
 
 
-def kept_history(context: ApiContext, job_id: UUID, at: datetime, what: str = "job") -> list[Event]:
+def kept_history(reads: Reads, job_id: UUID, at: datetime, what: str = "job") -> list[Event]:
     """The job's (or monitor's) kept events, when they tell how it was at `at` (else 422, naming
     what is kept)."""
-    events = context.store.events_of(job_id)
+    events = reads.store.events_of(job_id)
     refusal = as_of_refusal(events, as_utc(at), utc_now(), what)
     if refusal is not None:
         raise ApiError(422, "out_of_history", refusal)
@@ -347,33 +348,33 @@ def actor_of(principal: Principal, request: Request) -> dict[str, Any]:
     }
 
 
-async def _readable(context: ApiContext, job_id: UUID, request: Request, principal: Principal) -> Listed:
+async def _readable(reads: Reads, job_id: UUID, request: Request, principal: Principal) -> Listed:
     """The job (or rejected submission), when the caller may read it; another service's is answered
     as none at all."""
-    context.refusals.check(principal)
-    job = context.store.load_listed(job_id)
+    reads.refusals.check(principal)
+    job = reads.store.load_listed(job_id)
     refusal = None if job is None else job_read_refusal(principal.name, principal.role, owner_of(job))
     if refusal is not None:
-        context.audit_soon(principal, request, AuditAction.JOB_READ, refusal, job_target(job_id))
+        reads.audit_soon(principal, request, AuditAction.JOB_READ, refusal, job_target(job_id))
     if job is None or refusal is not None:
-        context.refusals.refused(principal)  # a missing job counts alike: no count tells them apart
+        reads.refusals.refused(principal)  # a missing job counts alike: no count tells them apart
         raise ApiError(404, "not_found", f"no job {job_id}")
     return job
 
 
 async def mutate_through_lifecycle(request: Request, command: MutationCommand) -> Response:
     """Decided by the job's lifecycle: this worker's, so it can wait for the audit record that ends it."""
-    context = context_of(request)
-    forwarded = await context.forwarded(request, command.job_id)
+    commands = commands_of(request)
+    forwarded = await commands.forwarded(request, command.job_id)
     if forwarded is not None:
         return forwarded
     principal = Principal(command.actor_id, command.actor_role)
-    context.refusals.check(principal)
+    commands.refusals.check(principal)
     command_id = command.command_id or uuid4()
-    waiting = asyncio.ensure_future(context.decisions.decision(command_id, DECISION_TIMEOUT_S))
+    waiting = asyncio.ensure_future(commands.decisions.decision(command_id, DECISION_TIMEOUT_S))
     try:
-        await context.publisher.send_all(
-            [outgoing(context.settings.topic("commands"), command.job_id, command)]
+        await commands.publisher.send_all(
+            [outgoing(commands.settings.topic("commands"), command.job_id, command)]
         )
     except BaseException:
         waiting.cancel()
@@ -385,7 +386,7 @@ async def mutate_through_lifecycle(request: Request, command: MutationCommand) -
         pending = MutationResult(outcome="PENDING", command_id=command_id, audit=None)
         return Response(pending.model_dump_json(), status_code=202, media_type=JSON)
     if audit.outcome is not AuditOutcome.ALLOWED or not isinstance(audit, AuditRecorded):
-        context.refusals.refused(principal)
+        commands.refusals.refused(principal)
         status, code = REFUSALS.get(audit.refusal, (409, "conflict"))
         raise ApiError(status, code, audit.detail)
     done = MutationResult(outcome="ALLOWED", command_id=command_id, audit=audit_view(audit))

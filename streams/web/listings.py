@@ -22,10 +22,12 @@ from schemas.enums import JobStatus
 from schemas.events import AuditRecorded
 from streams.auth.principals import Principal
 from streams.web.auth import Caller, PeerCaller
-from streams.web.context import ApiContext, Shard, context_of, page_json, shard_json
+from streams.web.context import reads_of
 from streams.web.cursor import decode_cursor, encode_cursor, filters_digest
 from streams.web.errors import ApiError, responses
 from streams.web.jobs import JSON
+from streams.web.ports import Reads
+from streams.web.shards import Shard, page_json, shard_json
 
 MAX_LIMIT = 500
 Limit = Annotated[int, Query(ge=1, le=MAX_LIMIT, description="Items per page")]
@@ -113,12 +115,12 @@ async def jobs_shard(
     after: After = None,
     limit: Limit = 50,
 ) -> Response:
-    context = context_of(request)
+    reads = reads_of(request)
     query = _job_query(principal, caller, state, job_type, since, dead_letters, id_prefix)
     query = replace(query, until=until, host=_host(host), url_contains=url or None, checks=checks)
-    owned = context.ownership.owned
+    owned = reads.ownership.owned
     return Response(
-        shard_json(owned, _local_jobs(context, principal, query, after, limit)(owned)), media_type=JSON
+        shard_json(owned, _local_jobs(reads, principal, query, after, limit)(owned)), media_type=JSON
     )
 
 
@@ -136,13 +138,13 @@ async def audit(
     limit: Limit = 50,
     cursor: Cursor = None,
 ) -> Response:
-    context = context_of(request)
+    reads = reads_of(request)
     matches = _audit_filter(principal, target, actor)
     digest = filters_digest("audit", target, actor)
     after = decode_cursor(cursor, digest)
     params = {"target": target, "actor": actor, "after": after, "limit": limit}
-    local = _local_audit(context, matches, after, limit)
-    page = await context.gather(principal, "/_shard/audit", params, local, limit)
+    local = _local_audit(reads, matches, after, limit)
+    page = await reads.gather(principal, "/_shard/audit", params, local, limit)
     return Response(page_json(page, encode_cursor(page.resume_after, digest)), media_type=JSON)
 
 
@@ -155,10 +157,10 @@ async def audit_shard(
     after: After = None,
     limit: Limit = 50,
 ) -> Response:
-    context = context_of(request)
+    reads = reads_of(request)
     matches = _audit_filter(principal, target, actor)
-    owned = context.ownership.owned
-    return Response(shard_json(owned, _local_audit(context, matches, after, limit)(owned)), media_type=JSON)
+    owned = reads.ownership.owned
+    return Response(shard_json(owned, _local_audit(reads, matches, after, limit)(owned)), media_type=JSON)
 
 
 async def recent_jobs(
@@ -172,7 +174,7 @@ async def listed_jobs(
     request: Request, principal: Principal, asked: JobQuery, most: int
 ) -> list[dict[str, Any]]:
     """Up to `most` jobs matching `asked` that `principal` may list, newest first, from every worker."""
-    context = context_of(request)
+    reads = reads_of(request)
     statuses = sorted(asked.statuses) if asked.statuses else None
     query = _job_query(principal, asked.caller, statuses, asked.job_type, asked.since, dead_letters=False)
     query = replace(
@@ -183,8 +185,8 @@ async def listed_jobs(
     after = None
     while len(found) < most:
         limit = min(MAX_LIMIT, most - len(found))
-        local = _local_jobs(context, principal, query, after, limit)
-        page = await context.gather(
+        local = _local_jobs(reads, principal, query, after, limit)
+        page = await reads.gather(
             principal, "/_shard/jobs", params | {"after": after, "limit": limit}, local, limit
         )
         found += [json.loads(item) for _, item in page.items]
@@ -213,31 +215,31 @@ def _job_query(
 async def _list_jobs(
     request: Request, principal: Principal, query: JobQuery, cursor: str | None, limit: int
 ) -> Response:
-    context = context_of(request)
+    reads = reads_of(request)
     params = _job_params(query)
     digest = filters_digest(*params.values())
     after = decode_cursor(cursor, digest)
-    local = _local_jobs(context, principal, query, after, limit)
-    page = await context.gather(
+    local = _local_jobs(reads, principal, query, after, limit)
+    page = await reads.gather(
         principal, "/_shard/jobs", params | {"after": after, "limit": limit}, local, limit
     )
     return Response(page_json(page, encode_cursor(page.resume_after, digest)), media_type=JSON)
 
 
 def _local_jobs(
-    context: ApiContext, principal: Principal, query: JobQuery, after: str | None, limit: int
+    reads: Reads, principal: Principal, query: JobQuery, after: str | None, limit: int
 ) -> Callable[[list[int]], Shard]:
     own = reads_own_only(principal.role)
 
     def page(owned: list[int]) -> Shard:
         if query.id_prefix is not None:
             mine = set(owned)
-            found = context.store.jobs_with_id_prefix(
-                lambda job_id: context.partition_of(job_id) in mine, query, limit
+            found = reads.store.jobs_with_id_prefix(
+                lambda job_id: reads.partition_of(job_id) in mine, query, limit
             )
         else:
-            found = context.store.jobs_page(owned, query, after, limit)
-        return Page([(at, context.views.json(job, own)) for at, job in found.items], found.resume_after)
+            found = reads.store.jobs_page(owned, query, after, limit)
+        return Page([(at, reads.views.json(job, own)) for at, job in found.items], found.resume_after)
 
     return page
 
@@ -252,10 +254,10 @@ def _audit_filter(principal: Principal, target: str | None, actor: str | None) -
 
 
 def _local_audit(
-    context: ApiContext, matches: AuditFilter, after: str | None, limit: int
+    reads: Reads, matches: AuditFilter, after: str | None, limit: int
 ) -> Callable[[list[int]], Shard]:
     def page(owned: list[int]) -> Shard:
-        found = context.store.audit_page(owned, matches, after, limit)
+        found = reads.store.audit_page(owned, matches, after, limit)
         rendered = [(at, audit_view(record).model_dump_json().encode()) for at, record in found.items]
         return Page(rendered, found.resume_after)
 

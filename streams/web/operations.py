@@ -22,7 +22,7 @@ from streams.moments import as_utc
 from streams.readers.ledger import TooLongAgoError, ledgers_as_of
 from streams.settings import RouteSettings
 from streams.web.auth import Caller, Credentials, authenticated, raw_target
-from streams.web.context import ApiContext, context_of
+from streams.web.context import fleet_of
 from streams.web.errors import ApiError, responses
 from streams.web.models import (
     Health,
@@ -33,6 +33,7 @@ from streams.web.models import (
     RouteInfo,
     RouteList,
 )
+from streams.web.ports import Fleet
 
 BROKER_CHECK_S = 2.0
 AsOf = Annotated[
@@ -52,15 +53,15 @@ router = APIRouter(tags=["operations"])
 
 @router.get("/healthz", response_model=Health, summary="The process is up")
 async def healthz(request: Request) -> Health:
-    context = context_of(request)
-    counters = dict(context.counters) | {
-        "fold.duplicates_ignored": context.store.duplicates_ignored,
-        "fold.events_from_log": context.ownership.events_from_log,
-        "route_ledger.skipped": 0 if context.ledger is None else context.ledger.skipped,
-        "route_ledger.folded": 0 if context.ledger is None else context.ledger.folded,
-        "global_table.skipped": 0 if context.table is None else context.table.skipped,
+    fleet = fleet_of(request)
+    counters = dict(fleet.counters) | {
+        "fold.duplicates_ignored": fleet.store.duplicates_ignored,
+        "fold.events_from_log": fleet.ownership.events_from_log,
+        "route_ledger.skipped": 0 if fleet.ledger is None else fleet.ledger.skipped,
+        "route_ledger.folded": 0 if fleet.ledger is None else fleet.ledger.folded,
+        "global_table.skipped": 0 if fleet.table is None else fleet.table.skipped,
     }
-    return Health(status="ok", owned_partitions=context.ownership.owned, counters=counters)
+    return Health(status="ok", owned_partitions=fleet.ownership.owned, counters=counters)
 
 
 @router.get(
@@ -70,7 +71,7 @@ async def healthz(request: Request) -> Health:
     summary="Broker reachable, partitions assigned, stores caught up",
 )
 async def readyz(request: Request, response: Response) -> Readiness:
-    readiness = await _readiness(context_of(request))
+    readiness = await _readiness(fleet_of(request))
     response.status_code = 200 if readiness.ready else 503
     return readiness
 
@@ -82,23 +83,23 @@ async def readyz(request: Request, response: Response) -> Readiness:
     summary="Prometheus metrics (viewers, operators, admins, peer workers: they count every caller's jobs)",
 )
 async def metrics(request: Request, credentials: Credentials) -> Response:
-    context = context_of(request)
+    fleet = fleet_of(request)
     await reader_of_everything(request, credentials, "every caller's metrics")
-    return Response(context.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
+    return Response(fleet.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
 
 
 async def reader_of_everything(request: Request, credentials: Credentials, what: str) -> None:
     """Viewers, operators, admins and peer workers (with auth on)."""
-    context = context_of(request)
-    if context.principals is not None and not _is_peer(request):
+    fleet = fleet_of(request)
+    if fleet.principals is not None and not _is_peer(request):
         principal = await authenticated(request, credentials)
         if principal.role not in READERS_OF_EVERYTHING:
-            context.refusals.refused(principal)
+            fleet.refusals.refused(principal)
             raise ApiError(403, "forbidden", f"role {principal.role} may not read {what}")
 
 
 def _is_peer(request: Request) -> bool:
-    key = context_of(request).peer_key
+    key = fleet_of(request).peer_key
     if key is None or PEER_SIGNATURE not in request.headers:
         return False
     verdict = key.verify(request.method, raw_target(request), request.headers, int(utc_now().timestamp()))
@@ -112,15 +113,15 @@ def _is_peer(request: Request) -> bool:
     summary="The job types this worker runs, with their labels and resolved profiles",
 )
 async def job_types(request: Request, principal: Caller) -> JobTypeList:
-    context = context_of(request)
-    policy = context.policy
-    own = context.capabilities
-    runnable = runnable_here(context.settings, context.job_types) if own is None else own.runs
+    fleet = fleet_of(request)
+    policy = fleet.policy
+    own = fleet.capabilities
+    runnable = runnable_here(fleet.settings, fleet.job_types) if own is None else own.runs
     why_not = {} if own is None else own.cannot_run
     items = []
-    known = labels(context.settings, context.job_types)
-    switched = context.table.controls() if context.table is not None else {}
-    for name in sorted({*BUILT_IN, *context.job_types, *policy.profiles}):  # a label alone declares none
+    known = labels(fleet.settings, fleet.job_types)
+    switched = fleet.table.controls() if fleet.table is not None else {}
+    for name in sorted({*BUILT_IN, *fleet.job_types, *policy.profiles}):  # a label alone declares none
         label = known.get(name, name)
         declared = policy.profile(name)
         profile = declared or policy.default_profile
@@ -145,28 +146,28 @@ def _said(control: JobTypeControl) -> str:
     return f"switched {state} by {control.actor_id} at {control.changed_at.isoformat()}: {control.reason}"
 
 
-async def _readiness(context: ApiContext) -> Readiness:
-    commands = context.settings.topic("commands")
-    assigned = sorted(tp.partition for tp in context.consumer.assigned() if tp.topic == commands)
-    catching_up = context.ownership.catching_up
-    reachable = await context.publisher.reachable(BROKER_CHECK_S)
+async def _readiness(fleet: Fleet) -> Readiness:
+    commands = fleet.settings.topic("commands")
+    assigned = sorted(tp.partition for tp in fleet.consumer.assigned() if tp.topic == commands)
+    catching_up = fleet.ownership.catching_up
+    reachable = await fleet.publisher.reachable(BROKER_CHECK_S)
     reasons = []
     if not reachable:
-        reasons.append(f"no broker at {context.settings.kafka_bootstrap} answered within {BROKER_CHECK_S} s")
-    if not context.consumer.joined.is_set():
+        reasons.append(f"no broker at {fleet.settings.kafka_bootstrap} answered within {BROKER_CHECK_S} s")
+    if not fleet.consumer.joined.is_set():
         reasons.append("not yet a member of the consumer group")
-    blocked = context.ownership.blocked
+    blocked = fleet.ownership.blocked
     for partition, why in sorted(blocked.items()):
         reasons.append(f"partition {partition} is not served: {why}")
     catching_up = [partition for partition in catching_up if partition not in blocked]
     if catching_up:
         reasons.append(f"partitions {catching_up} are still folding the events log")
-    unowned = sorted(set(assigned) - set(context.ownership.owned) - set(catching_up) - set(blocked))
+    unowned = sorted(set(assigned) - set(fleet.ownership.owned) - set(catching_up) - set(blocked))
     if unowned:
         reasons.append(f"partitions {unowned} are assigned but not yet taken over")
-    for topic, partitions in context.consumer.unowned().items():
+    for topic, partitions in fleet.consumer.unowned().items():
         reasons.append(f"partitions {partitions} of {topic} are held by no worker")
-    reasons += context.watchdog.dead()
+    reasons += fleet.watchdog.dead()
     return Readiness(
         ready=not reasons,
         broker_reachable=reachable,
@@ -183,28 +184,28 @@ async def _readiness(context: ApiContext) -> Readiness:
     summary="Configured routes: prices, budgets, spend and rate, from the route ledger, now or as of a time",
 )
 async def routes(request: Request, principal: Caller, as_of: AsOf = None) -> RouteList:
-    context = context_of(request)
+    fleet = fleet_of(request)
     now = utc_now()
-    ledgers = context.ledger.ledgers if context.ledger is not None else {}
+    ledgers = fleet.ledger.ledgers if fleet.ledger is not None else {}
     if as_of is not None:
-        now, ledgers = await _ledgers_as_of(context, principal, as_utc(as_of), now)
+        now, ledgers = await _ledgers_as_of(fleet, principal, as_utc(as_of), now)
     items = []
-    for name, route in context.settings.routes.items():
+    for name, route in fleet.settings.routes.items():
         ledger = ledgers.get(name) or RouteLedger(metering_of(route))
         items.append(_route_info(name, route, ledger, now))
     return RouteList(items=items)
 
 
 async def _ledgers_as_of(
-    context: ApiContext, principal: Principal, at: datetime, now: datetime
+    fleet: Fleet, principal: Principal, at: datetime, now: datetime
 ) -> tuple[datetime, dict[str, RouteLedger]]:
     if at > now:
         raise ApiError(422, "out_of_history", f"{at.isoformat()} is in the future (now is {now.isoformat()})")
-    settings = context.settings
+    settings = fleet.settings
     metered = meterings(settings)
-    kept = context.ledger.kept if context.ledger is not None else {}
+    kept = fleet.ledger.kept if fleet.ledger is not None else {}
     try:
-        async with context.costly.slot(principal):
+        async with fleet.costly.slot(principal):
             ledgers = await ledgers_as_of(
                 settings.kafka_access,
                 settings.topic("routes"),

@@ -12,11 +12,12 @@ from projections.access import READERS_OF_EVERYTHING
 from streams.clock import utc_now
 from streams.web import summary
 from streams.web.auth import Caller
-from streams.web.context import ApiContext, context_of
+from streams.web.context import fleet_of
 from streams.web.errors import responses
 from streams.web.listings import recent_jobs
 from streams.web.models import Cluster, Overview
 from streams.web.peers import WORKER
+from streams.web.ports import Fleet
 from streams.web.processes import worker_processes
 
 RECENT = timedelta(hours=1)
@@ -34,9 +35,9 @@ router = APIRouter(tags=["operations"])
 async def overview(request: Request, principal: Caller) -> Overview:
     now = utc_now()
     everything = principal.role in READERS_OF_EVERYTHING
-    async with context_of(request).costly.slot(principal):
+    async with fleet_of(request).costly.slot(principal):
         recent = await recent_jobs(request, principal, now - RECENT, MOST_RECENT_JOBS)
-        cluster = await _cluster(context_of(request)) if everything else None
+        cluster = await _cluster(fleet_of(request)) if everything else None
     return Overview(
         at=now,
         states=dict(sorted(cluster.jobs.items())) if cluster is not None else summary.states_of(recent),
@@ -56,28 +57,28 @@ async def overview(request: Request, principal: Caller) -> Overview:
     )
 
 
-async def _cluster(context: ApiContext) -> Cluster:
-    metrics = summary.cluster_metrics(await _expositions(context))
+async def _cluster(fleet: Fleet) -> Cluster:
+    metrics = summary.cluster_metrics(await _expositions(fleet))
     return Cluster(
         jobs=dict(sorted(metrics.jobs.items())),
         lag=dict(sorted(metrics.lag.items())),
         behind=metrics.behind(),
-        workers=summary.partitions_by_worker(context.routing.owners, context.routing.everyone()),
-        unowned=sorted(set(range(context.partitions)) - set(context.routing.owners)),
-        unowned_elsewhere=context.consumer.unowned(),
-        processes=await worker_processes(context),
+        workers=summary.partitions_by_worker(fleet.routing.owners, fleet.routing.everyone()),
+        unowned=sorted(set(range(fleet.partitions)) - set(fleet.routing.owners)),
+        unowned_elsewhere=fleet.consumer.unowned(),
+        processes=await worker_processes(fleet),
     )
 
 
-async def _expositions(context: ApiContext) -> list[str]:
+async def _expositions(fleet: Fleet) -> list[str]:
     """Every worker's metrics: this one's from memory, the others' over HTTP (unreachable: left out)."""
-    texts = [context.metrics.exposition().decode()]
+    texts = [fleet.metrics.exposition().decode()]
     now_s = int(utc_now().timestamp())
-    key = context.peer_key
+    key = fleet.peer_key
     headers = {} if key is None else key.headers("GET", "/metrics", WORKER, now_s)
     async with httpx.AsyncClient(timeout=PEER_METRICS_TIMEOUT_S, headers=headers) as client:
         answers = await asyncio.gather(
-            *(client.get(f"{peer}/metrics") for peer in context.routing.everyone()[1:]),
+            *(client.get(f"{peer}/metrics") for peer in fleet.routing.everyone()[1:]),
             return_exceptions=True,
         )
     texts += [answer.text for answer in answers if isinstance(answer, httpx.Response) and answer.is_success]

@@ -11,11 +11,12 @@ from fastapi import APIRouter, Request
 from streams.clock import utc_now
 from streams.runtime.resident import resident_bytes
 from streams.web.auth import Credentials
-from streams.web.context import ApiContext, context_of
+from streams.web.context import fleet_of
 from streams.web.errors import responses
 from streams.web.models import Processes, ProcessView
 from streams.web.operations import reader_of_everything
 from streams.web.peers import WORKER
+from streams.web.ports import Fleet
 
 STARTED_AT = utc_now()
 FRONT_TIMEOUT_S = 2.0
@@ -29,18 +30,18 @@ router = APIRouter(tags=["operations"])
     summary="The worker's processes: pid, state, address, restarts, last exit, resident memory",
 )
 async def processes(request: Request, credentials: Credentials) -> Processes:
-    context = context_of(request)
+    fleet = fleet_of(request)
     await reader_of_everything(request, credentials, "the worker's processes")
-    return Processes(processes=[this_process(context)])
+    return Processes(processes=[this_process(fleet)])
 
 
-def this_process(context: ApiContext) -> ProcessView:
+def this_process(fleet: Fleet) -> ProcessView:
     pid = os.getpid()
     return ProcessView(
-        index=context.process_index,
+        index=fleet.process_index,
         pid=pid,
         state="serving",
-        url=context.routing.own_url,
+        url=fleet.routing.own_url,
         started_at=STARTED_AT,
         restarts=0,
         last_exit=None,
@@ -48,15 +49,15 @@ def this_process(context: ApiContext) -> ProcessView:
     )
 
 
-async def worker_processes(context: ApiContext) -> list[ProcessView]:
+async def worker_processes(fleet: Fleet) -> list[ProcessView]:
     """Every process of this worker, from its front; this one alone if it has none or it does not answer."""
-    if context.front is None:
-        return [this_process(context)]
-    key = context.peer_key
+    if fleet.front is None:
+        return [this_process(fleet)]
+    key = fleet.peer_key
     headers = {} if key is None else key.headers("GET", "/processes", WORKER, int(utc_now().timestamp()))
     try:
         async with httpx.AsyncClient(timeout=FRONT_TIMEOUT_S, headers=headers) as client:
-            answer = await client.get(f"{context.front}/processes")
+            answer = await client.get(f"{fleet.front}/processes")
         return Processes.model_validate_json(answer.content).processes
     except (httpx.HTTPError, ValueError):
-        return [this_process(context)]
+        return [this_process(fleet)]

@@ -18,7 +18,7 @@ from schemas.enums import AuditAction
 from streams.auth.principals import Principal
 from streams.runtime.publisher import outgoing
 from streams.web.auth import Caller
-from streams.web.context import context_of
+from streams.web.context import commands_of
 from streams.web.errors import ApiError, responses
 from streams.web.jobs import replay_command
 from streams.web.listings import listed_jobs
@@ -34,15 +34,15 @@ router = APIRouter(tags=["jobs"])
     summary="Deliver the callbacks of matching finished jobs again, original webhook-ids, paced per receiver",
 )
 async def replay_callbacks(body: BulkReplayBody, request: Request, principal: Caller) -> BulkReplayResult:
-    context = context_of(request)
-    context.refusals.check(principal)
+    commands = commands_of(request)
+    commands.refusals.check(principal)
     if principal.role not in REPLAYING_ROLES:
         refusal = f"role {principal.role} may not replay callbacks; OPERATOR, ADMIN may"
-        await context.audit(principal, request, AuditAction.CALLBACK_REPLAY, refusal, "callbacks:replay")
-        context.refusals.refused(principal)
+        await commands.audit(principal, request, AuditAction.CALLBACK_REPLAY, refusal, "callbacks:replay")
+        commands.refusals.refused(principal)
         raise ApiError(403, "forbidden", refusal)
     query = JobQuery(caller=body.caller, statuses=frozenset(body.states), since=body.since, until=body.until)
-    async with context.costly.slot(principal):
+    async with commands.costly.slot(principal):
         jobs = await listed_jobs(request, principal, query, body.limit)
     override = None if body.callback_url is None else urlsplit(body.callback_url).hostname or ""
     receivers = {UUID(job["job_id"]): override or job["callback_host"] for job in jobs}
@@ -59,9 +59,9 @@ async def _send_paced(
     request: Request, body: BulkReplayBody, principal: Principal, hosts: dict[UUID, str]
 ) -> None:
     """Each replay on the commands topic, no receiving host sent more than its share a second."""
-    context = context_of(request)
-    interval = max(1.0 / body.per_receiver_per_s, context.replay_interval_s())
+    commands = commands_of(request)
+    interval = max(1.0 / body.per_receiver_per_s, commands.replay_interval_s())
     for job_id, host in hosts.items():
-        await context.replay_pacer.turn(host, interval)
+        await commands.replay_pacer.turn(host, interval)
         command = replay_command(job_id, body, principal, request)
-        await context.publisher.send_all([outgoing(context.settings.topic("commands"), job_id, command)])
+        await commands.publisher.send_all([outgoing(commands.settings.topic("commands"), job_id, command)])

@@ -12,7 +12,7 @@ from uuid import UUID, uuid4
 from fastapi import APIRouter, Query, Request, Response
 
 from streams.clock import utc_now
-from streams.web.context import context_of
+from streams.web.context import stored_of
 from streams.web.errors import ApiError, responses
 
 router = APIRouter(tags=["remote executors"])
@@ -32,7 +32,7 @@ async def upload(
     expires: str = Query(max_length=20),
     signature: str = Query(max_length=128),
 ) -> Response:
-    uploads = context_of(request).uploads
+    uploads = stored_of(request).uploads
     if uploads is None:
         raise ApiError(404, "not_found", "this worker takes no uploads")
     refusal = uploads.refusal(job_id, lease_id, key, expires, signature, utc_now())

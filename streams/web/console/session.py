@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from fastapi import Request, Response
 
 from streams.auth.principals import TRUSTED, Principal
-from streams.web.context import context_of
+from streams.web.context import edge_of
 from streams.web.sessions import SESSION_COOKIE, SESSION_MAX_AGE_S, ConsoleSessions
 
 CSRF_COOKIE = "scrapestream_csrf"
@@ -97,7 +97,7 @@ async def sign_out(request: Request, response: Response) -> None:
     token = request.cookies.get(SESSION_COOKIE)
     revoked = None if not token else sessions_of(request).revoke(token)
     if revoked is not None:
-        await context_of(request).tell_peers(f"/_shard/sessions/{revoked[0]}/revoke?expires={revoked[1]}")
+        await edge_of(request).tell_peers(f"/_shard/sessions/{revoked[0]}/revoke?expires={revoked[1]}")
     response.delete_cookie(SESSION_COOKIE, path="/ui")
 
 

@@ -13,10 +13,12 @@ from projections.lifecycle.identity import MONITOR_NAMESPACE, name_based
 from projections.monitor_views import FeedEntry, feed_entries
 from projections.readindex import Page, position
 from streams.web.auth import Caller, PeerCaller
-from streams.web.context import ApiContext, Shard, context_of, shard_json
+from streams.web.context import reads_of
 from streams.web.errors import ApiError, responses
 from streams.web.monitors.atom import MEDIA_TYPE, atom_feed
 from streams.web.monitors.routes import READ_ERRORS, monitors_caller, readable_monitor
+from streams.web.ports import Reads
+from streams.web.shards import Shard, shard_json
 
 router = APIRouter(tags=["monitors"])
 MONITORS_PAGE = 500
@@ -35,13 +37,13 @@ FEED: dict[int | str, dict[str, Any]] = {
 async def caller_feed(
     request: Request, principal: Caller, caller: str | None = None, limit: Entries = 50
 ) -> Response:
-    context = context_of(request)
+    reads = reads_of(request)
     effective = monitors_caller(principal, caller)
     if effective is None:
         raise ApiError(400, "invalid_request", "name the caller whose monitors the feed follows: ?caller=")
     params = {"caller": effective, "limit": limit}
-    page = await context.gather(
-        principal, "/_shard/monitor-feed", params, _local(context, effective, limit), limit
+    page = await reads.gather(
+        principal, "/_shard/monitor-feed", params, _local(reads, effective, limit), limit
     )
     entries = [FeedEntry.model_validate_json(item) for _, item in page.items]
     feed_id = name_based(MONITOR_NAMESPACE, f"feed:{effective}")
@@ -52,12 +54,10 @@ async def caller_feed(
 
 @router.get("/_shard/monitor-feed", include_in_schema=False)
 async def feed_shard(request: Request, principal: PeerCaller, caller: str, limit: Entries = 50) -> Response:
-    context = context_of(request)
+    reads = reads_of(request)
     effective = monitors_caller(principal, caller) or caller
-    owned = context.ownership.owned
-    return Response(
-        shard_json(owned, _local(context, effective, limit)(owned)), media_type="application/json"
-    )
+    owned = reads.ownership.owned
+    return Response(shard_json(owned, _local(reads, effective, limit)(owned)), media_type="application/json")
 
 
 @router.get(
@@ -69,13 +69,13 @@ async def feed_shard(request: Request, principal: PeerCaller, caller: str, limit
 async def monitor_feed(
     monitor_id: UUID, request: Request, principal: Caller, limit: Entries = 50
 ) -> Response:
-    context = context_of(request)
-    forwarded = await context.forwarded(request, monitor_id)
+    reads = reads_of(request)
+    forwarded = await reads.forwarded(request, monitor_id)
     if forwarded is not None:
         return forwarded
-    monitor = readable_monitor(context, monitor_id, principal)
-    store = context.store
-    entries = await context.costly.run(
+    monitor = readable_monitor(reads, monitor_id, principal)
+    store = reads.store
+    entries = await reads.costly.run(
         principal,
         lambda: feed_entries(monitor, store.events_of(monitor_id), store.older_changes(monitor_id), limit),
     )
@@ -86,17 +86,17 @@ async def monitor_feed(
     return Response(body, media_type=MEDIA_TYPE)
 
 
-def _local(context: ApiContext, caller: str, limit: int) -> Callable[[list[int]], Shard]:
+def _local(reads: Reads, caller: str, limit: int) -> Callable[[list[int]], Shard]:
     """The newest `limit` changes of `caller`'s monitors on the partitions given."""
 
     def page(owned: list[int]) -> Shard:
         entries: list[FeedEntry] = []
         after = None
         while True:
-            found = context.store.monitors_page(owned, caller, after, MONITORS_PAGE)
+            found = reads.store.monitors_page(owned, caller, after, MONITORS_PAGE)
             for _, monitor in found.items:
-                older = context.store.older_changes(monitor.monitor_id)
-                entries += feed_entries(monitor, context.store.events_of(monitor.monitor_id), older, limit)
+                older = reads.store.older_changes(monitor.monitor_id)
+                entries += feed_entries(monitor, reads.store.events_of(monitor.monitor_id), older, limit)
             if found.resume_after is None or not found.items:
                 break
             after = found.resume_after

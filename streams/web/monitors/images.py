@@ -13,7 +13,7 @@ from projections.monitor_views import change_views
 from schemas.enums import AuditAction, RetentionClass
 from streams.web.artifacts import AUDIT_ID_HEADER, BYTES_RESPONSE, stored_bytes
 from streams.web.auth import Caller
-from streams.web.context import context_of
+from streams.web.context import reads_of, stored_of
 from streams.web.errors import ApiError
 from streams.web.monitors.routes import READ_ERRORS, readable_monitor
 
@@ -29,12 +29,12 @@ router = APIRouter(tags=["monitors"])
 async def difference_image(
     monitor_id: UUID, check_job_id: UUID, request: Request, principal: Caller
 ) -> Response:
-    context = context_of(request)
-    forwarded = await context.forwarded(request, monitor_id)
+    reads = reads_of(request)
+    forwarded = await reads.forwarded(request, monitor_id)
     if forwarded is not None:
         return forwarded
-    readable_monitor(context, monitor_id, principal)
-    store = context.store
+    readable_monitor(reads, monitor_id, principal)
+    store = reads.store
     changes = itertools.chain(change_views(store.events_of(monitor_id)), store.older_changes(monitor_id))
     found = next((change.visual for change in changes if change.check_job_id == check_job_id), None)
     if found is None or found.difference is None:
@@ -43,8 +43,10 @@ async def difference_image(
         )
     difference = found.difference
     target = f"artifact:{difference.artifact_id}"
-    audit_id = await context.audit(principal, request, AuditAction.ARTIFACT_DOWNLOAD, None, target)
+    audit_id = await reads.audit(principal, request, AuditAction.ARTIFACT_DOWNLOAD, None, target)
     key = content_key(difference.sha256, RetentionClass.CACHE_7D)  # as check reads store it
-    answer = await stored_bytes(context, principal, key, difference.content_type, difference.artifact_id)
+    answer = await stored_bytes(
+        stored_of(request), principal, key, difference.content_type, difference.artifact_id
+    )
     answer.headers[AUDIT_ID_HEADER] = str(audit_id)
     return answer

@@ -57,7 +57,7 @@ from streams.clock import utc_now
 from streams.moments import as_utc
 from streams.runtime.publisher import outgoing
 from streams.web.auth import Caller, PeerCaller
-from streams.web.context import ApiContext, Shard, context_of, page_json, request_id, shard_json
+from streams.web.context import commands_of, reads_of, request_id
 from streams.web.cursor import decode_cursor, encode_cursor, filters_digest
 from streams.web.errors import ApiError, problems_of, responses
 from streams.web.jobs import (
@@ -71,6 +71,8 @@ from streams.web.jobs import (
 from streams.web.listings import After, Cursor, Limit
 from streams.web.models import MutationResult, ReplayBody
 from streams.web.monitors.bodies import MonitorBody, SwitchBody, edited
+from streams.web.ports import Audits, Commands, Reads
+from streams.web.shards import Shard, page_json, shard_json
 
 JSON = "application/json"
 DECISION_TIMEOUT_S = 10.0
@@ -102,8 +104,8 @@ router = APIRouter(tags=["monitors"])
     summary="Watch a page: checks on a schedule, and a change feed of what changed",
 )
 async def create_monitor(body: MonitorBody, request: Request, principal: Caller) -> Response:
-    context = context_of(request)
-    verified = context.principals is not None
+    commands = commands_of(request)
+    verified = commands.principals is not None
     command = CreateMonitor(
         command_id=public_command_id(principal.name, uuid4()),
         caller_identity=body.caller_identity or principal.name,
@@ -114,12 +116,12 @@ async def create_monitor(body: MonitorBody, request: Request, principal: Caller)
         request_id=request_id(request),
     )
     target = monitor_id_for(command.caller_identity, command.name)
-    async with _audited(context, principal, request, AuditAction.MONITOR_CREATE, target):
-        return await _create(context, request, principal, command)
+    async with _audited(commands, principal, request, AuditAction.MONITOR_CREATE, target):
+        return await _create(reads_of(request), commands, request, principal, command)
 
 
 async def _create(
-    context: ApiContext, request: Request, principal: Principal, command: CreateMonitor
+    reads: Reads, commands: Commands, request: Request, principal: Principal, command: CreateMonitor
 ) -> Response:
     problem = name_problem(command.caller_identity, command.name) or spec_problem(command.spec)
     if problem is not None:
@@ -128,21 +130,21 @@ async def _create(
     if refusal is not None:
         raise ApiError(403, "forbidden", refusal)
     monitor_id = monitor_id_for(command.caller_identity, command.name)
-    forwarded = await context.forwarded(request, monitor_id)
+    forwarded = await reads.forwarded(request, monitor_id)
     if forwarded is not None:
         return forwarded
-    existing = context.store.load(monitor_id)
+    existing = reads.store.load(monitor_id)
     if isinstance(existing, Monitor) and not existing.deleted:
         if existing.spec != command.spec:
             raise ApiError(
                 409, "conflict", f"{command.caller_identity} has a monitor named {command.name!r}: edit it"
             )
         return _view(existing, status=200)
-    over = await quota_refusal(context, principal, command.caller_identity)
+    over = await quota_refusal(reads, principal, command.caller_identity)
     if over is not None:
         raise ApiError(409, "quota", over)
-    await _decided(context, monitor_id, command)
-    return _view(_monitor(context, monitor_id), status=201)
+    await _decided(commands, monitor_id, command)
+    return _view(_monitor(reads, monitor_id), status=201)
 
 
 @router.get(
@@ -154,13 +156,13 @@ async def _create(
 async def list_monitors(
     request: Request, principal: Caller, caller: str | None = None, limit: Limit = 50, cursor: Cursor = None
 ) -> Response:
-    context = context_of(request)
+    reads = reads_of(request)
     effective = monitors_caller(principal, caller)
     digest = filters_digest("monitors", effective)
     after = decode_cursor(cursor, digest)
     params = {"caller": effective, "after": after, "limit": limit}
-    page = await context.gather(
-        principal, "/_shard/monitors", params, _local(context, effective, after, limit), limit
+    page = await reads.gather(
+        principal, "/_shard/monitors", params, _local(reads, effective, after, limit), limit
     )
     return Response(page_json(page, encode_cursor(page.resume_after, digest)), media_type=JSON)
 
@@ -169,16 +171,16 @@ async def list_monitors(
 async def monitors_shard(
     request: Request, principal: PeerCaller, caller: str | None = None, after: After = None, limit: Limit = 50
 ) -> Response:
-    context = context_of(request)
+    reads = reads_of(request)
     effective = monitors_caller(principal, caller)
-    owned = context.ownership.owned
-    return Response(shard_json(owned, _local(context, effective, after, limit)(owned)), media_type=JSON)
+    owned = reads.ownership.owned
+    return Response(shard_json(owned, _local(reads, effective, after, limit)(owned)), media_type=JSON)
 
 
-async def quota_refusal(context: ApiContext, principal: Principal, caller: str) -> str | None:
+async def quota_refusal(reads: Reads, principal: Principal, caller: str) -> str | None:
     """Why `caller` may not hold one more monitor (it holds the most a caller may), or None."""
-    most = context.settings.max_monitors_per_caller
-    if await _held(context, principal, caller, most) < most:
+    most = reads.settings.max_monitors_per_caller
+    if await _held(reads, principal, caller, most) < most:
         return None
     return (
         f"{caller} holds {most} monitors, the most a caller may "
@@ -186,13 +188,13 @@ async def quota_refusal(context: ApiContext, principal: Principal, caller: str) 
     )
 
 
-async def _held(context: ApiContext, principal: Principal, caller: str, most: int) -> int:
+async def _held(reads: Reads, principal: Principal, caller: str, most: int) -> int:
     """How many monitors `caller` holds, counted over every worker's partitions up to `most`."""
     held, after = 0, None
     while True:
         params = {"caller": caller, "after": after, "limit": QUOTA_PAGE}
-        local = _local(context, caller, after, QUOTA_PAGE)
-        page = await context.gather(principal, "/_shard/monitors", params, local, QUOTA_PAGE)
+        local = _local(reads, caller, after, QUOTA_PAGE)
+        page = await reads.gather(principal, "/_shard/monitors", params, local, QUOTA_PAGE)
         held += sum(1 for _, item in page.items if json.loads(item)["state"] != "deleted")
         if held >= most or page.resume_after is None:
             return held
@@ -206,11 +208,9 @@ def monitors_caller(principal: Principal, caller: str | None) -> str | None:
     return effective
 
 
-def _local(
-    context: ApiContext, caller: str | None, after: str | None, limit: int
-) -> Callable[[list[int]], Shard]:
+def _local(reads: Reads, caller: str | None, after: str | None, limit: int) -> Callable[[list[int]], Shard]:
     def page(owned: list[int]) -> Shard:
-        found = context.store.monitors_page(owned, caller, after, limit)
+        found = reads.store.monitors_page(owned, caller, after, limit)
         rendered = [(at, monitor_view(monitor).model_dump_json().encode()) for at, monitor in found.items]
         return Page(rendered, found.resume_after)
 
@@ -219,24 +219,24 @@ def _local(
 
 @router.get("/monitors/{monitor_id}", response_model=MonitorView, responses=READ_ERRORS, summary="A monitor")
 async def get_monitor(monitor_id: UUID, request: Request, principal: Caller, as_of: AsOf = None) -> Response:
-    context = context_of(request)
-    forwarded = await context.forwarded(request, monitor_id)
+    reads = reads_of(request)
+    forwarded = await reads.forwarded(request, monitor_id)
     if forwarded is not None:
         return forwarded
-    monitor = readable_monitor(context, monitor_id, principal)
+    monitor = readable_monitor(reads, monitor_id, principal)
     if as_of is None:
         return _view(monitor)
     at = as_utc(as_of)
-    checkpoint = context.store.checkpoint(monitor_id)
+    checkpoint = reads.store.checkpoint(monitor_id)
     if checkpoint is None:
-        history = kept_history(context, monitor_id, at, "monitor")
-        then = await context.costly.run(principal, lambda: state_as_of(history, at))
+        history = kept_history(reads, monitor_id, at, "monitor")
+        then = await reads.costly.run(principal, lambda: state_as_of(history, at))
     else:
         refusal = checkpoint_refusal(checkpoint.folded_at, at, utc_now())
         if refusal is not None:
             raise ApiError(422, "out_of_history", refusal)
-        kept, base = context.store.events_of(monitor_id), monitor_of(checkpoint)
-        then = await context.costly.run(principal, lambda: state_as_of(kept, at, base))
+        kept, base = reads.store.events_of(monitor_id), monitor_of(checkpoint)
+        then = await reads.costly.run(principal, lambda: state_as_of(kept, at, base))
     if not isinstance(then, Monitor):
         raise ApiError(422, "out_of_history", f"monitor {monitor_id} did not exist at {at.isoformat()}")
     return _view(then)
@@ -297,18 +297,23 @@ async def get_changes(
 async def edit_monitor(
     monitor_id: UUID, request: Request, principal: Caller, changes: Annotated[dict[str, Any], Body()]
 ) -> Response:
-    context = context_of(request)
-    async with _audited(context, principal, request, AuditAction.MONITOR_EDIT, monitor_id):
-        return await _edit(context, request, monitor_id, principal, changes)
+    commands = commands_of(request)
+    async with _audited(commands, principal, request, AuditAction.MONITOR_EDIT, monitor_id):
+        return await _edit(reads_of(request), commands, request, monitor_id, principal, changes)
 
 
 async def _edit(
-    context: ApiContext, request: Request, monitor_id: UUID, principal: Principal, changes: dict[str, Any]
+    reads: Reads,
+    commands: Commands,
+    request: Request,
+    monitor_id: UUID,
+    principal: Principal,
+    changes: dict[str, Any],
 ) -> Response:
-    forwarded = await context.forwarded(request, monitor_id)
+    forwarded = await reads.forwarded(request, monitor_id)
     if forwarded is not None:
         return forwarded
-    monitor = _changeable(context, monitor_id, principal)
+    monitor = _changeable(reads, monitor_id, principal)
     try:
         spec = edited(monitor.spec, changes)
     except ValidationError as exc:
@@ -319,9 +324,9 @@ async def _edit(
     if spec == monitor.spec:
         return _view(monitor)
     await _decided(
-        context, monitor_id, EditMonitor(monitor_id=monitor_id, spec=spec, **actor_of(principal, request))
+        commands, monitor_id, EditMonitor(monitor_id=monitor_id, spec=spec, **actor_of(principal, request))
     )
-    return _view(_monitor(context, monitor_id))
+    return _view(_monitor(reads, monitor_id))
 
 
 @router.post(
@@ -332,7 +337,7 @@ async def _edit(
 )
 async def pause_monitor(monitor_id: UUID, body: SwitchBody, request: Request, principal: Caller) -> Response:
     action = AuditAction.MONITOR_PAUSE
-    async with _audited(context_of(request), principal, request, action, monitor_id, body.reason):
+    async with _audited(commands_of(request), principal, request, action, monitor_id, body.reason):
         return await _switch(request, monitor_id, principal, lambda m: m.paused, PauseMonitor, body.reason)
 
 
@@ -344,7 +349,7 @@ async def pause_monitor(monitor_id: UUID, body: SwitchBody, request: Request, pr
 )
 async def resume_monitor(monitor_id: UUID, body: SwitchBody, request: Request, principal: Caller) -> Response:
     action = AuditAction.MONITOR_RESUME
-    async with _audited(context_of(request), principal, request, action, monitor_id, body.reason):
+    async with _audited(commands_of(request), principal, request, action, monitor_id, body.reason):
         return await _switch(
             request, monitor_id, principal, lambda m: not m.paused, ResumeMonitor, body.reason
         )
@@ -369,7 +374,7 @@ async def replay_change_callback(
     summary="Stop watching; the history stays",
 )
 async def delete_monitor(monitor_id: UUID, request: Request, principal: Caller) -> Response:
-    async with _audited(context_of(request), principal, request, AuditAction.MONITOR_DELETE, monitor_id):
+    async with _audited(commands_of(request), principal, request, AuditAction.MONITOR_DELETE, monitor_id):
         return await _switch(request, monitor_id, principal, lambda m: False, DeleteMonitor, "")
 
 
@@ -381,16 +386,16 @@ async def _switch(
     command: type[PauseMonitor | ResumeMonitor | DeleteMonitor],
     reason: str,
 ) -> Response:
-    context = context_of(request)
-    forwarded = await context.forwarded(request, monitor_id)
+    reads = reads_of(request)
+    forwarded = await reads.forwarded(request, monitor_id)
     if forwarded is not None:
         return forwarded
-    monitor = _changeable(context, monitor_id, principal)
+    monitor = _changeable(reads, monitor_id, principal)
     if already(monitor):
         return _view(monitor)
     switched = command(monitor_id=monitor_id, reason=reason, **actor_of(principal, request))
-    await _decided(context, monitor_id, switched)
-    return _view(_monitor(context, monitor_id))
+    await _decided(commands_of(request), monitor_id, switched)
+    return _view(_monitor(reads, monitor_id))
 
 
 async def _listed(
@@ -400,27 +405,29 @@ async def _listed(
     until: datetime | None,
     listing: Callable[[JobStore, list[Event]], Any],
 ) -> Response:
-    context = context_of(request)
-    forwarded = await context.forwarded(request, monitor_id)
+    reads = reads_of(request)
+    forwarded = await reads.forwarded(request, monitor_id)
     if forwarded is not None:
         return forwarded
-    readable_monitor(context, monitor_id, principal)
+    readable_monitor(reads, monitor_id, principal)
 
     def listed() -> bytes:
-        events = context.store.events_of(monitor_id)
+        events = reads.store.events_of(monitor_id)
         if until is not None:
             events = events_until(events, as_utc(until))
-        return bytes(listing(context.store, events).model_dump_json().encode())
+        return bytes(listing(reads.store, events).model_dump_json().encode())
 
-    return Response(await context.costly.run(principal, listed), media_type=JSON)
+    return Response(await reads.costly.run(principal, listed), media_type=JSON)
 
 
-async def _decided(context: ApiContext, monitor_id: UUID, command: MonitorCommand) -> None:
+async def _decided(commands: Commands, monitor_id: UUID, command: MonitorCommand) -> None:
     """Publishes `command` for the monitor's lifecycle (this worker's) and waits for what it decided."""
     command_id = command.command_id or uuid4()
-    waiting = asyncio.ensure_future(context.decisions.decision(command_id, DECISION_TIMEOUT_S))
+    waiting = asyncio.ensure_future(commands.decisions.decision(command_id, DECISION_TIMEOUT_S))
     try:
-        await context.publisher.send_all([outgoing(context.settings.topic("commands"), monitor_id, command)])
+        await commands.publisher.send_all(
+            [outgoing(commands.settings.topic("commands"), monitor_id, command)]
+        )
     except BaseException:
         waiting.cancel()
         raise
@@ -439,30 +446,30 @@ async def _decided(context: ApiContext, monitor_id: UUID, command: MonitorComman
         raise AuditedRefusalError(status, code, decided.detail)
 
 
-def readable_monitor(context: ApiContext, monitor_id: UUID, principal: Principal) -> Monitor:
+def readable_monitor(reads: Reads, monitor_id: UUID, principal: Principal) -> Monitor:
     """The monitor, when the caller may read it; another service's is answered as none at all."""
-    context.refusals.check(principal)
-    state = context.store.load(monitor_id)
+    reads.refusals.check(principal)
+    state = reads.store.load(monitor_id)
     monitor = state if isinstance(state, Monitor) else None
     if monitor is None or job_read_refusal(principal.name, principal.role, monitor.owner) is not None:
-        context.refusals.refused(principal)
+        reads.refusals.refused(principal)
         raise ApiError(404, "not_found", f"no monitor {monitor_id}")
     return monitor
 
 
-def _changeable(context: ApiContext, monitor_id: UUID, principal: Principal) -> Monitor:
-    monitor = readable_monitor(context, monitor_id, principal)
+def _changeable(reads: Reads, monitor_id: UUID, principal: Principal) -> Monitor:
+    monitor = readable_monitor(reads, monitor_id, principal)
     refusal = change_refusal(monitor, principal.name, principal.role)
     if refusal is not None:
-        context.refusals.refused(principal)
+        reads.refusals.refused(principal)
         raise ApiError(403, "forbidden", refusal)
     if monitor.deleted:
         raise ApiError(409, "conflict", f"monitor {monitor_id} is deleted")
     return monitor
 
 
-def _monitor(context: ApiContext, monitor_id: UUID) -> Monitor:
-    state = context.store.load(monitor_id)
+def _monitor(reads: Reads, monitor_id: UUID) -> Monitor:
+    state = reads.store.load(monitor_id)
     if not isinstance(state, Monitor):
         raise ApiError(503, "unavailable", f"monitor {monitor_id} is not in this worker's store yet")
     return state
@@ -474,7 +481,7 @@ class AuditedRefusalError(ApiError):
 
 @contextlib.asynccontextmanager
 async def _audited(
-    context: ApiContext,
+    audits: Audits,
     principal: Principal,
     request: Request,
     action: AuditAction,
@@ -490,7 +497,7 @@ async def _audited(
         kind = AUDITED_REFUSALS.get(refused.status)
         if kind is not None:
             target = monitor_target(monitor_id)
-            context.audit_soon(principal, request, action, refused.message, target, reason, kind)
+            audits.audit_soon(principal, request, action, refused.message, target, reason, kind)
         raise
 
 
