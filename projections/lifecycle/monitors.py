@@ -120,6 +120,13 @@ def check_key(monitor_id: UUID, due: datetime) -> str:
     return f"{CHECK_KEY_PREFIX}{uuid_text(monitor_id)}:{int(due.timestamp() * 1000)}"
 
 
+def reserved_key_problem(idempotency_key: str | None) -> str | None:
+    """Why a caller's submission may not use `idempotency_key`: its prefix names monitor checks."""
+    if idempotency_key is not None and idempotency_key.startswith(CHECK_KEY_PREFIX):
+        return f"idempotency keys starting with {CHECK_KEY_PREFIX!r} are reserved for monitor checks"
+    return None
+
+
 def checked_monitor(idempotency_key: str) -> UUID | None:
     """The monitor a check job's idempotency key names, or None for any other job."""
     if not idempotency_key.startswith(CHECK_KEY_PREFIX):

@@ -25,6 +25,7 @@ from uuid import UUID, uuid5
 import msgspec
 
 from projections.lifecycle.identity import public_command_id
+from projections.lifecycle.monitors import reserved_key_problem
 from projections.lifecycle.state import MAX_COMMAND_VALIDITY
 from schemas.codec import decode_as, registry_id
 from schemas.commands import (
@@ -229,7 +230,7 @@ class Intake(QuietStage):
                 f"Confluent framing (registry schema id {schema_id}), but this deployment has no schema "
                 "registry: publish in single-object encoding, or set SCRAPESTREAM_SCHEMA_REGISTRY_URL"
             )
-        command = cast(PublicCommand, decode_as(value, *PUBLIC_COMMANDS))
+        command = _public(value)
         address = replace(address.naming(command), principal=None if signer is None else signer.name)
         if signer is not None:
             problem = _validity_problem(command, now)
@@ -279,6 +280,15 @@ def _attributes(command: PublicCommand, job_id: UUID) -> dict[str, str]:
     if isinstance(command, SubmitJob):
         return trace_context.job_attributes(job_id, command.caller_identity, command.job_type)
     return {"scrapestream.job.id": str(job_id), "scrapestream.command": type(command).__name__}
+
+
+def _public(value: bytes) -> PublicCommand:
+    """The public command a record holds; `RefusedError` for a submission under a reserved key."""
+    command = cast(PublicCommand, decode_as(value, *PUBLIC_COMMANDS))
+    reserved = reserved_key_problem(command.idempotency_key) if isinstance(command, SubmitJob) else None
+    if reserved is not None:
+        raise RefusedError(reserved)
+    return command
 
 
 def _validity_problem(command: PublicCommand, now: datetime) -> str | None:

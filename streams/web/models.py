@@ -10,6 +10,7 @@ import msgspec
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from projections.lifecycle.limits import MAX_REASON_BYTES
+from projections.lifecycle.monitors import reserved_key_problem
 from projections.views import AuditView
 from schemas.commands import SubmitJob
 from schemas.enums import (
@@ -209,6 +210,13 @@ class RenderBody(BaseModel):
     full_page: bool = _RENDER["full_page"].default
 
 
+def _unreserved(key: str | None) -> str | None:
+    problem = reserved_key_problem(key)
+    if problem is not None:
+        raise ValueError(problem)
+    return key
+
+
 class SubmitBody(BaseModel):
     """A job to submit: the fields of a `SubmitJob`. Who submits is the authenticated principal."""
 
@@ -232,8 +240,10 @@ class SubmitBody(BaseModel):
     url: str = Field(description="The page: an absolute http(s) URL")
     method: HttpMethod = HttpMethod.GET
     headers: dict[str, str] = Field(default_factory=dict, description="Allowed request headers")
-    idempotency_key: str | None = Field(
-        default=None, description="Default: a hash of the request and every option that changes its output"
+    idempotency_key: Annotated[str | None, AfterValidator(_unreserved)] = Field(
+        default=None,
+        description="Default: a hash of the request and every option that changes its output; keys starting "
+        "`scrapestream.monitor:` are reserved for monitor checks",
     )
     # The options' defaults are the submission record's own: one place for each.
     job_type: str = _SUBMIT["job_type"].default

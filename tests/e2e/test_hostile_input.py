@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 from collections import Counter
+from datetime import timedelta
 from uuid import uuid4
 
+import httpx
 import pytest
 import pytest_asyncio
 from aiokafka import AIOKafkaProducer
 from standardwebhooks import Webhook
 
-from schemas.commands import CancelJob
+from projections.lifecycle.identity import job_id_for
+from schemas.codec import encode
+from schemas.commands import CancelJob, SubmitJob
 from schemas.enums import ActorRole, JobStatus
 from schemas.events import JobCompleted
+from schemas.records import Request
+from streams.clock import utc_now
 from tests.e2e.conftest import callback_key, running_system, worker_settings
 from tests.poison import poison_records, refused_submissions
 
@@ -126,3 +132,29 @@ async def test_every_submission_ends_in_exactly_one_completion_per_outcome(syste
     per_job = Counter((c.job_id, c.status) for c in system.completions.records if isinstance(c, JobCompleted))
     assert per_job
     assert set(per_job.values()) == {1}
+
+
+async def test_a_submission_under_the_monitor_checks_key_prefix_is_refused_by_kafka_and_http(system, origin):
+    key = f"scrapestream.monitor:{uuid4()}:1700000000000"  # shaped as a monitor's check would be
+    url = origin.url("/page/reserved-key")
+    forged = SubmitJob(
+        caller_identity="svc-a",
+        request=Request(url=url),
+        idempotency_key=key,
+        deadline_at=utc_now() + timedelta(minutes=5),
+    )
+    await publish_raw(system, [encode(forged)])
+    dead = await system.dead_input.wait_for(
+        lambda records: any("reserved for monitor checks" in r.reason for r in records)
+    )
+    assert sum("reserved for monitor checks" in r.reason for r in dead) == 1
+    assert system.worker is not None
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{system.worker.web_port}") as http:
+        answer = await http.post(
+            "/jobs", json={"caller_identity": "svc-a", "url": url, "idempotency_key": key}
+        )
+    assert answer.status_code == 400, answer.text
+    assert "reserved for monitor checks" in answer.json()["message"]
+    after = await system.submit(origin.url("/page/after-reserved-key"))
+    assert (await system.completion(after)).status is JobStatus.SUCCEEDED
+    assert system.events.of_job(job_id_for("svc-a", key)) == []  # no job under the forged key
