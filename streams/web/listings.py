@@ -92,9 +92,14 @@ async def jobs(
     summary="Dead-lettered jobs, most recently dead first",
 )
 async def dead_letters(
-    request: Request, principal: Caller, caller: str | None = None, limit: Limit = 50, cursor: Cursor = None
+    request: Request,
+    principal: Caller,
+    caller: str | None = None,
+    checks: Checks = None,
+    limit: Limit = 50,
+    cursor: Cursor = None,
 ) -> Response:
-    query = _job_query(principal, caller, None, None, None, dead_letters=True)
+    query = replace(_job_query(principal, caller, None, None, None, dead_letters=True), checks=checks)
     return await _list_jobs(request, principal, query, cursor, limit)
 
 

@@ -81,6 +81,8 @@ class WatchedPage:
             script = f'<script type="application/ld+json">{json.dumps(product)}</script>'
             body = f"<html><head>{script}</head><body><p>Visitors today: {self.served}</p></body></html>"
             return web.Response(text=body, content_type="text/html")
+        if request.path == "/missing":
+            return web.Response(status=404, text="never here")
         if request.path == "/report.pdf":
             return web.Response(body=pdf(self.report), content_type="application/pdf")
         if request.path == "/hooks":  # the monitor's callback receiver
@@ -269,6 +271,28 @@ async def test_a_watched_page_announces_each_change_once_and_nothing_else(watchi
         metrics = (await http.get("/metrics")).text
     assert 'scrapestream_monitor_checks_total{outcome="changed"} 4.0' in metrics
     assert "scrapestream_monitor_check_lateness_seconds_count" in metrics
+
+
+async def test_dead_letters_leave_checks_out_or_list_only_them_when_asked(watching: Watching):
+    async with api(watching.system, "svc-a") as http:
+        body = {"name": "missing", "url": watching.url("/missing"), "every_s": 3600}
+        assert (await http.post("/monitors", json=body)).status_code == 201
+        submitted = await http.post(
+            "/jobs", json={"caller_identity": "svc-a", "url": watching.url("/missing")}
+        )
+        job_id = submitted.json()["job_id"]
+
+        async def dead(**checks: str) -> list[dict[str, Any]]:
+            answer = await http.get("/dead-letters", params=checks)
+            assert answer.status_code == 200, answer.text
+            return [job for job in answer.json()["items"] if job["request"]["url"].endswith("/missing")]
+
+        async with asyncio.timeout(60):
+            while len(await dead()) < 2:  # noqa: ASYNC110 - the jobs dead-letter in the worker
+                await asyncio.sleep(0.2)
+        assert [job["job_id"] for job in await dead(checks="false")] == [job_id]
+        (check,) = await dead(checks="true")
+        assert check["monitor_id"] is not None
 
 
 async def test_pause_resume_and_edit_over_http(watching: Watching):
