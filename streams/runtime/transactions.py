@@ -220,9 +220,19 @@ class PartitionTransactions:
             await self.release({tp})
             raise FencedError(f"{tp} moved to another worker") from exc
         self._counters["transactions.aborted"] += 1
-        # A stuck producer, or one in a fatal state, is replaced: the next holder's ends it.
-        if isinstance(exc, (StuckCommitError, *PRODUCER_LOST)) or not await _aborted(current.producer):
-            await self.release({tp})
+        if _unusable(current.producer, exc) or not await _aborted(current.producer):
+            await self._replace(tp)
+
+    async def _replace(self, tp: TopicPartition) -> None:
+        """A new producer for `tp` in place of one that cannot go on: starting it fences the old one and
+        ends its open transaction, and the partition stays held (no rebalance). One that cannot start
+        leaves `tp` let go: its next batch finds it not held, and the worker rejoins the group."""
+        await self.release({tp})
+        self._counters["transactions.replaced"] += 1
+        try:
+            await self.hold({tp})
+        except BrokerError as exc:
+            log.warning("%s: a new transactional producer could not start (%s); letting it go", tp, exc)
 
     async def _commit(self, producer: AIOKafkaProducer, tp: TopicPartition, next_offset: int | None) -> None:
         try:
@@ -234,6 +244,15 @@ class PartitionTransactions:
             raise StuckCommitError(
                 f"the commit of {tp} did not complete within {COMMIT_WITHIN_S:.0f} s"
             ) from exc
+
+
+def _unusable(producer: AIOKafkaProducer, exc: BaseException) -> bool:
+    """Whether `producer` cannot go on after `exc`: stuck, out of step with the broker, or its sender
+    stopped (aiokafka stops it for good on an answer it does not expect, e.g. InvalidTxnState)."""
+    if isinstance(exc, (StuckCommitError, *PRODUCER_LOST)):
+        return True
+    sender = producer._sender.sender_task  # aiokafka has no public call for it
+    return sender is not None and sender.done()
 
 
 async def _aborted(producer: AIOKafkaProducer) -> bool:

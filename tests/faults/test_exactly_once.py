@@ -264,8 +264,8 @@ async def test_a_commit_the_cluster_leaves_unanswered_lets_its_producer_go_and_t
     kafka_cluster: KafkaCluster, monkeypatch
 ):
     """Every broker stopped in the middle of a commit: the commit gives up in bounded time instead
-    of holding the partition's batches for good; the partition's next producer ends the stuck
-    transaction and commits."""
+    of holding the partition's batches for good; no new producer can start while the cluster is
+    down, so the partition is let go, and its next producer ends the stuck transaction and commits."""
     monkeypatch.setattr(transactions, "COMMIT_WITHIN_S", 3.0)
     bootstrap = kafka_cluster.bootstrap
     source, sink, group = await create_topic(bootstrap), await create_topic(bootstrap), prefix()

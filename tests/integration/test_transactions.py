@@ -10,7 +10,8 @@ from uuid import uuid4
 
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.errors import OutOfOrderSequenceNumber
+from aiokafka.errors import InvalidTxnState, KafkaError, OutOfOrderSequenceNumber
+from aiokafka.producer.sender import TxnOffsetCommitHandler
 
 from streams.broker.access import plaintext
 from streams.errors import BrokerError
@@ -142,10 +143,10 @@ async def test_an_aborted_batch_leaves_no_record_no_offset_and_runs_no_after_com
     assert await committed_offset(broker.bootstrap, group, tp) == 9
 
 
-async def test_a_producer_out_of_step_with_the_broker_is_let_go_and_the_next_one_commits(broker):
+async def test_a_producer_out_of_step_with_the_broker_is_replaced_and_the_next_one_commits(broker):
     """A broker that lost a producer's sequence (a stall, a failover) answers every later send
-    OutOfOrderSequenceNumber: the batch aborts, the producer is let go instead of retried for good,
-    and the partition's next producer commits."""
+    OutOfOrderSequenceNumber: the batch aborts, the producer is replaced instead of retried for good,
+    and the partition, still held, commits its next batch with the new one."""
     tp, sink, group = await stage_topics(broker)
     transactions = transactions_of(broker, group)
     async with publishing(broker.bootstrap) as publisher:
@@ -158,12 +159,38 @@ async def test_a_producer_out_of_step_with_the_broker_is_let_go_and_the_next_one
             with pytest.raises(OutOfOrderSequenceNumber):
                 async with transactions.transaction(tp, 2) as transaction:
                     await publisher.send_all(one(sink, b"out of step"), Batch(transaction))
-            with pytest.raises(NotHeldError):  # it let the producer go
-                async with transactions.transaction(tp, 2) as transaction:
-                    pass
-            await transactions.hold({tp})
             async with transactions.transaction(tp, 2) as transaction:
                 await publisher.send_all(one(sink, b"after"), Batch(transaction))
+            assert transactions._producers[tp] is not producer
+        finally:
+            await transactions.close()
+    assert await committed_values(broker.bootstrap, sink) == [b"first", b"after"]
+    assert await committed_offset(broker.bootstrap, group, tp) == 2
+
+
+async def test_a_producer_whose_sender_stopped_is_replaced_in_place_and_the_next_batch_commits(
+    broker, monkeypatch
+):
+    """A broker that answers a transaction's offset commit InvalidTxnState (seen after it stalled)
+    stops aiokafka's sender for good: the batch aborts, a new producer takes the partition at once
+    (fencing the stopped one), and the next batch commits with no rebalance of the group."""
+    tp, sink, group = await stage_topics(broker)
+    transactions = transactions_of(broker, group)
+    async with publishing(broker.bootstrap) as publisher:
+        await transactions.hold({tp})
+        try:
+            await one_record_batch(transactions, publisher, tp, 1, sink, b"first")
+            stopped = transactions._producers[tp]
+
+            def refused(*_: object) -> None:
+                raise InvalidTxnState()
+
+            monkeypatch.setattr(TxnOffsetCommitHandler, "handle_response", refused)
+            with pytest.raises(KafkaError):
+                await one_record_batch(transactions, publisher, tp, 2, sink, b"lost")
+            monkeypatch.undo()
+            await one_record_batch(transactions, publisher, tp, 2, sink, b"after")
+            assert transactions._producers[tp] is not stopped
         finally:
             await transactions.close()
     assert await committed_values(broker.bootstrap, sink) == [b"first", b"after"]
