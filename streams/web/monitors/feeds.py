@@ -10,13 +10,14 @@ from uuid import UUID
 from fastapi import APIRouter, Query, Request, Response
 
 from projections.lifecycle.identity import MONITOR_NAMESPACE, name_based
+from projections.lifecycle.state import Monitor
 from projections.monitor_views import FeedEntry, feed_entries
 from projections.readindex import Page, position
 from streams.web.auth import Caller, PeerCaller
 from streams.web.context import reads_of
 from streams.web.errors import ApiError, responses
 from streams.web.monitors.atom import MEDIA_TYPE, atom_feed
-from streams.web.monitors.routes import READ_ERRORS, monitors_caller, readable_monitor
+from streams.web.monitors.routes import READ_ERRORS, monitors_caller, read_monitor
 from streams.web.ports import Reads
 from streams.web.shards import Shard, shard_json
 
@@ -69,21 +70,21 @@ async def feed_shard(request: Request, principal: PeerCaller, caller: str, limit
 async def monitor_feed(
     monitor_id: UUID, request: Request, principal: Caller, limit: Entries = 50
 ) -> Response:
-    reads = reads_of(request)
-    forwarded = await reads.forwarded(request, monitor_id)
-    if forwarded is not None:
-        return forwarded
-    monitor = readable_monitor(reads, monitor_id, principal)
-    store = reads.store
-    entries = await reads.costly.run(
-        principal,
-        lambda: feed_entries(monitor, store.events_of(monitor_id), store.older_changes(monitor_id), limit),
-    )
-    title = f"Changes of monitor {monitor.created.name}"
-    body = atom_feed(
-        monitor_id, title, str(request.base_url), f"/monitors/{monitor_id}/changes.atom", entries
-    )
-    return Response(body, media_type=MEDIA_TYPE)
+    async def answer(reads: Reads, monitor: Monitor) -> Response:
+        store = reads.store
+        entries = await reads.costly.run(
+            principal,
+            lambda: feed_entries(
+                monitor, store.events_of(monitor_id), store.older_changes(monitor_id), limit
+            ),
+        )
+        title = f"Changes of monitor {monitor.created.name}"
+        path = f"/monitors/{monitor_id}/changes.atom"
+        return Response(
+            atom_feed(monitor_id, title, str(request.base_url), path, entries), media_type=MEDIA_TYPE
+        )
+
+    return await read_monitor(request, monitor_id, principal, answer)
 
 
 def _local(reads: Reads, caller: str, limit: int) -> Callable[[list[int]], Shard]:

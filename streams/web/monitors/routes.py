@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import datetime
 from typing import Annotated, Any
 from uuid import UUID, uuid4
@@ -219,27 +219,25 @@ def _local(reads: Reads, caller: str | None, after: str | None, limit: int) -> C
 
 @router.get("/monitors/{monitor_id}", response_model=MonitorView, responses=READ_ERRORS, summary="A monitor")
 async def get_monitor(monitor_id: UUID, request: Request, principal: Caller, as_of: AsOf = None) -> Response:
-    reads = reads_of(request)
-    forwarded = await reads.forwarded(request, monitor_id)
-    if forwarded is not None:
-        return forwarded
-    monitor = readable_monitor(reads, monitor_id, principal)
-    if as_of is None:
-        return _view(monitor)
-    at = as_utc(as_of)
-    checkpoint = reads.store.checkpoint(monitor_id)
-    if checkpoint is None:
-        history = kept_history(reads, monitor_id, at, "monitor")
-        then = await reads.costly.run(principal, lambda: state_as_of(history, at))
-    else:
-        refusal = checkpoint_refusal(checkpoint.folded_at, at, utc_now())
-        if refusal is not None:
-            raise ApiError(422, "out_of_history", refusal)
-        kept, base = reads.store.events_of(monitor_id), monitor_of(checkpoint)
-        then = await reads.costly.run(principal, lambda: state_as_of(kept, at, base))
-    if not isinstance(then, Monitor):
-        raise ApiError(422, "out_of_history", f"monitor {monitor_id} did not exist at {at.isoformat()}")
-    return _view(then)
+    async def answer(reads: Reads, monitor: Monitor) -> Response:
+        if as_of is None:
+            return _view(monitor)
+        at = as_utc(as_of)
+        checkpoint = reads.store.checkpoint(monitor_id)
+        if checkpoint is None:
+            history = kept_history(reads, monitor_id, at, "monitor")
+            then = await reads.costly.run(principal, lambda: state_as_of(history, at))
+        else:
+            refusal = checkpoint_refusal(checkpoint.folded_at, at, utc_now())
+            if refusal is not None:
+                raise ApiError(422, "out_of_history", refusal)
+            kept, base = reads.store.events_of(monitor_id), monitor_of(checkpoint)
+            then = await reads.costly.run(principal, lambda: state_as_of(kept, at, base))
+        if not isinstance(then, Monitor):
+            raise ApiError(422, "out_of_history", f"monitor {monitor_id} did not exist at {at.isoformat()}")
+        return _view(then)
+
+    return await read_monitor(request, monitor_id, principal, answer)
 
 
 @router.get(
@@ -405,19 +403,31 @@ async def _listed(
     until: datetime | None,
     listing: Callable[[JobStore, list[Event]], Any],
 ) -> Response:
+    async def answer(reads: Reads, _: Monitor) -> Response:
+        def listed() -> bytes:
+            events = reads.store.events_of(monitor_id)
+            if until is not None:
+                events = events_until(events, as_utc(until))
+            return bytes(listing(reads.store, events).model_dump_json().encode())
+
+        return Response(await reads.costly.run(principal, listed), media_type=JSON)
+
+    return await read_monitor(request, monitor_id, principal, answer)
+
+
+async def read_monitor(
+    request: Request,
+    monitor_id: UUID,
+    principal: Principal,
+    answer: Callable[[Reads, Monitor], Awaitable[Response]],
+) -> Response:
+    """A read of one monitor: the owner's answer when another worker keeps it, else `answer` once the
+    caller may read the monitor."""
     reads = reads_of(request)
     forwarded = await reads.forwarded(request, monitor_id)
     if forwarded is not None:
         return forwarded
-    readable_monitor(reads, monitor_id, principal)
-
-    def listed() -> bytes:
-        events = reads.store.events_of(monitor_id)
-        if until is not None:
-            events = events_until(events, as_utc(until))
-        return bytes(listing(reads.store, events).model_dump_json().encode())
-
-    return Response(await reads.costly.run(principal, listed), media_type=JSON)
+    return await answer(reads, readable_monitor(reads, monitor_id, principal))
 
 
 async def _decided(commands: Commands, monitor_id: UUID, command: MonitorCommand) -> None:
