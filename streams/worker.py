@@ -13,6 +13,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from projections.jobstore import JobStore
+from projections.lifecycle.policy import Policy
 from projections.storage.rocks import RocksStore
 from schemas.enums import PolicyClass
 from schemas.errors import ScrapestreamError
@@ -112,13 +113,13 @@ class Worker:
 
     async def _start(self) -> None:
         settings, stack = self.settings, self._stack
-        if tracing.configure():
-            log.info("tracing: spans are exported as OTEL_TRACES_EXPORTER says")
-        for warning in self.policy.warnings:
-            log.warning(warning)
-        if settings.callback_secret is None:
-            log.warning("SCRAPESTREAM_CALLBACK_SECRET is not set: callbacks are sent unsigned")
+        tracing_on = tracing.configure()
         principals = _principals(settings)
+        if self.process_index == 0:  # a setting's line once a worker, not once a process
+            if tracing_on:
+                log.info("tracing: spans are exported as OTEL_TRACES_EXPORTER says")
+            for warning in _setting_warnings(settings, self.policy, principals):
+                log.warning(warning)
         peer_key = _peer_key(settings, principals)
         server = ApiServer(
             settings.web_host, settings.web_port, settings.http_head_timeout_s, settings.http_body_timeout_s
@@ -361,12 +362,19 @@ class Worker:
         await self._stack.aclose()
 
 
+def _setting_warnings(settings: Settings, policy: Policy, principals: Principals | None) -> list[str]:
+    unsigned = "SCRAPESTREAM_CALLBACK_SECRET is not set: callbacks are sent unsigned"
+    trusted = "auth is off: every HTTP request and every command is trusted as ADMIN"
+    return [
+        *policy.warnings,
+        *([unsigned] if settings.callback_secret is None else []),
+        *([trusted] if principals is None else []),
+    ]
+
+
 def _principals(settings: Settings) -> Principals | None:
     document = None if settings.principals is None else settings.principals.get_secret_value()
-    principals = load_principals(settings.auth_enabled, settings.principals_file, document)
-    if principals is None:
-        log.warning("auth is off: every HTTP request and every command is trusted as ADMIN")
-    return principals
+    return load_principals(settings.auth_enabled, settings.principals_file, document)
 
 
 def _peer_key(settings: Settings, principals: Principals | None) -> PeerKey | None:

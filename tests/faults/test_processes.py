@@ -82,6 +82,7 @@ async def test_one_port_speaks_for_every_process_and_a_killed_one_comes_back(bro
     assert {statuses[job_id] for job_id in before + after} == {JobStatus.SUCCEEDED}
     log = (worker.data_dir / "worker-1.log").read_text()
     assert f"worker process 1 (pid {pids[1]}) was killed by SIGKILL" in log
+    assert log.count("SCRAPESTREAM_CALLBACK_SECRET is not set") == 1  # once a worker, not once a process
 
 
 async def test_a_worker_killed_outright_leaves_none_of_its_processes_running(broker, tmp_path):
