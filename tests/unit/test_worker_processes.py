@@ -90,3 +90,25 @@ async def test_a_stop_during_a_restart_ends_the_process_being_started(monkeypatc
     await asyncio.wait_for(restarting.wait(), 30)
     await asyncio.wait_for(running.stop(), 10)
     assert [process.returncode is not None for process in started] == [True, True]
+
+
+async def test_what_every_process_prints_after_its_start_reaches_the_terminal_its_start_lines_once():
+    echoed: list[str] = []
+    program = (
+        SERVES
+        + "print('scrapestream worker: consumer group g', flush=True); "
+        + "import os; print(f'span decide pid={os.getpid()}', flush=True); time.sleep(60)"
+    )
+    running = WorkerProcesses(
+        2, [sys.executable, "-c", program], lambda _: dict(os.environ), 0.5, echoed.append, ""
+    )
+    await running.start()
+    try:
+        async with asyncio.timeout(30):
+            while sum(line.startswith("span decide") for line in echoed) < 2:  # noqa: ASYNC110 - read by its tasks
+                await asyncio.sleep(0.05)
+    finally:
+        await running.stop()
+    pids = {str(child.process.pid) for child in running.processes if child.process}
+    assert {line.rpartition("=")[2] for line in echoed if line.startswith("span decide")} == pids
+    assert echoed.count("scrapestream worker: consumer group g") == 1
