@@ -38,7 +38,7 @@ from aiokafka.errors import (
     UnknownProducerId,
 )
 
-from streams.broker.access import KafkaAccess
+from streams.broker.access import KafkaAccess, KafkaAccessError
 from streams.broker.compat import BrokerProfile, new_producer, start_whole
 from streams.broker.refusals import denial
 from streams.errors import BrokerError
@@ -231,7 +231,7 @@ class PartitionTransactions:
         self._counters["transactions.replaced"] += 1
         try:
             await self.hold({tp})
-        except BrokerError as exc:
+        except (BrokerError, KafkaAccessError) as exc:  # the batch's own failure is what its caller sees
             log.warning("%s: a new transactional producer could not start (%s); letting it go", tp, exc)
 
     async def _commit(self, producer: AIOKafkaProducer, tp: TopicPartition, next_offset: int | None) -> None:
