@@ -26,8 +26,12 @@ class IssuedPrincipal:
     entry: dict[str, Any]
 
 
+ISSUED_PREFIX = "sst_"
+
+
 def issue(name: str, role: ActorRole) -> IssuedPrincipal:
-    token = secrets.token_urlsafe(32)
+    # The prefix keeps a token from beginning with "-", which a command line would take for an option.
+    token = ISSUED_PREFIX + secrets.token_urlsafe(32)
     key = Ed25519PrivateKey.generate()
     private = key.private_bytes(Encoding.Raw, PrivateFormat.Raw, NoEncryption())
     public = key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)

@@ -15,7 +15,7 @@ import re
 import sys
 from collections.abc import Iterable, Sequence
 from enum import StrEnum
-from typing import Any
+from typing import Any, NoReturn
 
 from schemas.enums import (
     ActorRole,
@@ -76,6 +76,12 @@ class _Parser(argparse.ArgumentParser):
         if extra:
             self.error(f"unrecognized arguments: {' '.join(extra)}")
         return parsed, extra
+
+    def error(self, message: str) -> NoReturn:
+        if message.startswith("argument -") and message.endswith("expected one argument"):
+            option = message.removeprefix("argument ").split(":")[0].split("/")[-1]
+            message += f" (a value beginning with '-' is given as {option}=VALUE)"
+        super().error(message)
 
 
 def _choices(values: Iterable[StrEnum]) -> list[str]:

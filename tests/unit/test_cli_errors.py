@@ -10,6 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from schemas.enums import ActorRole
+from streams.auth.issue import issue
+from streams.cli.main import _parser
+
 SCRAPESTREAM = str(Path(sys.executable).with_name("scrapestream"))
 
 
@@ -67,3 +71,17 @@ def test_callbacks_key_without_a_secret_says_what_this_shell_and_a_dev_here_know
     code, said = run("callbacks", "key", "--caller", "cli", cwd=tmp_path)
     assert code == 2
     assert "the `scrapestream dev` running here signs its callbacks" in said
+
+
+def test_every_issued_token_passes_as_the_value_of_token():
+    for _ in range(500):  # before the prefix, about one token in 64 began with "-"
+        token = issue("someone", ActorRole.OPERATOR).token
+        assert _parser().parse_args(["get", "x", "--token", token]).token == token
+
+
+def test_a_value_taken_for_an_option_says_how_to_give_it(tmp_path):
+    code, said = run("get", "x", "--token", "-abc", cwd=tmp_path)
+    assert code == 2
+    assert "a value beginning with '-' is given as --token=VALUE" in said
+    code, said = run("get", "x", "--token=-abc", "--url", f"http://127.0.0.1:{dead_port()}", cwd=tmp_path)
+    assert "expected one argument" not in said
