@@ -2,6 +2,8 @@
 
     .venv/bin/python -m bench.e2e --jobs 3000
     .venv/bin/python -m bench.e2e --jobs 200 --sequential
+    .venv/bin/python -m bench.e2e --jobs 200 --sequential --processes 1   # one process a worker
+    .venv/bin/python -m bench.e2e --jobs 200 --sequential --timeline      # when each record was decided
     .venv/bin/python -m bench.e2e --jobs 6000 --runs 5     # each run, then the medians
     .venv/bin/python -m bench.e2e --jobs 3000 --broker kafka   # Apache Kafka, one node
     .venv/bin/python -m bench.e2e --jobs 3000 --broker kafka --guarantee at_least_once
@@ -49,6 +51,7 @@ from bench.processes import (
     tree_cpu_seconds,
     worker_environment,
 )
+from bench.timeline import record_timeline
 from bench.zipkin import running_zipkin
 from projections.lifecycle.submission import submission_identity
 from schemas.commands import SubmitJob
@@ -112,6 +115,8 @@ async def main(
     observe: Observer | None = None,
     hosts: int = 1,
     client_produced: Counter[str] | None = None,
+    processes: int | None = None,
+    timeline: bool = False,
 ) -> dict[str, object]:
     """One run; `observe` wraps the client's part, given the workers, and adds to the result;
     `client_produced` counts what the client writes (the submit topic's records, batches, bytes)."""
@@ -130,6 +135,7 @@ async def main(
                     executor_concurrency=concurrency,
                     host_concurrency=concurrency,  # each origin host stands for many sites
                     **({} if guarantee is None else {"processing_guarantee": guarantee}),
+                    **({} if processes is None else {"processes": processes}),
                 )
                 (data_dir / str(number)).mkdir()
                 running.append(await start_worker(environment, data_dir / f"worker-{number}.log"))
@@ -140,7 +146,7 @@ async def main(
                 observed: dict[str, object] = {}
                 async with observe(running, observed) if observe else contextlib.nullcontext():
                     if sequential:
-                        result = await drive_sequential(broker, port, jobs, pids, hosts)
+                        result = await drive_sequential(broker, port, jobs, pids, hosts, timeline)
                     else:
                         result = await drive(broker, port, jobs, pids, hosts, client_produced)
                 result |= observed
@@ -156,6 +162,7 @@ async def main(
         "workers": workers,
         "broker": broker_kind,
         "hosts": hosts,
+        "processes": "auto" if processes is None else processes,
     }
 
 
@@ -240,10 +247,12 @@ async def drive(
 
 
 async def drive_sequential(
-    broker: Broker, port: int, jobs: int, pids: dict[str, int], hosts: int
+    broker: Broker, port: int, jobs: int, pids: dict[str, int], hosts: int, timeline: bool = False
 ) -> dict[str, object]:
-    """One job at a time on an otherwise idle system: the latency a lone job sees."""
+    """One job at a time on an otherwise idle system: the latency a lone job sees (and with `timeline`,
+    when each of its records was decided)."""
     latencies_ms: list[float] = []
+    job_ids: set[UUID] = set()
     async with (
         Client(broker.access, broker.profile) as client,
         contextlib.aclosing(client.completions(from_beginning=False)) as completions,
@@ -253,12 +262,14 @@ async def drive_sequential(
         for command in commands(port, jobs, "idle", hosts):
             started = time.monotonic()
             job_id = await client.submit(command)
+            job_ids.add(job_id)
             async for completion in completions:
                 if completion.job_id == job_id:
                     break
             latencies_ms.append((time.monotonic() - started) * 1000)
         after = cpu_snapshot(pids)
-    return {"mode": "sequential", "jobs": jobs} | latency(latencies_ms) | cpu_per_job(before, after, jobs)
+    result = {"mode": "sequential", "jobs": jobs} | latency(latencies_ms) | cpu_per_job(before, after, jobs)
+    return result | (await record_timeline(broker.access, job_ids) if timeline else {})
 
 
 @contextlib.contextmanager
@@ -293,6 +304,12 @@ if __name__ == "__main__":
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--sequential", action="store_true", help="one job at a time: lone-job latency")
     parser.add_argument("--workers", type=int, default=1, help="worker processes sharing the partitions")
+    parser.add_argument(
+        "--processes", type=int, help="SCRAPESTREAM_PROCESSES of each worker (unset: the product's auto)"
+    )
+    parser.add_argument(
+        "--timeline", action="store_true", help="with --sequential: when each of a job's records was decided"
+    )
     parser.add_argument("--runs", type=int, default=1, help="repeat; a last line gives the medians")
     parser.add_argument("--broker", choices=["tansu", "kafka"], default="tansu")
     parser.add_argument(
@@ -318,7 +335,7 @@ if __name__ == "__main__":
         arguments.broker,
         arguments.guarantee,
     )
-    more = {"hosts": arguments.hosts}
+    more = {"hosts": arguments.hosts, "processes": arguments.processes, "timeline": arguments.timeline}
     results = []
     with traced(arguments.trace) as tracing:
         for _ in range(arguments.runs):
