@@ -47,6 +47,7 @@ def _fetch(name: str, pom: Path, goal: str, marker: str, target: Path) -> None:
     done = subprocess.run(command, capture_output=True, text=True, check=False)  # noqa: S603
     if done.returncode != 0 or not (partial / marker).exists():
         raise RuntimeError(f"fetching {name} with Maven failed:\n{done.stdout[-2000:]}")
+    shutil.rmtree(target, ignore_errors=True)  # a copy fetched from an older descriptor
     partial.rename(target)
 
 

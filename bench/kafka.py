@@ -32,6 +32,7 @@ from streams.broker.embedded import free_loopback_port
 from streams.errors import BrokerError
 
 KAFKA_VERSION = "4.4.0"
+LOGGING_BINDING = "log4j-slf4j-impl-2.25.5.jar"  # tests/kafka/pom.xml's
 READY_TIMEOUT_S = 90.0
 STOP_TIMEOUT_S = 15.0
 JVM_OPTIONS = (
@@ -45,7 +46,11 @@ JVM_OPTIONS = (
 LOG4J = """<?xml version="1.0" encoding="UTF-8"?>
 <Configuration status="warn">
   <Appenders><File name="file" fileName="{path}"><PatternLayout pattern="%d %p %c: %m%n"/></File></Appenders>
-  <Loggers><Root level="warn"><AppenderRef ref="file"/></Root></Loggers>
+  <Loggers>
+    <!-- Why each rebalance began and how it ended: what a rejoin storm on a recovering cluster needs. -->
+    <Logger name="org.apache.kafka.coordinator.group" level="info"/>
+    <Root level="warn"><AppenderRef ref="file"/></Root>
+  </Loggers>
 </Configuration>
 """
 
@@ -68,9 +73,8 @@ def kafka_jars(version: str = KAFKA_VERSION) -> Path:
 def fetch_kafka(pom: Path, version: str = KAFKA_VERSION) -> Path:
     """The directory of the broker's jars, fetched with Maven from the pinned descriptor if missing."""
     try:
-        return fetched(
-            kafka_jars(version).name, pom, "dependency:copy-dependencies", f"kafka_2.13-{version}.jar"
-        )
+        # The marker is the last jar the descriptor gained: a cache fetched before it is fetched again.
+        return fetched(kafka_jars(version).name, pom, "dependency:copy-dependencies", LOGGING_BINDING)
     except RuntimeError as exc:
         raise BrokerError(f"Apache Kafka {version}: {exc}") from exc
 
