@@ -274,6 +274,7 @@ class Worker:
             utc_now,
             self.counters,
             self.job_types,
+            first_process=self.process_index == 0,
         )
         self._background("maintenance", maintenance.run())
         self._background("upload sweeps", uploads.run())

@@ -8,7 +8,8 @@ where it stopped:
   table's view of `scrapestream.references` and `scrapestream.cache`): expired ones, and orphans
   last written more than `SCRAPESTREAM_ORPHAN_GRACE_HOURS` ago; each deletion is an
   `ArtifactPurged` record on the references topic. A shared store is kept by the owner of commands
-  partition 0, a local one by its own worker; none before the table has read both topics;
+  partition 0, a local one by its own worker's first process (its processes share the directory);
+  none before the table has read both topics;
 - histories of jobs finished more than `SCRAPESTREAM_HISTORY_RETENTION_DAYS` ago: a
   `DeleteJobHistory` command, decided by the lifecycle like an operator's (a job that can still
   run, or still owes a callback, is refused), so each purge is an event a replay agrees with;
@@ -77,8 +78,10 @@ class Maintenance:
         clock: Callable[[], datetime],
         counters: Counter[str],
         job_types: Mapping[str, object] | None = None,
+        first_process: bool = True,
     ) -> None:
         self._settings = settings
+        self._first_process = first_process
         self._store = store
         self._owned = owned
         self._table = table
@@ -132,6 +135,8 @@ class Maintenance:
 
     async def _expire_artifacts(self, now: datetime) -> int:
         if self._artifacts.shared and 0 not in self._owned():
+            return 0
+        if not self._artifacts.shared and not self._first_process:
             return 0
         if not self._table.caught_up():
             log.info("artifacts are swept once the global table has read its topics")

@@ -366,9 +366,10 @@ async def observed_system(settings: Settings, worker: Worker | None = None) -> A
 
 
 @contextlib.asynccontextmanager
-async def running_system(settings: Settings) -> AsyncIterator[System]:
-    """`observed_system` around an in-process worker, stopped at the end (even one a test replaced)."""
-    worker = Worker(settings)
+async def running_system(settings: Settings, process_index: int = 0) -> AsyncIterator[System]:
+    """`observed_system` around an in-process worker (process `process_index` of its worker), stopped at
+    the end (even one a test replaced)."""
+    worker = Worker(settings, process_index=process_index)
     await worker.start()
     system: System | None = None
     try:

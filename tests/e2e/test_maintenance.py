@@ -159,6 +159,24 @@ async def test_a_renewed_object_survives_the_round_that_listed_it_expired(origin
         assert not path.exists()
 
 
+async def test_a_local_store_is_swept_by_its_workers_first_process_only(origin, broker, tmp_path):
+    # A worker's processes share its artifact directory; each would sweep it.
+    settings = worker_settings(broker.bootstrap, tmp_path, history_retention_days=0, **QUIET)
+    async with running_system(settings, process_index=1) as system:
+        worker = system.worker
+        assert worker is not None
+        assert worker.maintenance is not None
+        job = await system.submit(
+            origin.url("/page/second-process"),
+            retention_class=RetentionClass.TRANSIENT_24H,
+            cache_mode=CacheMode.BYPASS,
+        )
+        (done,) = await finished(system, job)
+        path = worker.settings.data_dir / "artifacts" / done.artifacts[0].key
+        assert (await worker.maintenance.run_once(utc_now() + timedelta(hours=25))).artifacts == 0
+        assert path.exists()
+
+
 async def test_histories_past_retention_are_purged_through_the_lifecycle(broker, origin, tmp_path):
     settings = worker_settings(broker.bootstrap, tmp_path, history_retention_days=1, **QUIET)
     async with running_system(settings) as system:
