@@ -154,9 +154,13 @@ class Routes:
             estimated=estimated,
             requested_at=now,
         )
+        release = Passage(route_name=name, reservation_id=reservation_id)
         try:
             key = reservation_key(name, reservation_id)
             (written,) = await self._publisher.send_all([self._outgoing(name, key, reservation, now)])
+        except asyncio.CancelledError:
+            await self.reconcile(release, 0, ZERO, now)  # a stopping worker's record may have gone out
+            raise
         except Exception as exc:  # the ledger cannot be reached now: try again later, uncharged
             log.warning("reserving on route %s failed: %r", name, exc)
             return Decision(False, "ROUTE_UNAVAILABLE")
@@ -165,9 +169,11 @@ class Routes:
                 return await self._ledger.decision(reservation, written)
         except TimeoutError:
             log.warning("route %s: no decision on reservation %s in time; released", name, reservation_id)
-            release = Passage(route_name=name, reservation_id=reservation_id)
             await self.reconcile(release, 0, ZERO, now)  # should it be granted later, it holds nothing
             return Decision(False, "ROUTE_UNAVAILABLE")
+        except asyncio.CancelledError:
+            await self.reconcile(release, 0, ZERO, now)  # stopped before its call: it holds nothing
+            raise
 
     def _outgoing(
         self, route: str, key: str, record: RouteReserved | RouteReconciled, now: datetime
