@@ -156,24 +156,29 @@ class Routes:
         )
         release = Passage(route_name=name, reservation_id=reservation_id)
         try:
+            return await self._decided(self._ledger, reservation, release, now)
+        except asyncio.CancelledError:
+            # A stopping worker's reservation (written, or perhaps written) holds nothing, granted or not.
+            await self.reconcile(release, 0, ZERO, now)
+            raise
+
+    async def _decided(
+        self, ledger: LedgerReader, reservation: RouteReserved, release: Passage, now: datetime
+    ) -> Decision:
+        name, reservation_id = reservation.route, reservation.reservation_id
+        try:
             key = reservation_key(name, reservation_id)
             (written,) = await self._publisher.send_all([self._outgoing(name, key, reservation, now)])
-        except asyncio.CancelledError:
-            await self.reconcile(release, 0, ZERO, now)  # a stopping worker's record may have gone out
-            raise
         except Exception as exc:  # the ledger cannot be reached now: try again later, uncharged
             log.warning("reserving on route %s failed: %r", name, exc)
             return Decision(False, "ROUTE_UNAVAILABLE")
         try:
             async with asyncio.timeout(DECISION_TIMEOUT_S):
-                return await self._ledger.decision(reservation, written)
+                return await ledger.decision(reservation, written)
         except TimeoutError:
             log.warning("route %s: no decision on reservation %s in time; released", name, reservation_id)
             await self.reconcile(release, 0, ZERO, now)  # should it be granted later, it holds nothing
             return Decision(False, "ROUTE_UNAVAILABLE")
-        except asyncio.CancelledError:
-            await self.reconcile(release, 0, ZERO, now)  # stopped before its call: it holds nothing
-            raise
 
     def _outgoing(
         self, route: str, key: str, record: RouteReserved | RouteReconciled, now: datetime

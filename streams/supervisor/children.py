@@ -19,7 +19,7 @@ from streams.runtime.resident import resident_bytes
 
 log = logging.getLogger(__name__)
 SERVING = b"serving HTTP on "
-STARTUP_LINE = b"scrapestream worker: "  # what every process prints as it starts: echoed once
+WORKER_PREFIX = "scrapestream worker: "  # what every process prints as it starts: echoed once
 START_WITHIN_S = 180.0
 FIRST_BACKOFF_S = 0.5
 MAX_BACKOFF_S = 30.0
@@ -174,7 +174,7 @@ class WorkerProcesses:
                 child.url = f"http://{loopback_for(host)}:{port}"
                 child.state = "serving"
                 child.serving.set()
-            elif (first_start and child.index == 0) or not line.startswith(STARTUP_LINE):
+            elif (first_start and child.index == 0) or not line.startswith(WORKER_PREFIX.encode()):
                 self._echo(line.decode(errors="replace").rstrip("\n"))  # spans: every process's
 
     async def _until_serving(self, child: WorkerProcess, process: asyncio.subprocess.Process) -> None:

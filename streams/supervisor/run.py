@@ -7,11 +7,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from streams.settings import Settings
-from streams.supervisor.children import WorkerProcesses, loopback_for, worker_command
+from streams.supervisor.children import WORKER_PREFIX, WorkerProcesses, loopback_for, worker_command
 from streams.supervisor.front import Front
 from streams.web.server import ApiServer
-
-WORKER_PREFIX = "scrapestream worker: "
 
 
 def process_environment(

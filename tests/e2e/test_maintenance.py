@@ -6,6 +6,7 @@ import asyncio
 import os
 from dataclasses import replace
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -38,6 +39,14 @@ async def finished(system: System, *job_ids: UUID) -> list[Any]:
     completions = [await system.completion(job_id) for job_id in job_ids]
     assert all(completion.status is JobStatus.SUCCEEDED for completion in completions)
     return completions
+
+
+async def transient_artifact(system: System, url: str, **options: Any) -> Path:
+    """Where the artifact of a finished job kept a day, fetched past the cache, is stored."""
+    job = await system.submit(url, retention_class=TRANSIENT, cache_mode=CacheMode.BYPASS, **options)
+    (done,) = await finished(system, job)
+    assert system.worker is not None
+    return system.worker.settings.data_dir / "artifacts" / done.artifacts[0].key
 
 
 async def request_hash_of(system: System, job_id: UUID) -> str:
@@ -134,24 +143,13 @@ async def test_a_renewed_object_survives_the_round_that_listed_it_expired(origin
         worker = system.worker
         assert worker is not None
         assert worker.maintenance is not None
-        first = await system.submit(
-            origin.url("/page/renewed"),
-            retention_class=RetentionClass.TRANSIENT_24H,
-            cache_mode=CacheMode.BYPASS,
-        )
-        (done,) = await finished(system, first)
+        path = await transient_artifact(system, origin.url("/page/renewed"))
         # Written 20 hours ago, as far as the store can tell; the same bytes stored now renew it.
-        path = worker.settings.data_dir / "artifacts" / done.artifacts[0].key
         now = utc_now()
         aged = (now - timedelta(hours=20)).timestamp()
         os.utime(path, (aged, aged))
-        again = await system.submit(
-            origin.url("/page/renewed"),
-            retention_class=RetentionClass.TRANSIENT_24H,
-            cache_mode=CacheMode.BYPASS,
-            caller_identity="svc-b",  # another caller's job, not a resubmission of the first
-        )
-        await finished(system, again)
+        # Another caller's job, not a resubmission of the first.
+        await transient_artifact(system, origin.url("/page/renewed"), caller_identity="svc-b")
         assert path.stat().st_mtime >= (now - timedelta(minutes=1)).timestamp()
         assert (await worker.maintenance.run_once(now + timedelta(hours=5))).artifacts == 0
         assert path.exists()
@@ -166,13 +164,9 @@ async def test_a_local_store_is_swept_by_its_workers_first_process_only(origin, 
         worker = system.worker
         assert worker is not None
         assert worker.maintenance is not None
-        job = await system.submit(
-            origin.url("/page/second-process"),
-            retention_class=RetentionClass.TRANSIENT_24H,
-            cache_mode=CacheMode.BYPASS,
-        )
-        (done,) = await finished(system, job)
-        path = worker.settings.data_dir / "artifacts" / done.artifacts[0].key
+        path = await transient_artifact(system, origin.url("/page/second-process"))
+        assert worker.table is not None
+        await wait_until(worker.table.caught_up)  # a table still reading would spare it too
         assert (await worker.maintenance.run_once(utc_now() + timedelta(hours=25))).artifacts == 0
         assert path.exists()
 
