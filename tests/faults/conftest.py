@@ -31,7 +31,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if report.when != "call" or not report.failed:
         return
     directory = arguments.get("tmp_path")
-    logs = sorted(directory.rglob("*.log")) if isinstance(directory, Path) else []
+    found = sorted(directory.rglob("*.log")) if isinstance(directory, Path) else []
+    logs = [log for log in found if not log.stem.isdigit()]  # RocksDB's write-ahead logs are binary
     cluster = arguments.get("kafka_cluster")
     logs += [node.directory / "broker.log" for node in getattr(cluster, "members", ())]
     for log in logs:
