@@ -37,6 +37,7 @@ from uuid import UUID
 
 from pydantic import BaseModel
 
+from projections.lifecycle.attempts import attempt_record_of
 from projections.lifecycle.audit import audit_of, listed_as_audit
 from projections.lifecycle.checkpoint import checkpoint_of, monitor_of
 from projections.lifecycle.consequences import lease_expiry, next_due_at
@@ -67,7 +68,6 @@ from schemas.codec import decode, decode_as, encode
 from schemas.enums import JobStatus
 from schemas.errors import CodecError
 from schemas.events import (
-    AttemptRecorded,
     AuditRecorded,
     AuditRecordsPurged,
     CheckRecorded,
@@ -772,8 +772,8 @@ def _index_events(
         if listed is not None:
             key = _events_prefix(event.job_id) + _sequence_key(event.sequence)
             changes[audit_key(partition, *listed)] = key
-        elif isinstance(event, AttemptRecorded) and event.sequence > deleted_before:
-            for artifact in event.attempt.artifacts:
+        elif (recorded := attempt_record_of(event)) is not None and event.sequence > deleted_before:
+            for artifact in recorded.attempt.artifacts:
                 changes[artifact_ref_key(partition, artifact.artifact_id, event.job_id)] = encode(artifact)
 
 

@@ -331,12 +331,19 @@ def own_view(view: JobView) -> JobView:
 
 def own_events(events: Iterable[Event]) -> list[Event]:
     """`events` as a principal that reads only its own jobs sees them (as `own_view`)."""
-    return [
-        msgspec.structs.replace(event, attempt=msgspec.structs.replace(event.attempt, **HIDDEN_CACHE_FIELDS))
-        if isinstance(event, AttemptRecorded) and event.attempt.from_cache
-        else event
-        for event in events
-    ]
+    return [_own_event(event) for event in events]
+
+
+def _own_event(event: Event) -> Event:
+    if (
+        isinstance(event, AttemptRecorded | JobSucceeded)
+        and event.attempt is not None
+        and event.attempt.from_cache
+    ):
+        return msgspec.structs.replace(
+            event, attempt=msgspec.structs.replace(event.attempt, **HIDDEN_CACHE_FIELDS)
+        )
+    return event
 
 
 def trace_id_of(traceparent: str | None) -> str | None:

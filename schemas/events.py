@@ -127,6 +127,7 @@ class LeaseExpired(EventEnvelope, frozen=True, kw_only=True):
 class JobSucceeded(EventEnvelope, frozen=True, kw_only=True):
     attempt_number: int
     artifacts: tuple[Artifact, ...] = ()
+    attempt: Attempt | None = None  # the successful attempt's record, held since schema version 24
 
 
 class JobDeadLettered(EventEnvelope, frozen=True, kw_only=True):

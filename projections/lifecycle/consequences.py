@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 import msgspec
 
 from projections.artifacts import reference_key
+from projections.lifecycle.attempts import attempt_record_of
 from projections.lifecycle.cache import cache_entry
 from projections.lifecycle.callbacks import first_try, next_callback_timer
 from projections.lifecycle.completion import completion_of, rejection_completion, webhook_id_of
@@ -34,6 +35,7 @@ from schemas.events import (
     JobSucceeded,
     StaleReportIgnored,
 )
+from schemas.records import Attempt
 from schemas.work import (
     ArtifactReference,
     CacheEntry,
@@ -110,25 +112,30 @@ def _try_of(
 
 
 def _of_job(state: Job, event: Event, result: Consequences, policy: Policy) -> None:
+    recorded = attempt_record_of(event)
+    if recorded is not None:
+        _of_attempt(state, recorded.attempt, result, policy)
     if isinstance(event, JobDispatched | JobAccepted):
         dispatched = dispatch_of(event)
         if dispatched is not None:
             result.due.append(due_work(state, dispatched, policy))
-    elif isinstance(event, AttemptRecorded):
-        # An answer that blocked its route speaks of the exit, not of the page: it is not remembered.
-        entry = None if policy.routes.blocks(event.attempt) else cache_entry(state, event.attempt)
-        if entry is not None:
-            result.cache_entries.append(entry)
-        result.references.extend(
-            ArtifactReference(artifact_key=artifact.key, job_id=state.job_id, expires_at=artifact.expires_at)
-            for artifact in event.attempt.artifacts
-        )
-    else:
+    elif not isinstance(event, AttemptRecorded):
         completion = completion_of(state)
         if completion is not None:
             result.completions.append(completion)
             result.commands.extend(check_result(state, completion))
         result.callbacks.extend(first_try(state.callbacks, webhook_id_of(event)))
+
+
+def _of_attempt(state: Job, attempt: Attempt, result: Consequences, policy: Policy) -> None:
+    # An answer that blocked its route speaks of the exit, not of the page: it is not remembered.
+    entry = None if policy.routes.blocks(attempt) else cache_entry(state, attempt)
+    if entry is not None:
+        result.cache_entries.append(entry)
+    result.references.extend(
+        ArtifactReference(artifact_key=artifact.key, job_id=state.job_id, expires_at=artifact.expires_at)
+        for artifact in attempt.artifacts
+    )
 
 
 def _revoked(stale: StaleReportIgnored) -> list[LeaseRevoked]:

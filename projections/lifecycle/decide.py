@@ -177,10 +177,12 @@ def _report(current: Job | None, attempt: Attempt, emit: Emitter, policy: Policy
     state = _fenced(current, ReportKind.ATTEMPT, attempt.attempt_number, attempt.lease_id, emit, policy)
     if state is None:
         return
-    emit(AttemptRecorded, attempt=attempt)
     if attempt.outcome in SUCCESS_OUTCOMES and attempt.failure is None:
-        emit(JobSucceeded, attempt_number=attempt.attempt_number, artifacts=attempt.artifacts)
+        emit(
+            JobSucceeded, attempt_number=attempt.attempt_number, artifacts=attempt.artifacts, attempt=attempt
+        )
         return
+    emit(AttemptRecorded, attempt=attempt)
     failure = attempt.failure or Failure(
         code="UNKNOWN_FAILURE",
         disposition=FailureDisposition.TERMINAL,

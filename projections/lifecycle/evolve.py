@@ -202,7 +202,9 @@ def _apply(state: Job, event: Event) -> Job:  # noqa: C901 - one flat case per e
                 state, lease=None, lease_expiries=state.lease_expiries + charged, failure=event.failure
             )
         case JobSucceeded():
-            return _terminal(state, JobStatus.SUCCEEDED, event, event.artifacts, None)
+            attempts = state.attempts if event.attempt is None else (*state.attempts, event.attempt)
+            held = updated(state, attempts=attempts)
+            return _terminal(held, JobStatus.SUCCEEDED, event, event.artifacts, None)
         case JobDeadLettered():
             return _terminal(state, JobStatus.DEAD_LETTER, event, (), event.failure)
         case JobCancelled():

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import singledispatch
 
+from projections.lifecycle.attempts import attempt_record_of
 from projections.lifecycle.dispatch import dispatch_of
 from projections.lifecycle.identity import shown_url
 from schemas.enums import AttemptOutcome, ExpiryReason, FailureDisposition
@@ -63,8 +64,12 @@ def explain(events: Sequence[Event]) -> list[Step]:
 
 
 def _told_apart(events: Sequence[Event]) -> Iterator[Event]:
-    """The events, with the first dispatch an acceptance holds told as a decision of its own."""
+    """The events, with the first dispatch an acceptance holds and the attempt a success holds told as
+    decisions of their own."""
     for event in events:
+        held = attempt_record_of(event) if isinstance(event, JobSucceeded) else None
+        if held is not None:
+            yield held
         yield event
         first = dispatch_of(event) if isinstance(event, JobAccepted) else None
         if first is not None:

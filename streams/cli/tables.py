@@ -8,6 +8,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from projections.lifecycle.attempts import attempt_record_of
 from schemas.events import (
     AttemptRecorded,
     AttemptStarted,
@@ -208,6 +209,7 @@ def _essentials(data: dict[str, Any]) -> str:
 
 def progress_of(event: Event) -> str | None:
     """Where a job is after `event`, in a few words; None for events that change nothing to see."""
+    event = attempt_record_of(event) or event  # a success is shown as the attempt it holds
     match event:
         case JobAccepted(first_lease_expires_at=None):
             return "accepted: queued"

@@ -17,7 +17,7 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from schemas.events import AttemptRecorded, CheckRecorded, CheckScheduled, Event
+from schemas.events import AttemptRecorded, CheckRecorded, CheckScheduled, Event, JobSucceeded
 from streams.runtime.tracing import SPAN_COUNTS
 
 FETCH_BUCKETS_S = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
@@ -85,14 +85,12 @@ class Metrics:
         kinds = Tally(type(event).__name__ for event in events)
         for kind, count in kinds.items():
             self.events_folded.labels(kind).inc(count)
-        if kinds["AttemptRecorded"]:
+        if kinds["AttemptRecorded"] or kinds["JobSucceeded"]:  # a success holds its attempt
             outcomes = Tally(
-                (
-                    event.attempt.outcome.value,
-                    "" if event.attempt.failure is None else event.attempt.failure.code,
-                )
+                (attempt.outcome.value, "" if attempt.failure is None else attempt.failure.code)
                 for event in events
-                if isinstance(event, AttemptRecorded)
+                if isinstance(event, AttemptRecorded | JobSucceeded)
+                and (attempt := event.attempt) is not None
             )
             for (outcome, code), count in outcomes.items():
                 self.attempts.labels(outcome, code).inc(count)

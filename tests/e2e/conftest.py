@@ -20,10 +20,11 @@ import pytest_asyncio
 from aiohttp import web
 from aiokafka import ConsumerRecord, TopicPartition
 
+from projections.lifecycle.attempts import attempt_record_of
 from schemas.codec import decode
 from schemas.commands import SubmitJob
 from schemas.errors import CodecError
-from schemas.records import Request
+from schemas.records import Attempt, Request
 from streams.broker.access import KafkaAccess, plaintext
 from streams.broker.clients import kafka_consumer
 from streams.broker.compat import end_offsets, records_between, start_whole
@@ -345,6 +346,15 @@ class System:
 
     def event_kinds(self, job_id: UUID) -> list[str]:
         return [type(event).__name__ for event in self.events.of_job(job_id)]
+
+    def attempts(self, job_id: UUID) -> list[Attempt]:
+        """The job's recorded attempts, in order: each `AttemptRecorded`'s, and the one a success holds."""
+        return [r.attempt for e in self.events.of_job(job_id) if (r := attempt_record_of(e)) is not None]
+
+    async def attempts_seen(self, job_id: UUID) -> list[Attempt]:
+        """The job's recorded attempts once the observer has read one (it may trail the completion)."""
+        await self.events.wait_for(lambda _: bool(self.attempts(job_id)))
+        return self.attempts(job_id)
 
 
 @contextlib.asynccontextmanager

@@ -17,7 +17,7 @@ from PIL import Image
 
 from projections.monitors.visual import CHANGED_MARK
 from schemas.enums import CaptureMode, ChangeKind, JobStatus, RejectionReason, TransportPolicy, TransportRoute
-from schemas.events import AttemptRecorded, CheckRecorded
+from schemas.events import CheckRecorded
 from schemas.records import RenderOptions
 from schemas.types import to_cost_scale
 from streams.fetch.browser import most_held_s
@@ -52,14 +52,6 @@ async def system(broker, tmp_path_factory) -> AsyncIterator[System]:
         yield running
 
 
-async def attempts_of(system: System, job_id: UUID) -> list[Any]:
-    """The job's recorded attempts, once the observer has read them (it may trail the completion)."""
-    await system.events.wait_for(
-        lambda events: any(isinstance(e, AttemptRecorded) and e.job_id == job_id for e in events)
-    )
-    return [e.attempt for e in system.events.of_job(job_id) if isinstance(e, AttemptRecorded)]
-
-
 async def download(system: System, artifact_id: UUID) -> bytes:
     assert system.worker is not None
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{system.worker.web_port}") as http:
@@ -79,7 +71,7 @@ async def test_a_rendered_page_has_the_script_written_text_and_a_viewport_screen
     assert (html.content_type, screenshot.content_type) == ("text/html; charset=utf-8", "image/png")
     assert LATE_TEXT in (await download(system, html.artifact_id)).decode()
     assert png_size(await download(system, screenshot.artifact_id)) == (640, 480)
-    (attempt,) = await attempts_of(system, job)
+    (attempt,) = await system.attempts_seen(job)
     assert attempt.route is TransportRoute.BROWSER
     assert attempt.route_name == "browser"
     assert attempt.cost.browser_seconds > 0
@@ -101,7 +93,7 @@ async def test_a_private_subresource_is_blocked_and_recorded_on_the_attempt(syst
     )
     completion = await system.completion(job)
     assert completion.status is JobStatus.SUCCEEDED
-    (attempt,) = await attempts_of(system, job)
+    (attempt,) = await system.attempts_seen(job)
     assert attempt.blocked_requests == (pages.private("/pixel"),)
     assert pages.hits["/pixel"] == 0
     assert system.worker is not None
@@ -129,7 +121,7 @@ async def test_a_private_document_is_refused_without_a_retry(system, pages):
     completion = await system.completion(job)
     assert completion.status is JobStatus.DEAD_LETTER
     assert completion.failure.code == "ADDRESS_REFUSED"
-    assert len(await attempts_of(system, job)) == 1
+    assert len(await system.attempts_seen(job)) == 1
 
 
 async def test_unusable_render_requests_are_rejected_with_their_reasons(system, pages):
@@ -199,7 +191,7 @@ async def test_concurrent_renders_never_spend_past_a_browser_routes_budget(broke
             await running.submit(pages.url("/hang"), job_type="browser.render", idempotency_key=f"hang-{n}")
             for n in range(3)
         ]
-        attempts = [attempt for job in jobs for attempt in await attempts_of(running, job)]
+        attempts = [attempt for job in jobs for attempt in await running.attempts_seen(job)]
         assert running.worker is not None
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{running.worker.web_port}") as http:
             route = next(

@@ -14,6 +14,7 @@ from aiohttp import web
 from aiokafka import TopicPartition
 
 from projections.artifacts import content_key
+from projections.lifecycle.attempts import attempt_record_of
 from schemas.enums import AttemptOutcome, CacheMode, CaptureMode, JobStatus, PolicyClass, RetentionClass
 from schemas.events import AttemptRecorded, JobAccepted
 from streams.broker.compat import end_offsets
@@ -34,8 +35,8 @@ async def system(broker, tmp_path_factory):  # type: ignore[no-untyped-def]
 async def job(system: System, url: str, key: str, **fields) -> tuple[UUID, AttemptRecorded]:  # type: ignore[no-untyped-def]
     job_id = await system.submit(url, idempotency_key=key, **fields)
     await system.completion(job_id)
-    await system.events.wait_for(lambda _: "AttemptRecorded" in system.event_kinds(job_id))
-    (attempt,) = [e for e in system.events.of_job(job_id) if isinstance(e, AttemptRecorded)]
+    await system.events.wait_for(lambda _: bool(system.attempts(job_id)))
+    (attempt,) = [r for e in system.events.of_job(job_id) if (r := attempt_record_of(e)) is not None]
     return job_id, attempt
 
 
@@ -292,7 +293,7 @@ async def test_an_answer_from_the_cache_says_so_and_a_redrive_asks_the_origin_ag
         redriven = await http.post(f"/jobs/{second}/redrive", json={"reason": "the page is there now"})
         assert redriven.status_code == 200, redriven.text
     await system.events.wait_for(lambda _: "JobSucceeded" in system.event_kinds(second))
-    attempts = [e.attempt for e in system.events.of_job(second) if isinstance(e, AttemptRecorded)]
+    attempts = system.attempts(second)
     assert [a.from_cache for a in attempts] == [True, False]
     assert origin.hits["/missing/redriven"] == 2
 
@@ -327,8 +328,8 @@ async def test_a_304_whose_page_is_gone_never_takes_the_attempt_past_its_request
     (system.settings.data_dir / "artifacts" / stored.key).unlink()
     again = await system.submit(url, idempotency_key="deep-2", cache_mode=CacheMode.REVALIDATE)
     assert (await system.completion(again)).status is JobStatus.SUCCEEDED
-    await system.events.wait_for(lambda _: system.event_kinds(again).count("AttemptRecorded") == 2)
-    spent, refetched = [e.attempt for e in system.events.of_job(again) if isinstance(e, AttemptRecorded)]
+    await system.events.wait_for(lambda _: len(system.attempts(again)) == 2)
+    spent, refetched = system.attempts(again)
     assert (spent.failure.code, spent.requests, spent.http_status) == ("REQUEST_BUDGET_SPENT", 6, None)
     assert (refetched.outcome, refetched.requests) == (AttemptOutcome.FETCHED, 6)
     # The stale entry was removed when found: the retry asked for the whole page, unconditionally.

@@ -11,7 +11,6 @@ import pytest
 import pytest_asyncio
 
 from schemas.enums import JobStatus, TransportPolicy
-from schemas.events import AttemptRecorded
 from tests.e2e.conftest import Origin, System, read_topic, running_system, worker_settings
 from tests.servers import loopback
 
@@ -55,8 +54,7 @@ async def system(broker, origin, tmp_path_factory) -> AsyncIterator[System]:  # 
 
 async def attempts(system: System, job_id) -> list:  # type: ignore[no-untyped-def]
     await system.completion(job_id)
-    await system.events.wait_for(lambda _: "AttemptRecorded" in system.event_kinds(job_id))
-    return [e.attempt for e in system.events.of_job(job_id) if isinstance(e, AttemptRecorded)]
+    return await system.attempts_seen(job_id)
 
 
 async def test_a_job_carrying_a_credential_reaches_the_page_and_no_record_or_artifact_holds_it(

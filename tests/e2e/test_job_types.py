@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from schemas.enums import ActorRole, ExpiryReason, JobStatus, RejectionReason
-from schemas.events import AttemptRecorded, AttemptStarted, JobRejected, LeaseExpired, LeaseRenewed
+from schemas.events import AttemptStarted, JobRejected, LeaseExpired, LeaseRenewed
 from streams.auth.issue import issue
 from streams.clock import utc_now
 from streams.readers.fleet import Capabilities
@@ -31,10 +31,6 @@ PLUGINS = Path(__file__).parent.parent / "plugins"  # a package and its dist-inf
 @pytest.fixture
 def installed_plugin(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.syspath_prepend(str(PLUGINS))
-
-
-def attempts_of(system: System, job_id: UUID) -> list[Any]:
-    return [e.attempt for e in system.events.of_job(job_id) if isinstance(e, AttemptRecorded)]
 
 
 async def test_a_plugin_job_type_runs_end_to_end_and_is_listed_with_its_profile(
@@ -98,10 +94,8 @@ async def test_a_one_attempt_job_type_is_not_retried_after_a_retryable_failure(
         completion = await system.completion(job)
         assert completion.status is JobStatus.DEAD_LETTER
         assert completion.failure.code == "TEST_REFUSED"
-        await system.events.wait_for(
-            lambda _: any(isinstance(e, AttemptRecorded) for e in system.events.of_job(job))
-        )
-        assert len(attempts_of(system, job)) == 1
+        await system.events.wait_for(lambda _: bool(system.attempts(job)))
+        assert len(system.attempts(job)) == 1
 
 
 async def test_without_the_plugin_its_job_type_is_unknown_and_refused_at_submit(broker, origin, tmp_path):
@@ -131,10 +125,10 @@ async def test_a_job_longer_than_the_base_lease_renews_and_runs_exactly_once(
         url = origin.url("/sleep/5500")  # past the base lease, and past one renewal interval (5 s)
         job = await system.submit(url, job_type="test.sleeper")
         assert (await system.completion(job)).status is JobStatus.SUCCEEDED
-        await system.events.wait_for(lambda _: bool(attempts_of(system, job)))
+        await system.events.wait_for(lambda _: bool(system.attempts(job)))
         assert of_kind(system, job, LeaseRenewed)
         assert not of_kind(system, job, LeaseExpired)
-        assert len(attempts_of(system, job)) == 1
+        assert len(system.attempts(job)) == 1
     assert Sleeper.runs[url] == 1
 
 
@@ -145,8 +139,8 @@ async def test_a_type_declared_with_no_runtime_ceiling_runs_past_any_default_one
     async with running_system(settings) as system:
         job = await system.submit(origin.url("/sleep/6000"), job_type="test.sleeper-once")
         assert (await system.completion(job)).status is JobStatus.SUCCEEDED
-        await system.events.wait_for(lambda _: bool(attempts_of(system, job)))
-        assert [attempt.failure for attempt in attempts_of(system, job)] == [None]
+        await system.events.wait_for(lambda _: bool(system.attempts(job)))
+        assert [attempt.failure for attempt in system.attempts(job)] == [None]
         assert of_kind(system, job, LeaseRenewed)  # its lease renewed while it ran
 
 
@@ -208,7 +202,7 @@ async def test_work_of_a_type_no_worker_runs_waits_visibly_and_runs_once_a_worke
 
         await system.events.wait_for(lambda _: len(unstarted()) >= 2, timeout_s=30)
         assert {e.reason for e in unstarted()} == {ExpiryReason.NOT_STARTED}  # uncharged, dispatched again
-        assert attempts_of(system, job) == []
+        assert system.attempts(job) == []
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{worker.web_port}") as http:
             listed = {item["name"]: item for item in (await http.get("/job-types")).json()["items"]}
             shown = (await http.get(f"/jobs/{job}")).json()
@@ -227,7 +221,7 @@ async def test_work_of_a_type_no_worker_runs_waits_visibly_and_runs_once_a_worke
         finally:
             await runner.stop()
     assert completion.status is JobStatus.SUCCEEDED
-    assert len(attempts_of(system, job)) == 1
+    assert len(system.attempts(job)) == 1
     assert origin.hits["/page/waiting"] == 0  # the plugin ran it, and only once
 
 
@@ -309,8 +303,8 @@ async def test_a_type_switched_off_at_run_time_rejects_submissions_holds_its_que
                 assert (await system.completion(queued)).status is JobStatus.SUCCEEDED
                 audit = (await http.get("/audit", params={"target": "job-type:http.fetch"})).json()["items"]
             assert held.hits["/page/queued"] == 1
-            await system.events.wait_for(lambda _: bool(attempts_of(system, queued)))
-            assert attempts_of(system, queued)[-1].attempt_number >= 2  # dispatched again once on
+            await system.events.wait_for(lambda _: bool(system.attempts(queued)))
+            assert system.attempts(queued)[-1].attempt_number >= 2  # dispatched again once on
     assert {(a["detail"], a["reason"]) for a in audit} >= {
         ("switched off", "the origin asked for a pause"),
         ("switched on", "pause over"),

@@ -43,7 +43,7 @@ async def test_a_200_page_succeeds_in_one_attempt_and_stores_the_page(system, or
     assert completion.attempt_count == 1
     # A quick fetch reports once: no separate start, no renewal.
     await system.events.wait_for(lambda _: "JobSucceeded" in system.event_kinds(job_id))
-    kinds = ["JobAccepted", "AttemptRecorded", "JobSucceeded"]  # accepted with its first lease
+    kinds = ["JobAccepted", "JobSucceeded"]  # accepted with its first lease, succeeded with its attempt
     assert system.event_kinds(job_id) == kinds
     (artifact,) = completion.artifacts
     stored = (system.settings.data_dir / "artifacts" / artifact.key).read_bytes()
@@ -85,7 +85,7 @@ async def test_a_long_fetch_reports_its_start_then_renews_its_lease_on_the_deriv
     await system.events.wait_for(lambda _: "JobSucceeded" in system.event_kinds(job_id))
     kinds = system.event_kinds(job_id)
     assert kinds.count("LeaseRenewed") == 1
-    assert kinds.index("AttemptStarted") < kinds.index("LeaseRenewed") < kinds.index("AttemptRecorded")
+    assert kinds.index("AttemptStarted") < kinds.index("LeaseRenewed") < kinds.index("JobSucceeded")
     started, renewed = (
         e for e in system.events.of_job(job_id) if type(e).__name__ in ("AttemptStarted", "LeaseRenewed")
     )

@@ -8,14 +8,12 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any
 
 import pytest
 import pytest_asyncio
 from aiohttp import web
 
 from schemas.enums import AttemptOutcome, CacheMode, JobStatus, PolicyClass
-from schemas.events import AttemptRecorded
 from streams.worker import Worker
 from tests.e2e.conftest import System, running_system, settled_ownership, worker_settings
 from tests.servers import loopback
@@ -66,16 +64,6 @@ async def polite_origin() -> AsyncIterator[PoliteOrigin]:
 async def all_succeed(system: System, job_ids: list[object]) -> None:
     for job_id in job_ids:
         assert (await system.completion(job_id)).status is JobStatus.SUCCEEDED
-
-
-async def attempts_of(system: System, job_id: object) -> list[Any]:
-    """The job's recorded attempts, once there is one."""
-
-    def recorded() -> list[Any]:
-        return [e.attempt for e in system.events.of_job(job_id) if isinstance(e, AttemptRecorded)]
-
-    await system.events.wait_for(lambda _: bool(recorded()))
-    return recorded()
 
 
 def most_within(arrivals: list[float], window_s: float) -> int:
@@ -132,7 +120,7 @@ async def test_robots_txt_refuses_a_disallowed_url_for_a_strict_job_and_is_read_
         completion = await system.completion(refused)
         assert completion.status is JobStatus.DEAD_LETTER
         assert completion.failure.code == "ROBOTS_DISALLOWED"
-        (attempt,) = await attempts_of(system, refused)
+        (attempt,) = await system.attempts_seen(refused)
         assert attempt.outcome is AttemptOutcome.DENIED
         assert attempt.cost.actual == 0
         await all_succeed(system, [allowed, standard])  # STANDARD does not read robots.txt
@@ -147,9 +135,9 @@ async def test_an_unreadable_robots_txt_defers_a_strict_job_without_charging_it(
         async with running_system(settings) as system:
             job = await system.submit(origin.url("/public/later"), policy_class=PolicyClass.STRICT)
 
-            await attempts_of(system, job)
+            await system.attempts_seen(job)
             await asyncio.sleep(1.0)  # the retry backoff of the test settings is 300 ms
-            attempts = await attempts_of(system, job)
+            attempts = await system.attempts_seen(job)
             assert {a.failure.code for a in attempts} == {"ROBOTS_UNAVAILABLE"}
             assert not system.completions.of_job(job)
     assert origin.hits["/public/later"] == 0

@@ -24,7 +24,7 @@ from schemas.enums import (
     TransportPolicy,
     TransportRoute,
 )
-from schemas.events import AttemptRecorded, JobSucceeded
+from schemas.events import JobSucceeded
 from schemas.work import RouteReconciled, RouteReserved
 from streams.clock import utc_now
 from streams.runtime.publisher import Outgoing, Publisher, outgoing, partition_of
@@ -74,9 +74,7 @@ async def attempts_until_done(system: System, jobs: list[UUID]) -> dict[UUID, li
     await system.events.wait_for(
         lambda events: {e.job_id for e in events if isinstance(e, JobSucceeded)} >= set(jobs), timeout_s=120
     )
-    return {
-        job: [e.attempt for e in system.events.of_job(job) if isinstance(e, AttemptRecorded)] for job in jobs
-    }
+    return {job: system.attempts(job) for job in jobs}
 
 
 async def routes_of(worker: Worker) -> dict[str, Any]:
@@ -171,11 +169,9 @@ async def test_a_proxy_route_carries_the_request_and_marks_its_attempts(
         every = (job, again, refused, direct)
         completions = {j: await system.completion(j) for j in every}
         await system.events.wait_for(  # the observer may trail the completions
-            lambda events: {e.job_id for e in events if isinstance(e, AttemptRecorded)} >= set(every)
+            lambda _: all(system.attempts(j) for j in every)
         )
-        attempts = {
-            j: [e.attempt for e in system.events.of_job(j) if isinstance(e, AttemptRecorded)] for j in every
-        }
+        attempts = {j: system.attempts(j) for j in every}
     assert completions[job].status is JobStatus.SUCCEEDED
     assert completions[job].artifacts_trust is ArtifactTrust.UNTRUSTED  # what the caller is told
     assert completions[direct].artifacts_trust is ArtifactTrust.VERIFIED
@@ -241,7 +237,7 @@ async def attempts_after_completion(system: System, job: UUID) -> list[Any]:
     await system.completion(job)
     ended = {"JobSucceeded", "JobDeadLettered"}
     await system.events.wait_for(lambda _: bool(ended & set(system.event_kinds(job))))
-    return [e.attempt for e in system.events.of_job(job) if isinstance(e, AttemptRecorded)]
+    return system.attempts(job)
 
 
 async def test_a_route_rate_limit_denies_past_the_rate_and_every_job_still_runs(broker, origin, tmp_path):
@@ -283,8 +279,8 @@ async def test_a_failed_fetch_is_charged_for_every_byte_it_carried(broker, origi
         job_id = await system.submit(origin.url(path), cache_mode=CacheMode.BYPASS)
         completion = await system.completion(job_id)
         assert completion.failure.code == code
-        await system.events.wait_for(lambda _: "AttemptRecorded" in system.event_kinds(job_id))
-        (attempt,) = [e.attempt for e in system.events.of_job(job_id) if isinstance(e, AttemptRecorded)]
+        await system.events.wait_for(lambda _: bool(system.attempts(job_id)))
+        (attempt,) = system.attempts(job_id)
         assert attempt.bytes > 1_000  # what the origin sent before the cap or the clock stopped it
         assert attempt.cost.actual == min(price(attempt.bytes), attempt.cost.estimated)
         assert system.worker is not None
@@ -490,7 +486,7 @@ async def test_a_stopping_worker_gives_back_a_reservation_whose_call_never_began
                 await ledger.stop()
     (released,) = reconciled(ledger.records, reserved.reservation_id)
     assert (released.actual, released.bytes) == (0, 0)  # it carried nothing: nothing charged
-    first, *_ = [e.attempt for e in system.events.of_job(waiting) if isinstance(e, AttemptRecorded)]
+    first, *_ = system.attempts(waiting)
     assert (first.outcome, first.failure.code) == (AttemptOutcome.DENIED, "WORKER_STOPPED")
     assert other.hits["/page/waiting"] == 1  # requested once, by the next worker
 

@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from projections.artifacts import content_key
+from projections.lifecycle.attempts import attempt_record_of
 from projections.lifecycle.cache import (
     ResponseCaps,
     answers,
@@ -19,6 +20,7 @@ from projections.lifecycle.cache import (
 )
 from projections.lifecycle.consequences import consequences_of
 from projections.lifecycle.state import accepted_job
+from projections.views import own_events
 from schemas.enums import AttemptOutcome, CacheMode, CaptureMode, RetentionClass
 from schemas.records import Artifact
 from tests.lifecycle import POLICY, T0, Lifecycle, attempt_under, failure, report, submit
@@ -242,3 +244,22 @@ def test_a_negative_answer_that_must_be_validated_is_not_kept():
         job, AttemptOutcome.HTTP_ERROR, http_status=404, failure=failure("HTTP_404"), must_revalidate=True
     )
     assert cache_entry(job, gone) is None
+
+
+def test_a_reader_of_its_own_jobs_sees_no_trace_of_the_job_whose_entry_answered_a_success():
+    lifecycle, job = leased_job()
+    writer = uuid4()
+    hit = attempt_under(
+        job,
+        AttemptOutcome.CACHE_HIT,
+        http_status=200,
+        artifacts=(artifact(),),
+        from_cache=True,
+        cached_at=T0,
+        cache_entry_job_id=writer,
+    )
+    lifecycle(report(job, hit))
+    events = lifecycle.events
+    assert any(r.attempt.cache_entry_job_id == writer for e in events if (r := attempt_record_of(e)))
+    shown = [r.attempt for e in own_events(events) if (r := attempt_record_of(e)) is not None]
+    assert [(a.from_cache, a.cached_at, a.cache_entry_job_id) for a in shown] == [(True, None, None)]

@@ -2,11 +2,12 @@
 
 from dataclasses import replace
 from datetime import timedelta
-from uuid import uuid4
+from uuid import uuid4, uuid5
 
 import msgspec
 import pytest
 
+from projections.lifecycle.attempts import attempt_record_of
 from projections.lifecycle.completion import completion_of
 from projections.lifecycle.consequences import consequences_of
 from projections.lifecycle.decide import decide
@@ -27,6 +28,7 @@ from schemas.enums import (
     JobStatus,
     RejectionReason,
 )
+from schemas.events import AttemptRecorded
 from schemas.records import Request
 from tests.lifecycle import (
     ARTIFACT,
@@ -141,9 +143,19 @@ def test_attempt_limit_defaults_to_the_profile_and_may_be_lowered():
 
 def test_success_report_completes_the_job_with_its_artifacts():
     lifecycle = accepted()
-    events = lifecycle(report(lifecycle.job, attempt_under(lifecycle.job, artifacts=(ARTIFACT,))))
-    assert kinds(events) == ["AttemptRecorded", "JobSucceeded"]
+    attempt = attempt_under(lifecycle.job, artifacts=(ARTIFACT,))
+    events = lifecycle(report(lifecycle.job, attempt))
+    assert kinds(events) == ["JobSucceeded"]  # holding its attempt's record
+    assert attempt_record_of(events[0]) == AttemptRecorded(
+        event_id=uuid5(events[0].event_id, "attempt"),
+        job_id=events[0].job_id,
+        sequence=events[0].sequence,
+        occurred_at=events[0].occurred_at,
+        command_id=events[0].command_id,
+        attempt=attempt,
+    )
     assert lifecycle.job.status is JobStatus.SUCCEEDED
+    assert lifecycle.job.attempts == (attempt,)
     assert lifecycle.job.artifacts == (ARTIFACT,)
     completion = completion_of(lifecycle.job)
     assert completion is not None
