@@ -11,7 +11,9 @@ snapshot rounds have passed, reads every worker's `/metrics` (records, record ba
 publisher wrote, per topic; transactions ended). Prints one JSON line: per job, the records, batches
 and bytes of each topic (the submit topic's as the client wrote them) and of all together, the
 transactions (`exactly_once`), each stage's CPU
-milliseconds, and jobs per CPU-second of the whole system.
+milliseconds, and jobs per CPU-second of the whole system. Each worker runs one process unless
+`--processes` says more: py-spy samples the process it is given, and a process's `/metrics` count
+its own records.
 """
 
 from __future__ import annotations
@@ -160,6 +162,7 @@ def main() -> None:
     parser.add_argument("--hosts", type=int, default=1, help="origin hosts the jobs spread over")
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--broker", choices=["tansu", "kafka"], default="tansu")
+    parser.add_argument("--processes", type=int, default=1, help="SCRAPESTREAM_PROCESSES of each worker")
     arguments = parser.parse_args()
     client = Counter[str]()
     with tempfile.TemporaryDirectory() as scratch:
@@ -179,6 +182,7 @@ def main() -> None:
                 broker_kind=arguments.broker,
                 observe=observe,
                 hosts=arguments.hosts,
+                processes=arguments.processes,
                 client_produced=client,
             )
         )
