@@ -37,7 +37,7 @@ from uuid import UUID
 
 from pydantic import BaseModel
 
-from projections.lifecycle.attempts import attempt_record_of
+from projections.lifecycle.attempts import recorded_attempt
 from projections.lifecycle.audit import audit_of, listed_as_audit
 from projections.lifecycle.checkpoint import checkpoint_of, monitor_of
 from projections.lifecycle.consequences import lease_expiry, next_due_at
@@ -772,8 +772,8 @@ def _index_events(
         if listed is not None:
             key = _events_prefix(event.job_id) + _sequence_key(event.sequence)
             changes[audit_key(partition, *listed)] = key
-        elif (recorded := attempt_record_of(event)) is not None and event.sequence > deleted_before:
-            for artifact in recorded.attempt.artifacts:
+        elif (attempt := recorded_attempt(event)) is not None and event.sequence > deleted_before:
+            for artifact in attempt.artifacts:
                 changes[artifact_ref_key(partition, artifact.artifact_id, event.job_id)] = encode(artifact)
 
 

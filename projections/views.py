@@ -12,6 +12,7 @@ from uuid import UUID
 import msgspec
 from pydantic import BaseModel, ConfigDict, Field
 
+from projections.lifecycle.attempts import recorded_attempt
 from projections.lifecycle.completion import webhook_id_of
 from projections.lifecycle.identity import shown_url
 from projections.lifecycle.monitors import checked_monitor
@@ -33,7 +34,6 @@ from schemas.enums import (
     TransportRoute,
 )
 from schemas.events import (
-    AttemptRecorded,
     AuditRecorded,
     CallbackAbandoned,
     CallbackDelivered,
@@ -335,15 +335,10 @@ def own_events(events: Iterable[Event]) -> list[Event]:
 
 
 def _own_event(event: Event) -> Event:
-    if (
-        isinstance(event, AttemptRecorded | JobSucceeded)
-        and event.attempt is not None
-        and event.attempt.from_cache
-    ):
-        return msgspec.structs.replace(
-            event, attempt=msgspec.structs.replace(event.attempt, **HIDDEN_CACHE_FIELDS)
-        )
-    return event
+    attempt = recorded_attempt(event)
+    if attempt is None or not attempt.from_cache:
+        return event
+    return msgspec.structs.replace(event, attempt=msgspec.structs.replace(attempt, **HIDDEN_CACHE_FIELDS))
 
 
 def trace_id_of(traceparent: str | None) -> str | None:

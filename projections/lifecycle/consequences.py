@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 import msgspec
 
 from projections.artifacts import reference_key
-from projections.lifecycle.attempts import attempt_record_of
+from projections.lifecycle.attempts import recorded_attempt
 from projections.lifecycle.cache import cache_entry
 from projections.lifecycle.callbacks import first_try, next_callback_timer
 from projections.lifecycle.completion import completion_of, rejection_completion, webhook_id_of
@@ -112,9 +112,9 @@ def _try_of(
 
 
 def _of_job(state: Job, event: Event, result: Consequences, policy: Policy) -> None:
-    recorded = attempt_record_of(event)
-    if recorded is not None:
-        _of_attempt(state, recorded.attempt, result, policy)
+    attempt = recorded_attempt(event)
+    if attempt is not None:
+        _of_attempt(state, attempt, result, policy)
     if isinstance(event, JobDispatched | JobAccepted):
         dispatched = dispatch_of(event)
         if dispatched is not None:

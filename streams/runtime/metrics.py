@@ -17,7 +17,8 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from schemas.events import AttemptRecorded, CheckRecorded, CheckScheduled, Event, JobSucceeded
+from projections.lifecycle.attempts import recorded_attempt
+from schemas.events import CheckRecorded, CheckScheduled, Event
 from streams.runtime.tracing import SPAN_COUNTS
 
 FETCH_BUCKETS_S = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
@@ -89,8 +90,7 @@ class Metrics:
             outcomes = Tally(
                 (attempt.outcome.value, "" if attempt.failure is None else attempt.failure.code)
                 for event in events
-                if isinstance(event, AttemptRecorded | JobSucceeded)
-                and (attempt := event.attempt) is not None
+                if (attempt := recorded_attempt(event)) is not None
             )
             for (outcome, code), count in outcomes.items():
                 self.attempts.labels(outcome, code).inc(count)

@@ -20,7 +20,7 @@ import pytest_asyncio
 from aiohttp import web
 from aiokafka import ConsumerRecord, TopicPartition
 
-from projections.lifecycle.attempts import attempt_record_of
+from projections.lifecycle.attempts import recorded_attempt
 from schemas.codec import decode
 from schemas.commands import SubmitJob
 from schemas.errors import CodecError
@@ -349,7 +349,7 @@ class System:
 
     def attempts(self, job_id: UUID) -> list[Attempt]:
         """The job's recorded attempts, in order: each `AttemptRecorded`'s, and the one a success holds."""
-        return [r.attempt for e in self.events.of_job(job_id) if (r := attempt_record_of(e)) is not None]
+        return [a for e in self.events.of_job(job_id) if (a := recorded_attempt(e)) is not None]
 
     async def attempts_seen(self, job_id: UUID) -> list[Attempt]:
         """The job's recorded attempts once the observer has read one (it may trail the completion)."""

@@ -14,9 +14,9 @@ from aiohttp import web
 from aiokafka import TopicPartition
 
 from projections.artifacts import content_key
-from projections.lifecycle.attempts import attempt_record_of
 from schemas.enums import AttemptOutcome, CacheMode, CaptureMode, JobStatus, PolicyClass, RetentionClass
-from schemas.events import AttemptRecorded, JobAccepted
+from schemas.events import JobAccepted
+from schemas.records import Attempt
 from streams.broker.compat import end_offsets
 from tests.brokers import profile
 from tests.e2e.conftest import System, read_topic, running_system, worker_settings
@@ -32,11 +32,10 @@ async def system(broker, tmp_path_factory):  # type: ignore[no-untyped-def]
         yield running
 
 
-async def job(system: System, url: str, key: str, **fields) -> tuple[UUID, AttemptRecorded]:  # type: ignore[no-untyped-def]
+async def job(system: System, url: str, key: str, **fields) -> tuple[UUID, Attempt]:  # type: ignore[no-untyped-def]
     job_id = await system.submit(url, idempotency_key=key, **fields)
     await system.completion(job_id)
-    await system.events.wait_for(lambda _: bool(system.attempts(job_id)))
-    (attempt,) = [r for e in system.events.of_job(job_id) if (r := attempt_record_of(e)) is not None]
+    (attempt,) = await system.attempts_seen(job_id)
     return job_id, attempt
 
 
@@ -72,39 +71,39 @@ async def test_the_same_url_again_completes_from_cache_without_a_request_unless_
 ):
     url = origin.url("/page/cached")
     first, fetched = await job(system, url, "cached-1")
-    assert fetched.attempt.outcome is AttemptOutcome.FETCHED
+    assert fetched.outcome is AttemptOutcome.FETCHED
     await entry_seen(system, first)
     second, hit = await job(system, url, "cached-2")
-    assert hit.attempt.outcome is AttemptOutcome.CACHE_HIT
-    assert hit.attempt.from_cache
-    assert hit.attempt.cost.actual == 0
-    assert hit.attempt.bytes == 0
-    assert hit.attempt.artifacts == fetched.attempt.artifacts
+    assert hit.outcome is AttemptOutcome.CACHE_HIT
+    assert hit.from_cache
+    assert hit.cost.actual == 0
+    assert hit.bytes == 0
+    assert hit.artifacts == fetched.artifacts
     assert (await system.completion(second)).status is JobStatus.SUCCEEDED
     assert origin.hits["/page/cached"] == 1
-    (stored,) = fetched.attempt.artifacts
+    (stored,) = fetched.artifacts
     (system.settings.data_dir / "artifacts" / stored.key).unlink()
     _, refetched = await job(system, url, "cached-3")
-    assert refetched.attempt.outcome is AttemptOutcome.FETCHED
+    assert refetched.outcome is AttemptOutcome.FETCHED
     assert origin.hits["/page/cached"] == 2
 
 
 async def test_a_job_asking_to_keep_its_artifacts_longer_than_the_stored_ones_fetches_again(system, origin):
     url = origin.url("/page/retention")
     first, transient = await job(system, url, "retention-24h", retention_class=RetentionClass.TRANSIENT_24H)
-    assert transient.attempt.artifacts[0].key.startswith("24h/")
+    assert transient.artifacts[0].key.startswith("24h/")
     await entry_seen(system, first)
     _, archived = await job(
         system, url, "retention-archive", retention_class=RetentionClass.REFERENCED_ARCHIVE
     )
-    assert archived.attempt.outcome is AttemptOutcome.FETCHED
-    assert archived.attempt.artifacts[0].key.startswith("archive/")
-    assert archived.attempt.artifacts[0].expires_at is None
+    assert archived.outcome is AttemptOutcome.FETCHED
+    assert archived.artifacts[0].key.startswith("archive/")
+    assert archived.artifacts[0].expires_at is None
     assert origin.hits["/page/retention"] == 2
     await table_read_to_the_end(system)
     _, shorter = await job(system, url, "retention-7d", retention_class=RetentionClass.CACHE_7D)
-    assert shorter.attempt.outcome is AttemptOutcome.CACHE_HIT
-    assert shorter.attempt.artifacts == archived.attempt.artifacts
+    assert shorter.outcome is AttemptOutcome.CACHE_HIT
+    assert shorter.artifacts == archived.artifacts
     assert origin.hits["/page/retention"] == 2
 
 
@@ -113,20 +112,20 @@ async def test_bypass_fetches_even_with_a_valid_entry(system, origin):
     first, _ = await job(system, url, "bypass-1")
     await entry_seen(system, first)
     _, bypassed = await job(system, url, "bypass-2", cache_mode=CacheMode.BYPASS)
-    assert bypassed.attempt.outcome is AttemptOutcome.FETCHED
+    assert bypassed.outcome is AttemptOutcome.FETCHED
     assert origin.hits["/page/bypassed"] == 2
 
 
 async def test_a_404_is_remembered_for_an_hour_and_ends_the_next_job_without_a_request(system, origin):
     url = origin.url("/gone/negative")
     first, missing = await job(system, url, "negative-1")
-    assert missing.attempt.http_status == 404
+    assert missing.http_status == 404
     await entry_seen(system, first)
     second, cached = await job(system, url, "negative-2")
-    assert cached.attempt.from_cache
-    assert cached.attempt.http_status == 404
-    assert cached.attempt.failure is not None
-    assert cached.attempt.failure.code == "HTTP_404"
+    assert cached.from_cache
+    assert cached.http_status == 404
+    assert cached.failure is not None
+    assert cached.failure.code == "HTTP_404"
     assert (await system.completion(second)).status is JobStatus.DEAD_LETTER
     assert origin.hits["/gone/negative"] == 1
 
@@ -138,14 +137,14 @@ async def test_what_the_origin_forbids_caching_is_fetched_every_time(system, ori
     await table_read_to_the_end(system)
     assert system.worker.table.get(fetched_hash(system, first)) is None
     _, again = await job(system, url, f"{path}-2")
-    assert again.attempt.outcome is AttemptOutcome.FETCHED
+    assert again.outcome is AttemptOutcome.FETCHED
     assert origin.hits[path] == hits
 
 
 async def test_a_304_to_a_request_without_validators_is_a_typed_failure(system, origin):
     job_id, attempt = await job(system, origin.url("/notmodified/x"), "not-modified")
-    assert attempt.attempt.failure is not None
-    assert attempt.attempt.failure.code == "UNEXPECTED_NOT_MODIFIED"
+    assert attempt.failure is not None
+    assert attempt.failure.code == "UNEXPECTED_NOT_MODIFIED"
     assert (await system.completion(job_id)).status is JobStatus.DEAD_LETTER
 
 
@@ -155,24 +154,24 @@ async def test_revalidate_asks_with_the_stored_etag_and_a_304_reuses_the_stored_
     await entry_seen(system, first)
     second, revalidated = await job(system, url, "etag-2", cache_mode=CacheMode.REVALIDATE)
     assert origin.conditions["/etag/page"] == [None, '"v1"']
-    assert revalidated.attempt.outcome is AttemptOutcome.NOT_MODIFIED
-    assert revalidated.attempt.http_status == 304
-    assert revalidated.attempt.artifacts == fetched.attempt.artifacts
+    assert revalidated.outcome is AttemptOutcome.NOT_MODIFIED
+    assert revalidated.http_status == 304
+    assert revalidated.artifacts == fetched.artifacts
     completion = await system.completion(second)
     assert completion.status is JobStatus.SUCCEEDED
-    assert completion.artifacts == fetched.attempt.artifacts
+    assert completion.artifacts == fetched.artifacts
 
 
 async def test_a_304_whose_stored_artifact_is_gone_is_fetched_again_in_full(system, origin):
     url = origin.url("/etag/gone")
     first, fetched = await job(system, url, "etag-gone-1")
     await entry_seen(system, first)
-    (stored,) = fetched.attempt.artifacts
+    (stored,) = fetched.artifacts
     (system.settings.data_dir / "artifacts" / stored.key).unlink()
     _, refetched = await job(system, url, "etag-gone-2", cache_mode=CacheMode.REVALIDATE)
     assert origin.conditions["/etag/gone"] == [None, '"v1"', None]
-    assert refetched.attempt.outcome is AttemptOutcome.FETCHED
-    assert refetched.attempt.requests == 2  # the 304 and the whole page
+    assert refetched.outcome is AttemptOutcome.FETCHED
+    assert refetched.requests == 2  # the 304 and the whole page
     assert (system.settings.data_dir / "artifacts" / stored.key).exists()
 
 
@@ -183,11 +182,11 @@ async def test_an_origin_claiming_freshness_for_millennia_is_cached_for_seven_da
     await entry_seen(system, first)
     entry = system.worker.table.get(fetched_hash(system, first))
     assert entry is not None
-    (stored,) = fetched.attempt.artifacts
+    (stored,) = fetched.artifacts
     assert stored.expires_at is not None
-    assert entry.expires_at == min(fetched.attempt.finished_at + timedelta(days=7), stored.expires_at)
+    assert entry.expires_at == min(fetched.finished_at + timedelta(days=7), stored.expires_at)
     _, hit = await job(system, url, "forever-2")
-    assert hit.attempt.outcome is AttemptOutcome.CACHE_HIT
+    assert hit.outcome is AttemptOutcome.CACHE_HIT
 
 
 def fetched_hash(system: System, job_id: UUID) -> str:
@@ -198,11 +197,11 @@ def fetched_hash(system: System, job_id: UUID) -> str:
 async def test_a_no_cache_response_is_validated_with_the_origin_before_every_use(system, origin):
     url = origin.url("/nocache/validated")
     first, fetched = await job(system, url, "nocache-1")
-    assert fetched.attempt.outcome is AttemptOutcome.FETCHED
+    assert fetched.outcome is AttemptOutcome.FETCHED
     await entry_seen(system, first)
     _, validated = await job(system, url, "nocache-2")
-    assert validated.attempt.outcome is AttemptOutcome.NOT_MODIFIED  # asked, not answered from cache
-    assert validated.attempt.artifacts == fetched.attempt.artifacts
+    assert validated.outcome is AttemptOutcome.NOT_MODIFIED  # asked, not answered from cache
+    assert validated.artifacts == fetched.artifacts
     assert origin.conditions["/nocache/validated"] == [None, '"n1"']
 
 
@@ -222,19 +221,19 @@ async def test_a_response_rfc_9111_keeps_from_a_shared_cache_is_fetched_again(sy
     await table_read_to_the_end(system)
     assert system.worker.table.get(fetched_hash(system, first)) is None
     _, again = await job(system, url, f"{headers}-2")
-    assert again.attempt.outcome is AttemptOutcome.FETCHED
+    assert again.outcome is AttemptOutcome.FETCHED
     assert origin.hits[path] == 2
 
 
 async def test_a_cached_page_larger_than_a_jobs_policy_class_allows_does_not_answer_it(system, origin):
     url = origin.url("/bytes/3000000/large-cached")
     first, fetched = await job(system, url, "large-standard", policy_class=PolicyClass.STANDARD)
-    assert fetched.attempt.outcome is AttemptOutcome.FETCHED
+    assert fetched.outcome is AttemptOutcome.FETCHED
     await entry_seen(system, first)
     strict_job, strict = await job(system, url, "large-strict", policy_class=PolicyClass.STRICT)
-    assert not strict.attempt.from_cache
-    assert strict.attempt.failure is not None
-    assert strict.attempt.failure.code == "BODY_TOO_LARGE"  # as it would be live: its cap is 2 MiB
+    assert not strict.from_cache
+    assert strict.failure is not None
+    assert strict.failure.code == "BODY_TOO_LARGE"  # as it would be live: its cap is 2 MiB
     assert (await system.completion(strict_job)).status is JobStatus.DEAD_LETTER
 
 
@@ -250,12 +249,12 @@ async def test_a_cached_page_robots_txt_disallows_never_answers_a_job_that_obeys
     async with loopback(site) as port:
         url = f"http://127.0.0.1:{port}/private/page"
         first, fetched = await job(system, url, "robots-standard", policy_class=PolicyClass.STANDARD)
-        assert fetched.attempt.outcome is AttemptOutcome.FETCHED
+        assert fetched.outcome is AttemptOutcome.FETCHED
         await entry_seen(system, first)
         strict_job, strict = await job(system, url, "robots-strict", policy_class=PolicyClass.STRICT)
-    assert strict.attempt.failure is not None
-    assert strict.attempt.failure.code == "ROBOTS_DISALLOWED"
-    assert not strict.attempt.from_cache
+    assert strict.failure is not None
+    assert strict.failure.code == "ROBOTS_DISALLOWED"
+    assert not strict.from_cache
     assert (await system.completion(strict_job)).status is JobStatus.DEAD_LETTER
     assert hits["/private/page"] == 1
 
@@ -276,8 +275,8 @@ async def test_an_answer_from_the_cache_says_so_and_a_redrive_asks_the_origin_ag
     first, _ = await job(system, url, "missing-1")
     await entry_seen(system, first)
     second, cached = await job(system, url, "missing-2")
-    assert cached.attempt.from_cache
-    assert cached.attempt.cache_entry_job_id == first
+    assert cached.from_cache
+    assert cached.cache_entry_job_id == first
     completion = await system.completion(second)
     assert (completion.status, completion.from_cache) == (JobStatus.DEAD_LETTER, True)
     assert completion.cached_at is not None
@@ -303,18 +302,18 @@ async def test_a_metadata_only_answer_is_cached_under_its_own_key_and_never_stan
 ):
     url = origin.url("/page/metadata")
     first, fetched = await job(system, url, "metadata-1", capture_mode=CaptureMode.METADATA_ONLY)
-    assert (fetched.attempt.outcome, fetched.attempt.artifacts) == (AttemptOutcome.FETCHED, ())
+    assert (fetched.outcome, fetched.artifacts) == (AttemptOutcome.FETCHED, ())
     _, hit = await job(system, url, "metadata-2", capture_mode=CaptureMode.METADATA_ONLY)
-    assert (hit.attempt.outcome, hit.attempt.from_cache, hit.attempt.cache_entry_job_id) == (
+    assert (hit.outcome, hit.from_cache, hit.cache_entry_job_id) == (
         AttemptOutcome.CACHE_HIT,
         True,
         first,
     )
-    assert hit.attempt.artifacts == ()
+    assert hit.artifacts == ()
     assert origin.hits["/page/metadata"] == 1
     page, stored = await job(system, url, "metadata-then-page")  # a page is fetched: metadata is no page
-    assert stored.attempt.outcome is AttemptOutcome.FETCHED
-    assert len(stored.attempt.artifacts) == 1
+    assert stored.outcome is AttemptOutcome.FETCHED
+    assert len(stored.artifacts) == 1
     assert origin.hits["/page/metadata"] == 2
     assert (await system.completion(page)).status is JobStatus.SUCCEEDED
 
@@ -322,9 +321,9 @@ async def test_a_metadata_only_answer_is_cached_under_its_own_key_and_never_stan
 async def test_a_304_whose_page_is_gone_never_takes_the_attempt_past_its_requests(system, origin):
     url = origin.url("/hop/4/etag/deep")  # five redirects, then the page: the six requests STANDARD allows
     first, fetched = await job(system, url, "deep-1")
-    assert (fetched.attempt.outcome, fetched.attempt.requests) == (AttemptOutcome.FETCHED, 6)
+    assert (fetched.outcome, fetched.requests) == (AttemptOutcome.FETCHED, 6)
     await entry_seen(system, first)
-    (stored,) = fetched.attempt.artifacts
+    (stored,) = fetched.artifacts
     (system.settings.data_dir / "artifacts" / stored.key).unlink()
     again = await system.submit(url, idempotency_key="deep-2", cache_mode=CacheMode.REVALIDATE)
     assert (await system.completion(again)).status is JobStatus.SUCCEEDED
@@ -341,10 +340,10 @@ async def test_an_entry_whose_artifact_is_gone_is_removed_when_found(system, ori
     first, fetched = await job(system, url, "stale-pointer-1")
     await entry_seen(system, first)
     (accepted,) = [e for e in system.events.of_job(first) if isinstance(e, JobAccepted)]
-    (stored,) = fetched.attempt.artifacts
+    (stored,) = fetched.artifacts
     (system.settings.data_dir / "artifacts" / stored.key).unlink()
     second, failed = await job(system, url, "stale-pointer-2", attempt_limit=1)
-    assert (failed.attempt.from_cache, failed.attempt.http_status) == (False, 503)
+    assert (failed.from_cache, failed.http_status) == (False, 503)
     assert (await system.completion(second)).status is JobStatus.DEAD_LETTER
     assert system.worker.table.get(accepted.request_hash) is None
     records = await read_topic(system.settings.kafka_bootstrap, system.settings.topic("cache"), 2)
@@ -387,7 +386,7 @@ async def test_a_cache_entry_points_only_at_content_addressed_objects_stored_bef
     assert system.worker.table is not None
     entry = system.worker.table.get(accepted.request_hash)
     assert entry is not None
-    assert entry.artifacts == fetched.attempt.artifacts
+    assert entry.artifacts == fetched.artifacts
     for artifact in entry.artifacts:
         path = system.settings.data_dir / "artifacts" / artifact.key
         assert artifact.key == content_key(artifact.sha256, RetentionClass.CACHE_7D)

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from projections.artifacts import content_key
-from projections.lifecycle.attempts import attempt_record_of
+from projections.lifecycle.attempts import recorded_attempt
 from projections.lifecycle.cache import (
     ResponseCaps,
     answers,
@@ -260,6 +260,6 @@ def test_a_reader_of_its_own_jobs_sees_no_trace_of_the_job_whose_entry_answered_
     )
     lifecycle(report(job, hit))
     events = lifecycle.events
-    assert any(r.attempt.cache_entry_job_id == writer for e in events if (r := attempt_record_of(e)))
-    shown = [r.attempt for e in own_events(events) if (r := attempt_record_of(e)) is not None]
+    assert any(a.cache_entry_job_id == writer for e in events if (a := recorded_attempt(e)))
+    shown = [a for e in own_events(events) if (a := recorded_attempt(e)) is not None]
     assert [(a.from_cache, a.cached_at, a.cache_entry_job_id) for a in shown] == [(True, None, None)]
