@@ -213,14 +213,20 @@ class PartitionTransactions:
             _run_ended(current)
 
     async def _abort(self, tp: TopicPartition, current: OpenTransaction, exc: BaseException) -> None:
-        """End `current` after `exc`; raises `FencedError` when its successor ended it already."""
+        """End `current` after `exc`; raises `FencedError` when its successor ended it already (a
+        cancellation stays what its caller sees, the fence counted)."""
         _run_ended(current)
-        if isinstance(exc, ProducerFenced):
+        ending: BaseException | None = exc
+        if not isinstance(exc, ProducerFenced) and not _unusable(current.producer, exc):
+            ending = await _abort_refusal(current.producer)
+        if isinstance(ending, ProducerFenced):
             self._counters["transactions.fenced"] += 1
             await self.release({tp})
-            raise FencedError(f"{tp} moved to another worker") from exc
+            if isinstance(exc, Exception):
+                raise FencedError(f"{tp} moved to another worker") from ending
+            return
         self._counters["transactions.aborted"] += 1
-        if _unusable(current.producer, exc) or not await _aborted(current.producer):
+        if ending is not None:
             await self._replace(tp)
 
     async def _replace(self, tp: TopicPartition) -> None:
@@ -238,12 +244,22 @@ class PartitionTransactions:
         try:
             async with asyncio.timeout(COMMIT_WITHIN_S):
                 if next_offset is not None:
-                    await producer.send_offsets_to_transaction({tp: next_offset}, self._group_id)
+                    await _answered(producer.send_offsets_to_transaction({tp: next_offset}, self._group_id))
                 await producer.commit_transaction()
         except TimeoutError as exc:
             raise StuckCommitError(
                 f"the commit of {tp} did not complete within {COMMIT_WITHIN_S:.0f} s"
             ) from exc
+
+
+async def _answered(request: Awaitable[None]) -> None:
+    """Await a request aiokafka goes on with when its caller is cancelled, its answer then still read."""
+    pending = asyncio.ensure_future(request)
+    try:
+        await asyncio.shield(pending)
+    except asyncio.CancelledError:
+        pending.add_done_callback(lambda done: done.cancelled() or done.exception())
+        raise
 
 
 def _unusable(producer: AIOKafkaProducer, exc: BaseException) -> bool:
@@ -255,15 +271,26 @@ def _unusable(producer: AIOKafkaProducer, exc: BaseException) -> bool:
     return sender is not None and sender.done()
 
 
-async def _aborted(producer: AIOKafkaProducer) -> bool:
-    """Abort the open transaction; False when the producer cannot go on (aiokafka asserts then)."""
+async def _abort_refusal(producer: AIOKafkaProducer) -> BaseException | None:
+    """Abort the open transaction: None when done (or left to the broker's timeout), else what refused
+    it: `ProducerFenced` when its successor ended it, an `AssertionError` when aiokafka cannot abort."""
+    refusal: BaseException | None = None
     try:
         await producer.abort_transaction()
+    except ProducerFenced as exc:
+        refusal = exc
     except KafkaError as exc:
         log.info("aborting a transaction failed (%s); the broker aborts it at its timeout", exc)
-    except AssertionError:
-        return False
-    return True
+    except AssertionError as exc:
+        refusal = _fence_of(producer) or exc
+    return refusal
+
+
+def _fence_of(producer: AIOKafkaProducer) -> ProducerFenced | None:
+    """The fence that ended the producer's transaction while nobody awaited it, if one did."""
+    ended = producer._txn_manager.wait_for_transaction_end()  # aiokafka has no public call for it
+    failure = ended.exception() if ended.done() and not ended.cancelled() else None
+    return failure if isinstance(failure, ProducerFenced) else None
 
 
 def _run_ended(transaction: OpenTransaction) -> None:

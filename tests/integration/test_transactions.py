@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
+from collections import Counter
 from uuid import uuid4
 
 import pytest
@@ -329,3 +331,45 @@ async def test_a_transaction_left_open_when_the_partition_moves_is_fenced_and_no
     assert ended == ["zombie"]
     assert await committed_values(broker.bootstrap, sink) == [b"successor"]
     assert await committed_offset(broker.bootstrap, group, tp) == 2
+
+
+async def test_a_commit_cancelled_after_the_partition_moved_counts_the_fence_and_stays_cancelled(broker):
+    """A revocation cancels a commit the broker then answers with a fence: the fence is counted, the
+    partition let go, the cancellation is what the batch sees, and no answer is left unread."""
+    tp, sink, group = await stage_topics(broker)
+    counters: Counter[str] = Counter()
+    stalled = PartitionTransactions(broker.access, profile(broker.bootstrap), group, counters)
+    successor = transactions_of(broker, group)
+    unread: list[object] = []
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(lambda _, context: unread.append(context.get("exception")))
+    async with publishing(broker.bootstrap) as publisher:
+        await stalled.hold({tp})
+        try:
+            async with stalled.transaction(tp, 2, keep_open=True) as transaction:
+                await publisher.send_all(one(sink, b"zombie"), Batch(transaction))
+            await successor.hold({tp})
+            commit = asyncio.create_task(stalled.end(tp))
+            while not stalled_sent_its_offsets(stalled, tp):  # noqa: ASYNC110 - aiokafka sets no event
+                await asyncio.sleep(0)
+            commit.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await commit
+            with pytest.raises(NotHeldError):
+                await one_record_batch(stalled, publisher, tp, 3, sink, b"zombie again")
+            await one_record_batch(successor, publisher, tp, 2, sink, b"successor")
+        finally:
+            for holder in (stalled, successor):
+                await holder.close()
+            await asyncio.sleep(0.5)
+            gc.collect()
+            loop.set_exception_handler(None)
+    assert counters["transactions.fenced"] == 1, counters
+    assert unread == []
+    assert await committed_values(broker.bootstrap, sink) == [b"successor"]
+
+
+def stalled_sent_its_offsets(holder: PartitionTransactions, tp: TopicPartition) -> bool:
+    """Whether the commit of `tp` waits for the broker's answer to its offsets."""
+    producer = holder._producers[tp]
+    return bool(producer._txn_manager._pending_txn_offsets)
