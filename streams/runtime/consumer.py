@@ -169,10 +169,9 @@ class StageConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
             auto_offset_reset="earliest",
             max_poll_records=max(stage.max_batch for stage in stages),
             rebalance_timeout_ms=profile.rebalance_timeout_ms,
-            # `assignor` when every member offers it, else aiokafka's default: upgrades in place.
-            partition_assignment_strategy=(
-                (assignor, RoundRobinPartitionAssignor) if assignor else (RoundRobinPartitionAssignor,)
-            ),
+            # One assignor: aiokafka sends a JoinGroup per assignor offered, each a change of metadata
+            # that makes the group rebalance again (with two, members could rebalance for good).
+            partition_assignment_strategy=(assignor or RoundRobinPartitionAssignor,),
             **profile.consumer_options(),
         )
         self._offsets = Offsets(self._consumer, self._order.commits_offsets)

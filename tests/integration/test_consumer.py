@@ -17,6 +17,7 @@ from streams.runtime.consumer import QuietStage, StageConsumer
 from streams.runtime.deadinput import DeadLetters
 from streams.runtime.local_records import LocalRecord
 from streams.runtime.publisher import Outgoing, Publisher
+from streams.runtime.routing import Routing, RoutingAssignor
 from streams.runtime.transactions import PartitionTransactions
 from tests.brokers import fresh_topics
 from tests.e2e.conftest import Observer
@@ -309,3 +310,35 @@ async def test_with_exactly_once_the_next_batch_joins_the_open_transaction_withi
         await consumer.stop()
         await publisher.stop()
     assert stage.handled == ["first", "second"]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.kafka_only  # tansu numbers a group's generations its own way
+async def test_a_member_joining_a_group_alone_takes_one_rebalance(broker):
+    """aiokafka sends a JoinGroup per offered assignor, each with more protocols than the last: a
+    member offering two made every rebalance a second one, and two such members could rebalance for
+    good. A member offers the routing assignor alone."""
+    settings = await fresh_topics(broker)
+    publisher = Publisher(broker.access, broker.profile)
+    await publisher.start()
+    stage = Recording(settings.topic("submit"))
+    routing = Routing("http://127.0.0.1:1")
+    consumer = StageConsumer(
+        broker.access,
+        settings.topic_prefix,
+        broker.profile,
+        [stage],
+        DeadLetters(settings, publisher, Counter()),
+        assignor=RoutingAssignor(routing, settings.topic("commands")),
+        routing=routing,
+    )
+    await consumer.start()
+    try:
+        await asyncio.wait_for(consumer.joined.wait(), 30)
+        await asyncio.sleep(1)  # a second JoinGroup would follow the first at once
+        generation = consumer._consumer._coordinator.generation  # aiokafka has no public call for it
+    finally:
+        await consumer.stop()
+        await publisher.stop()
+    assert generation == 1
+    assert routing.generation == 1
