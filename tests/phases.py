@@ -15,6 +15,7 @@ from tests.registry import VERSION as REGISTRY_VERSION
 TOTALS: Counter[str] = Counter()
 DONE: Counter[str] = Counter()
 FAILED: Counter[str] = Counter()
+SECONDS: Counter[str] = Counter()  # the tests' own time (setup, call, teardown) by the process that runs them
 
 
 def phase_of(nodeid: str) -> str:
@@ -48,7 +49,13 @@ def pytest_xdist_node_collection_finished(node: Any, ids: list[str]) -> None:
         TOTALS.update(phase_of(nodeid) for nodeid in ids)
 
 
+def group_of(nodeid: str) -> str:
+    """Tests on one broker run in one process (`xdist_group`, the `@kafka` suffix); the rest share both."""
+    return nodeid.rpartition("@")[2] if "@" in nodeid else "ungrouped"
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    SECONDS[group_of(report.nodeid)] += report.duration
     if report.when != "teardown":
         if report.failed:
             FAILED[phase_of(report.nodeid)] += 1
@@ -73,3 +80,10 @@ CONFIG: list[pytest.Config] = []
 
 def pytest_configure(config: pytest.Config) -> None:
     CONFIG.append(config)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Each broker's tests run one after another in one process: the longest of them bounds the run."""
+    if SECONDS:
+        spent = ", ".join(f"{group} {seconds / 60:.1f} min" for group, seconds in SECONDS.most_common())
+        terminalreporter.write_line(f"scrapestream: tests' own time by process group: {spent}")
