@@ -523,3 +523,11 @@ def test_a_job_logged_with_its_first_dispatch_apart_folds_and_hands_out_as_one_h
     (then,) = consequences_of(folded, older, lifecycle.policy, None).due
     (now,) = consequences_of(lifecycle.state, [accepted], lifecycle.policy, None).due
     assert then == now
+
+
+@pytest.mark.parametrize("url", ["notaurl", "example.com/page", "  "])
+def test_a_submission_that_is_no_url_is_told_so_not_about_its_scheme(url):
+    events = Lifecycle()(submit(request=Request(url=url)))
+    assert events[0].reason is RejectionReason.INVALID_URL
+    assert "is not a URL" in events[0].detail
+    assert "scheme" not in events[0].detail
