@@ -51,7 +51,8 @@ def pytest_xdist_node_collection_finished(node: Any, ids: list[str]) -> None:
 
 def group_of(nodeid: str) -> str:
     """Tests on one broker run in one process (`xdist_group`, the `@kafka` suffix); the rest share both."""
-    return nodeid.rpartition("@")[2] if "@" in nodeid else "ungrouped"
+    group = nodeid.rpartition("@")[2]
+    return group if "@" in nodeid and group.isidentifier() else "ungrouped"  # not an "@" in a test's id
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
