@@ -20,7 +20,7 @@ import logging
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 from aiokafka.errors import KafkaError
@@ -30,6 +30,7 @@ from streams.broker.access import KafkaAccess
 from streams.broker.clients import kafka_consumer, kafka_producer
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 MAX_BATCH_BYTES = 1_000_000  # under the broker's default message.max.bytes (1,048,588)
 
 
@@ -151,6 +152,15 @@ async def start_whole(start: Callable[[], Awaitable[None]], stop: Callable[[], A
                 await starting
         await stop()
         raise
+
+
+async def shielded(request: Awaitable[T]) -> T:
+    """Await an aiokafka request that goes on when its caller is cancelled (cancelling it halfway leaves
+    a connection unclosed or an answer unread): cancelled, the caller leaves it to end alone and its
+    answer, a failure too, is still read."""
+    pending = asyncio.ensure_future(request)
+    pending.add_done_callback(lambda done: done.cancelled() or done.exception())
+    return await asyncio.shield(pending)
 
 
 async def refresh_metadata(consumer: AIOKafkaConsumer) -> None:

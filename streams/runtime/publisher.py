@@ -25,7 +25,7 @@ from aiokafka.producer.message_accumulator import BatchBuilder
 from schemas.codec import encode
 from schemas.types import Record, uuid_text
 from streams.broker.access import KafkaAccess
-from streams.broker.compat import MAX_BATCH_BYTES, BrokerProfile, new_producer, start_whole
+from streams.broker.compat import MAX_BATCH_BYTES, BrokerProfile, new_producer, shielded, start_whole
 from streams.broker.headers import Headers
 from streams.errors import BrokerError
 from streams.runtime.commit_order import OUTSIDE, Batch
@@ -189,12 +189,9 @@ class Publisher:
         known = self._producer.client.cluster.partitions_for_topic(topic)
         if known:
             return len(known)
-        # Shielded: cancelling aiokafka's metadata wait can leave its connection unclosed.
-        waiting = asyncio.ensure_future(self._producer.partitions_for(topic))
-        waiting.add_done_callback(lambda done: done.cancelled() or done.exception())
         try:
             async with asyncio.timeout(MISSING_TOPIC_WAIT_S):
-                return len(await asyncio.shield(waiting))
+                return len(await shielded(self._producer.partitions_for(topic)))
         except TimeoutError as exc:
             raise BrokerError(
                 f"topic {topic} does not exist at {self._bootstrap}: create the topics with "

@@ -39,7 +39,7 @@ from aiokafka.errors import (
 )
 
 from streams.broker.access import KafkaAccess, KafkaAccessError
-from streams.broker.compat import BrokerProfile, new_producer, start_whole
+from streams.broker.compat import BrokerProfile, new_producer, shielded, start_whole
 from streams.broker.refusals import denial
 from streams.errors import BrokerError
 
@@ -244,22 +244,12 @@ class PartitionTransactions:
         try:
             async with asyncio.timeout(COMMIT_WITHIN_S):
                 if next_offset is not None:
-                    await _answered(producer.send_offsets_to_transaction({tp: next_offset}, self._group_id))
+                    await shielded(producer.send_offsets_to_transaction({tp: next_offset}, self._group_id))
                 await producer.commit_transaction()
         except TimeoutError as exc:
             raise StuckCommitError(
                 f"the commit of {tp} did not complete within {COMMIT_WITHIN_S:.0f} s"
             ) from exc
-
-
-async def _answered(request: Awaitable[None]) -> None:
-    """Await a request aiokafka goes on with when its caller is cancelled, its answer then still read."""
-    pending = asyncio.ensure_future(request)
-    try:
-        await asyncio.shield(pending)
-    except asyncio.CancelledError:
-        pending.add_done_callback(lambda done: done.cancelled() or done.exception())
-        raise
 
 
 def _unusable(producer: AIOKafkaProducer, exc: BaseException) -> bool:

@@ -63,9 +63,7 @@ async def run(broker, stage_for, values: list[bytes], later: Sequence[bytes] = (
     dead = await Observer(broker.access, settings.topic("dead-input")).start()
     stage = stage_for(topic)
     stage.expected = len([v for v in values if v != b"bug"])
-    consumer = StageConsumer(
-        broker.access, prefix, broker.profile, [stage], DeadLetters(settings, publisher, Counter())
-    )
+    consumer = consumer_of(broker, settings, publisher, stage)
     await consumer.start()
     try:
         await asyncio.wait_for(stage.all_handled.wait(), 30)
@@ -82,6 +80,14 @@ async def run(broker, stage_for, values: list[bytes], later: Sequence[bytes] = (
         await dead.stop()
     committed = await committed_offset(broker, prefix, topic)
     return stage, dead.records, committed
+
+
+def consumer_of(broker, settings, publisher, stage, **options: Any) -> StageConsumer:  # type: ignore[no-untyped-def]
+    """A stage consumer of the group named by the topics' prefix, dead-lettering through `publisher`."""
+    dead_letters = DeadLetters(settings, publisher, Counter())
+    return StageConsumer(
+        broker.access, settings.topic_prefix, broker.profile, [stage], dead_letters, **options
+    )
 
 
 async def produce(broker, topic: str, values: Sequence[bytes]) -> None:  # type: ignore[no-untyped-def]
@@ -173,9 +179,7 @@ async def test_a_handed_over_record_is_handled_without_the_topic_and_one_a_revoc
     await publisher.start()
     stage = TakesOver(topic)
     stage.expected = 1
-    consumer = StageConsumer(
-        broker.access, prefix, broker.profile, [stage], DeadLetters(settings, publisher, Counter())
-    )
+    consumer = consumer_of(broker, settings, publisher, stage)
     await consumer.start()
     try:
         await asyncio.wait_for(stage.all_handled.wait(), 30)
@@ -214,13 +218,7 @@ async def test_no_record_is_handed_over_past_one_published_for_its_partition_bef
     await publisher.start()
     stage = TakesOver(topic)
     stage.expected = 1
-    consumer = StageConsumer(
-        broker.access,
-        settings.topic_prefix,
-        broker.profile,
-        [stage],
-        DeadLetters(settings, publisher, Counter()),
-    )
+    consumer = consumer_of(broker, settings, publisher, stage)
     await consumer.start()
     try:
         await asyncio.wait_for(stage.all_handled.wait(), 30)
@@ -274,14 +272,8 @@ async def test_with_exactly_once_the_next_batch_joins_the_open_transaction_withi
     await publisher.start()
     ended: Counter[str] = Counter()
     stage = ClosesBehindTheFirst(topic)
-    consumer = StageConsumer(
-        broker.access,
-        prefix,
-        broker.profile,
-        [stage],
-        DeadLetters(settings, publisher, Counter()),
-        transactions=PartitionTransactions(broker.access, broker.profile, prefix, ended),
-    )
+    holder = PartitionTransactions(broker.access, broker.profile, prefix, ended)
+    consumer = consumer_of(broker, settings, publisher, stage, transactions=holder)
     await consumer.start()
     try:
         await asyncio.wait_for(consumer.joined.wait(), 30)
@@ -323,19 +315,11 @@ async def test_a_member_joining_a_group_alone_takes_one_rebalance(broker):
     await publisher.start()
     stage = Recording(settings.topic("submit"))
     routing = Routing("http://127.0.0.1:1")
-    consumer = StageConsumer(
-        broker.access,
-        settings.topic_prefix,
-        broker.profile,
-        [stage],
-        DeadLetters(settings, publisher, Counter()),
-        assignor=RoutingAssignor(routing, settings.topic("commands")),
-        routing=routing,
-    )
+    assignor = RoutingAssignor(routing, settings.topic("commands"))
+    consumer = consumer_of(broker, settings, publisher, stage, assignor=assignor, routing=routing)
     await consumer.start()
     try:
         await asyncio.wait_for(consumer.joined.wait(), 30)
-        await asyncio.sleep(1)  # a second JoinGroup would follow the first at once
         generation = consumer._consumer._coordinator.generation  # aiokafka has no public call for it
     finally:
         await consumer.stop()

@@ -42,8 +42,8 @@ async def stage_topics(broker) -> tuple[TopicPartition, str, str]:  # type: igno
     return TopicPartition(source, 0), sink, uuid4().hex
 
 
-def transactions_of(broker, group: str) -> PartitionTransactions:  # type: ignore[no-untyped-def]
-    return PartitionTransactions(broker.access, profile(broker.bootstrap), group)
+def transactions_of(broker, group: str, counters: Counter[str] | None = None) -> PartitionTransactions:  # type: ignore[no-untyped-def]
+    return PartitionTransactions(broker.access, profile(broker.bootstrap), group, counters)
 
 
 async def committed_values(bootstrap: str, topic: str) -> list[bytes]:
@@ -338,7 +338,7 @@ async def test_a_commit_cancelled_after_the_partition_moved_counts_the_fence_and
     partition let go, the cancellation is what the batch sees, and no answer is left unread."""
     tp, sink, group = await stage_topics(broker)
     counters: Counter[str] = Counter()
-    stalled = PartitionTransactions(broker.access, profile(broker.bootstrap), group, counters)
+    stalled = transactions_of(broker, group, counters)
     successor = transactions_of(broker, group)
     unread: list[object] = []
     loop = asyncio.get_running_loop()
