@@ -1,6 +1,7 @@
 """Idle cost of `scrapestream dev` and the latency of the first job after a pause.
 
     .venv/bin/python -m bench.idle --seconds 30
+    .venv/bin/python -m bench.idle --seconds 30 --callbacks   # and what each process's loop runs
 
 Starts `scrapestream dev` (embedded broker, worker, HTTP API) in a scratch directory, lets it
 settle, then reads the CPU its process and the broker's spend while nothing is submitted. Then
@@ -28,11 +29,16 @@ from streams.broker.embedded import free_loopback_port
 from streams.client import Client
 
 SETTLE_S = 10.0
+STARTS_WITHIN_S = 15.0
+TOP_CALLBACKS = 10
 
 
-async def start_dev(directory: Path) -> tuple[Child, dict[str, object]]:
+async def start_dev(
+    directory: Path, callbacks: dict[str, str] | None = None
+) -> tuple[Child, dict[str, object]]:
     environment = {k: v for k, v in os.environ.items() if not k.startswith("SCRAPESTREAM_")}
     environment |= {"SCRAPESTREAM_WEB_PORT": "0", "SCRAPESTREAM_ALLOW_PRIVATE_NETWORKS": "1"}
+    environment |= callbacks or {}
     process = await asyncio.create_subprocess_exec(
         SCRAPESTREAM, "dev", cwd=directory, env=environment, stdout=asyncio.subprocess.DEVNULL
     )
@@ -48,11 +54,12 @@ async def start_dev(directory: Path) -> tuple[Child, dict[str, object]]:
     raise RuntimeError("scrapestream dev did not start")
 
 
-async def main(seconds: float, pauses: int, pause_s: float) -> dict[str, object]:
+async def main(seconds: float, pauses: int, pause_s: float, callbacks: bool = False) -> dict[str, object]:
     port = free_loopback_port()
     origin = await start_origin(port)
     directory = Path(tempfile.mkdtemp(prefix="scrapestream-idle-"))
-    dev, state = await start_dev(directory)
+    window = callback_window(directory, seconds) if callbacks else None
+    dev, state = await start_dev(directory, window)
     try:
         pids = {"dev": dev.pid, "broker": int(str(state["broker_pid"]))}
         await asyncio.sleep(SETTLE_S)
@@ -63,6 +70,7 @@ async def main(seconds: float, pauses: int, pause_s: float) -> dict[str, object]
             f"idle_core_percent_{name}": round((after[name] - before[name]) * 100 / seconds, 2)
             for name in pids
         }
+        counted = await counted_callbacks(directory, window) if window else {}
         latencies_ms = await after_pauses(str(state["kafka_bootstrap"]), port, pauses, pause_s)
     finally:
         await dev.stop()
@@ -78,7 +86,34 @@ async def main(seconds: float, pauses: int, pause_s: float) -> dict[str, object]
             "after_pause_latency_ms_p50": round(statistics.median(latencies_ms), 1),
             "after_pause_latency_ms_max": round(max(latencies_ms), 1),
         }
+        | counted
     )
+
+
+def callback_window(directory: Path, seconds: float) -> dict[str, str]:
+    """Settings of `bench/loop_callbacks`: every process of `dev` counts its loop's callbacks for
+    `seconds`, from when the idle reading starts at the latest (the process's start takes less)."""
+    starts = time.time() + STARTS_WITHIN_S + SETTLE_S
+    hook = str(Path(__file__).parent / "loop_callbacks")
+    return {
+        "PYTHONPATH": os.pathsep.join(filter(None, [hook, os.environ.get("PYTHONPATH")])),
+        "LOOP_CALLBACKS_DIR": str(directory),
+        "LOOP_CALLBACKS_FROM": str(starts),
+        "LOOP_CALLBACKS_UNTIL": str(starts + seconds),
+    }
+
+
+async def counted_callbacks(directory: Path, window: dict[str, str]) -> dict[str, object]:
+    """Each process's callbacks that took the most time, once every process has written them."""
+    await asyncio.sleep(max(0.0, float(window["LOOP_CALLBACKS_UNTIL"]) + 2.0 - time.time()))
+    return {"callbacks_by_process": await asyncio.to_thread(callbacks_written, directory)}
+
+
+def callbacks_written(directory: Path) -> dict[str, object]:
+    return {
+        path.stem.removeprefix("callbacks."): json.loads(path.read_text())[:TOP_CALLBACKS]
+        for path in sorted(directory.glob("callbacks.*.json"))
+    }
 
 
 async def after_pauses(bootstrap: str, port: int, pauses: int, pause_s: float) -> list[float]:
@@ -104,6 +139,11 @@ if __name__ == "__main__":
     parser.add_argument("--seconds", type=float, default=30.0, help="how long the idle CPU is read")
     parser.add_argument("--pauses", type=int, default=5, help="single jobs submitted after a pause")
     parser.add_argument("--pause", type=float, default=5.0, help="seconds of idleness before each")
+    parser.add_argument(
+        "--callbacks",
+        action="store_true",
+        help="each process's event-loop callbacks by time spent (on the standard loop: uvloop kept out)",
+    )
     arguments = parser.parse_args()
-    result = asyncio.run(main(arguments.seconds, arguments.pauses, arguments.pause))
+    result = asyncio.run(main(arguments.seconds, arguments.pauses, arguments.pause, arguments.callbacks))
     sys.stdout.write(json.dumps(result) + "\n")

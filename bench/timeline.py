@@ -11,11 +11,10 @@ import statistics
 from collections import defaultdict
 from uuid import UUID
 
-from aiokafka import TopicPartition
-
 from schemas.codec import decode_or_none
 from streams.broker.access import KafkaAccess
 from streams.broker.clients import kafka_consumer
+from streams.broker.compat import partitions_known
 
 QUIET_POLLS = 4
 SUBMIT_TOPIC = "scrapestream.submit"
@@ -29,9 +28,7 @@ async def record_timeline(access: KafkaAccess, job_ids: set[UUID]) -> dict[str, 
     await consumer.start()
     try:
         topics = [topic for topic in await consumer.topics() if topic.startswith("scrapestream.")]
-        consumer.assign(
-            [TopicPartition(topic, p) for topic in topics for p in consumer.partitions_for_topic(topic) or ()]
-        )
+        consumer.assign(await partitions_known(consumer, topics))
         await consumer.seek_to_beginning()
         quiet = 0
         while quiet < QUIET_POLLS:

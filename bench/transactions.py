@@ -5,7 +5,9 @@ another on one producer, on an Apache Kafka node started for the run.
     .venv/bin/python -m bench.transactions --retry-wait-ms 20   # with aiokafka's own
 
 A transaction begun right after a commit is refused until the broker has written the last one's
-markers; `--retry-wait-ms` is how long the producer waits before it asks again.
+markers; `--retry-wait-ms` is how long the producer waits before it asks again. Each round is read
+back by a `read_committed` consumer, as a stage reads; the same rounds without a transaction (an
+idempotent produce) follow, for the cost a transaction adds to a hop: its time and the broker's CPU.
 """
 
 from __future__ import annotations
@@ -17,16 +19,20 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from uuid import uuid4
 
 import aiokafka.producer.sender
-from aiokafka import AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from bench.e2e import percentile, running_broker
+from bench.processes import tree_cpu_seconds
 
 WARM_UP = 10
+IDLE_S = 5.0
 
 
 async def main(transactions: int, retry_wait_ms: float | None) -> dict[str, object]:
@@ -46,24 +52,75 @@ async def main(transactions: int, retry_wait_ms: float | None) -> dict[str, obje
                 transactional_id=topic,
                 **broker.profile.producer_options(),
             )
-            await producer.start()
-            rounds: list[float] = []
+            plain = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, **broker.profile.producer_options())
+            reader = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap, **broker.profile.consumer_options())
+            await asyncio.gather(producer.start(), plain.start(), reader.start())
+            reader.assign([TopicPartition(topic, 0)])
             try:
-                for offset in range(transactions + WARM_UP):
-                    started = time.perf_counter()
-                    async with producer.transaction():
-                        await producer.send_and_wait(topic, b"record", partition=0)
-                        await producer.send_offsets_to_transaction({TopicPartition(topic, 0): offset}, topic)
-                    rounds.append((time.perf_counter() - started) * 1000)
+                transactional = await rounds(
+                    transactions, reader, transaction_of(producer, topic), broker.pid
+                )
+                idle_cpu_s = tree_cpu_seconds(broker.pid)
+                await asyncio.sleep(IDLE_S)
+                idle_cpu_s = tree_cpu_seconds(broker.pid) - idle_cpu_s
+                produced = await rounds(transactions, reader, produce_of(plain, topic), broker.pid)
             finally:
-                await producer.stop()
-    measured = rounds[WARM_UP:]
+                await asyncio.gather(producer.stop(), plain.stop(), reader.stop())
     return {
         "transactions": transactions,
         "retry_wait_ms": aiokafka.producer.sender.BACKOFF_OVERRIDE * 1000,
-        "commit_round_ms_p50": round(statistics.median(measured), 1),
-        "commit_round_ms_p90": round(percentile(measured, 0.9), 1),
+        "commit_round_ms_p50": round(statistics.median(transactional.done_ms), 1),
+        "commit_round_ms_p90": round(percentile(transactional.done_ms, 0.9), 1),
+        "read_committed_sees_it_ms_p50": round(statistics.median(transactional.seen_ms), 1),
+        "broker_cpu_ms_a_transaction": round(transactional.broker_cpu_s * 1000 / transactions, 2),
+        "produce_ms_p50": round(statistics.median(produced.done_ms), 1),
+        "reader_sees_it_ms_p50": round(statistics.median(produced.seen_ms), 1),
+        "broker_cpu_ms_a_produce": round(produced.broker_cpu_s * 1000 / transactions, 2),
+        "broker_idle_core_percent": round(idle_cpu_s * 100 / IDLE_S, 1),
     }
+
+
+@dataclass
+class Rounds:
+    done_ms: list[float]
+    seen_ms: list[float]
+    broker_cpu_s: float
+
+
+def transaction_of(producer: AIOKafkaProducer, topic: str) -> Callable[[int], Awaitable[None]]:
+    async def one(offset: int) -> None:
+        async with producer.transaction():
+            await producer.send_and_wait(topic, b"record", partition=0)
+            await producer.send_offsets_to_transaction({TopicPartition(topic, 0): offset}, topic)
+
+    return one
+
+
+def produce_of(producer: AIOKafkaProducer, topic: str) -> Callable[[int], Awaitable[None]]:
+    async def one(offset: int) -> None:
+        await producer.send_and_wait(topic, b"record", partition=0)
+
+    return one
+
+
+async def rounds(
+    count: int, reader: AIOKafkaConsumer, one: Callable[[int], Awaitable[None]], broker_pid: int
+) -> Rounds:
+    """Each round written, then read by a consumer that waits at the broker (how a stage reads)."""
+    measured = Rounds([], [], 0.0)
+    for offset in range(count + WARM_UP):
+        if offset == WARM_UP:
+            measured.broker_cpu_s = -tree_cpu_seconds(broker_pid)
+        started = time.perf_counter()
+        await one(offset)
+        done = time.perf_counter()
+        while not await reader.getmany(timeout_ms=1_000):
+            pass
+        if offset >= WARM_UP:
+            measured.done_ms.append((done - started) * 1000)
+            measured.seen_ms.append((time.perf_counter() - started) * 1000)
+    measured.broker_cpu_s += tree_cpu_seconds(broker_pid)
+    return measured
 
 
 if __name__ == "__main__":

@@ -1,0 +1,67 @@
+"""Counts the time each event-loop callback takes in every Python process started with this directory
+on `PYTHONPATH` (`bench.idle --callbacks`); uvloop is kept out, as its callbacks cannot be wrapped.
+
+Reads `LOOP_CALLBACKS_DIR` (where each process writes `callbacks.<pid>.json` once the window is over)
+and `LOOP_CALLBACKS_FROM` and `LOOP_CALLBACKS_UNTIL` (the window, as Unix times).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+sys.modules["uvloop"] = None  # type: ignore[assignment]  # an import of it fails: the standard loop runs
+
+_OUT = os.environ.get("LOOP_CALLBACKS_DIR")
+_FROM = float(os.environ.get("LOOP_CALLBACKS_FROM", "0"))
+_UNTIL = float(os.environ.get("LOOP_CALLBACKS_UNTIL", "0"))
+_seconds: dict[str, float] = {}
+_calls: Counter[str] = Counter()
+_unwrapped = asyncio.events.Handle._run
+
+
+def _name_of(callback: Any) -> str:
+    owner = getattr(callback, "__self__", None)
+    if isinstance(owner, asyncio.Task):
+        coroutine = owner.get_coro()
+        frame = getattr(coroutine, "cr_frame", None)
+        where = f" {Path(frame.f_code.co_filename).name}:{frame.f_lineno}" if frame is not None else ""
+        return f"task {getattr(coroutine, '__qualname__', coroutine)}{where}"
+    return str(getattr(callback, "__qualname__", type(callback).__name__))
+
+
+def _write(pid: int) -> None:
+    seconds = _UNTIL - _FROM
+    table = [
+        {"callback": name, "ms_a_second": round(spent * 1000 / seconds, 3), "calls_a_second": calls / seconds}
+        for name, spent in sorted(_seconds.items(), key=lambda item: -item[1])
+        if (calls := _calls[name])
+    ]
+    Path(str(_OUT), f"callbacks.{pid}.json").write_text(json.dumps(table))
+
+
+def _run(self: asyncio.events.Handle) -> None:
+    now = time.time()
+    if not _FROM <= now < _UNTIL:
+        if now >= _UNTIL and _seconds:
+            _write(os.getpid())
+            _seconds.clear()
+        _unwrapped(self)
+        return
+    name = _name_of(getattr(self, "_callback", None))
+    started = time.perf_counter()
+    try:
+        _unwrapped(self)
+    finally:
+        _seconds[name] = _seconds.get(name, 0.0) + time.perf_counter() - started
+        _calls[name] += 1
+
+
+if _OUT:
+    asyncio.events.Handle._run = _run  # type: ignore[method-assign]
