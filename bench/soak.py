@@ -3,8 +3,9 @@
     .venv/bin/python -m bench.soak --report faults.jsonl
 
 Runs every `soak` test of `tests/faults` on Apache Kafka (the ten-kill crash loop without
-transactions, the contrast of docs/RELIABILITY.md's exactly-once table), one after another, and
-leaves each scenario's counts as a JSON line in the report. Exits with pytest's code.
+transactions, the contrast of docs/RELIABILITY.md's exactly-once table; the three-kill run, whose
+every kill waits out Kafka's 45 s session timeout), one after another, and leaves each scenario's
+counts as a JSON line in the report. Exits with pytest's code.
 """
 
 from __future__ import annotations

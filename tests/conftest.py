@@ -46,10 +46,16 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             kinds = kinds[:1]
         if metafunc.definition.get_closest_marker("kafka_only"):
             kinds = [kind for kind in kinds if kind == "kafka"]
+        soak_on = metafunc.definition.get_closest_marker("soak_on")
+        soaks = set(soak_on.args) if soak_on else set()
         # Under xdist (`-n 2 --dist loadgroup`) every test of one broker runs in one process, so each
         # process starts only its own broker, once.
-        params = [pytest.param(kind, marks=pytest.mark.xdist_group(kind)) for kind in kinds]
+        params = [pytest.param(kind, marks=marks_of(kind, soaks)) for kind in kinds]
         metafunc.parametrize("broker", params, indirect=True, scope="session")
+
+
+def marks_of(kind: str, soaks: set[str]) -> list[pytest.MarkDecorator]:
+    return [pytest.mark.xdist_group(kind), *([pytest.mark.soak] if kind in soaks else [])]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

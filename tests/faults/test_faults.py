@@ -42,6 +42,8 @@ from tests.poison import poison_records
 pytestmark = [pytest.mark.asyncio(loop_scope="function"), pytest.mark.timeout(300)]
 
 
+# On Kafka each kill waits out the 45 s session timeout, and the ten-kill exactly_once loop covers its kills.
+@pytest.mark.soak_on("kafka")
 async def test_a_worker_killed_three_times_mid_fetch_loses_nothing_and_forks_nothing(broker, tmp_path):
     environment = worker_environment(broker.bootstrap, prefix(), tmp_path / "worker", processes="auto")
     settings = settings_of(environment)
