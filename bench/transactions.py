@@ -26,10 +26,11 @@ from uuid import uuid4
 
 import aiokafka.producer.sender
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.admin import NewTopic
 
 from bench.e2e import percentile, running_broker
 from bench.processes import tree_cpu_seconds
+from streams.broker.clients import kafka_admin, kafka_consumer, kafka_producer
 
 WARM_UP = 10
 IDLE_S = 5.0
@@ -41,19 +42,16 @@ async def main(transactions: int, retry_wait_ms: float | None) -> dict[str, obje
     with tempfile.TemporaryDirectory(prefix="scrapestream-bench-") as directory:
         async with running_broker("kafka", Path(directory)) as broker:
             topic = f"bench-{uuid4().hex[:8]}"
-            admin = AIOKafkaAdminClient(bootstrap_servers=broker.bootstrap)
+            admin = kafka_admin(broker.access)
             await admin.start()
             try:
                 await admin.create_topics([NewTopic(topic, 1, 1)])
             finally:
                 await admin.close()
-            producer = AIOKafkaProducer(
-                bootstrap_servers=broker.bootstrap,
-                transactional_id=topic,
-                **broker.profile.producer_options(),
-            )
-            plain = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, **broker.profile.producer_options())
-            reader = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap, **broker.profile.consumer_options())
+            options = broker.profile.producer_options()
+            producer = kafka_producer(broker.access, transactional_id=topic, **options)
+            plain = kafka_producer(broker.access, **options)
+            reader = kafka_consumer(broker.access, **broker.profile.consumer_options())
             await asyncio.gather(producer.start(), plain.start(), reader.start())
             reader.assign([TopicPartition(topic, 0)])
             try:
@@ -72,19 +70,19 @@ async def main(transactions: int, retry_wait_ms: float | None) -> dict[str, obje
         "commit_round_ms_p50": round(statistics.median(transactional.done_ms), 1),
         "commit_round_ms_p90": round(percentile(transactional.done_ms, 0.9), 1),
         "read_committed_sees_it_ms_p50": round(statistics.median(transactional.seen_ms), 1),
-        "broker_cpu_ms_a_transaction": round(transactional.broker_cpu_s * 1000 / transactions, 2),
+        "broker_cpu_ms_a_transaction": transactional.broker_cpu_ms,
         "produce_ms_p50": round(statistics.median(produced.done_ms), 1),
         "reader_sees_it_ms_p50": round(statistics.median(produced.seen_ms), 1),
-        "broker_cpu_ms_a_produce": round(produced.broker_cpu_s * 1000 / transactions, 2),
+        "broker_cpu_ms_a_produce": produced.broker_cpu_ms,
         "broker_idle_core_percent": round(idle_cpu_s * 100 / IDLE_S, 1),
     }
 
 
 @dataclass
 class Rounds:
-    done_ms: list[float]
-    seen_ms: list[float]
-    broker_cpu_s: float
+    done_ms: list[float]  # until the write was acknowledged (committed)
+    seen_ms: list[float]  # until the reader had it
+    broker_cpu_ms: float  # a round
 
 
 def transaction_of(producer: AIOKafkaProducer, topic: str) -> Callable[[int], Awaitable[None]]:
@@ -107,20 +105,24 @@ async def rounds(
     count: int, reader: AIOKafkaConsumer, one: Callable[[int], Awaitable[None]], broker_pid: int
 ) -> Rounds:
     """Each round written, then read by a consumer that waits at the broker (how a stage reads)."""
-    measured = Rounds([], [], 0.0)
-    for offset in range(count + WARM_UP):
-        if offset == WARM_UP:
-            measured.broker_cpu_s = -tree_cpu_seconds(broker_pid)
-        started = time.perf_counter()
-        await one(offset)
-        done = time.perf_counter()
-        while not await reader.getmany(timeout_ms=1_000):
-            pass
-        if offset >= WARM_UP:
-            measured.done_ms.append((done - started) * 1000)
-            measured.seen_ms.append((time.perf_counter() - started) * 1000)
-    measured.broker_cpu_s += tree_cpu_seconds(broker_pid)
-    return measured
+    for offset in range(WARM_UP):
+        await round_trip(reader, one, offset)
+    cpu_s = tree_cpu_seconds(broker_pid)
+    timings = [await round_trip(reader, one, WARM_UP + n) for n in range(count)]
+    cpu_ms = (tree_cpu_seconds(broker_pid) - cpu_s) * 1000 / count
+    return Rounds([done for done, _ in timings], [seen for _, seen in timings], round(cpu_ms, 2))
+
+
+async def round_trip(
+    reader: AIOKafkaConsumer, one: Callable[[int], Awaitable[None]], offset: int
+) -> tuple[float, float]:
+    """Milliseconds until round `offset` was written, and until the reader had it."""
+    started = time.perf_counter()
+    await one(offset)
+    done = time.perf_counter()
+    while not await reader.getmany(timeout_ms=1_000):
+        pass
+    return (done - started) * 1000, (time.perf_counter() - started) * 1000
 
 
 if __name__ == "__main__":

@@ -12,17 +12,13 @@ import json
 import os
 import sys
 import time
-from collections import Counter
 from pathlib import Path
 from typing import Any
-
-sys.modules["uvloop"] = None  # type: ignore[assignment]  # an import of it fails: the standard loop runs
 
 _OUT = os.environ.get("LOOP_CALLBACKS_DIR")
 _FROM = float(os.environ.get("LOOP_CALLBACKS_FROM", "0"))
 _UNTIL = float(os.environ.get("LOOP_CALLBACKS_UNTIL", "0"))
-_seconds: dict[str, float] = {}
-_calls: Counter[str] = Counter()
+_spent: dict[str, list[float]] = {}  # a callback's name: its seconds and its calls
 _unwrapped = asyncio.events.Handle._run
 
 
@@ -40,8 +36,7 @@ def _write(pid: int) -> None:
     seconds = _UNTIL - _FROM
     table = [
         {"callback": name, "ms_a_second": round(spent * 1000 / seconds, 3), "calls_a_second": calls / seconds}
-        for name, spent in sorted(_seconds.items(), key=lambda item: -item[1])
-        if (calls := _calls[name])
+        for name, (spent, calls) in sorted(_spent.items(), key=lambda item: -item[1][0])
     ]
     Path(str(_OUT), f"callbacks.{pid}.json").write_text(json.dumps(table))
 
@@ -49,9 +44,9 @@ def _write(pid: int) -> None:
 def _run(self: asyncio.events.Handle) -> None:
     now = time.time()
     if not _FROM <= now < _UNTIL:
-        if now >= _UNTIL and _seconds:
+        if now >= _UNTIL and _spent:
             _write(os.getpid())
-            _seconds.clear()
+            _spent.clear()
         _unwrapped(self)
         return
     name = _name_of(getattr(self, "_callback", None))
@@ -59,9 +54,11 @@ def _run(self: asyncio.events.Handle) -> None:
     try:
         _unwrapped(self)
     finally:
-        _seconds[name] = _seconds.get(name, 0.0) + time.perf_counter() - started
-        _calls[name] += 1
+        spent = _spent.setdefault(name, [0.0, 0])
+        spent[0] += time.perf_counter() - started
+        spent[1] += 1
 
 
 if _OUT:
+    sys.modules["uvloop"] = None  # type: ignore[assignment]  # an import of it fails: the standard loop runs
     asyncio.events.Handle._run = _run  # type: ignore[method-assign]
