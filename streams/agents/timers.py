@@ -99,6 +99,8 @@ class Timers:
         sent_at = time.monotonic()
         self._sent = {key: at for key, at in self._sent.items() if sent_at - at < RESEND_AFTER_S}
         fresh = [(job_id, label) for job_id, label in due if (job_id, label) not in self._sent]
+        if not fresh:
+            return 0
         topic = self._settings.topic("commands")
         await self._publisher.send_all(
             [

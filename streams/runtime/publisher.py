@@ -153,6 +153,7 @@ class Publisher:
         self._producer = new_producer(kafka, profile, partitioner=_PARTITIONER)
         # With a schema registry: what consumers read, in its framing (`streams/runtime/schema_registry.py`).
         self.framing: Callable[[Sequence[Outgoing]], Sequence[Outgoing]] | None = None
+        self._stopped = False
 
     async def start(self) -> None:
         try:
@@ -172,10 +173,14 @@ class Publisher:
         return f"cannot reach Kafka at {self._bootstrap}: {exc}"
 
     async def stop(self) -> None:
+        self._stopped = True
         await self._producer.stop()
 
     async def reachable(self, timeout_s: float) -> bool:
-        """Whether a broker answers a metadata request now (not from cached metadata)."""
+        """Whether a broker answers a metadata request now (not from cached metadata); never once
+        stopped: a stopped aiokafka client would open a connection nothing closes."""
+        if self._stopped:
+            return False
         try:
             async with asyncio.timeout(timeout_s):
                 await self._producer.client.fetch_all_metadata()

@@ -25,6 +25,10 @@ class Watchdog:
             return []
         return [f"{name} stopped: {_why(task)}" for name, task in self._tasks.items() if task.done()]
 
+    @property
+    def is_stopping(self) -> bool:
+        return self._stopping
+
     def stopping(self) -> None:
         """From here on tasks end because the worker stops."""
         self._stopping = True

@@ -150,9 +150,10 @@ async def _readiness(fleet: Fleet) -> Readiness:
     commands = fleet.settings.topic("commands")
     assigned = sorted(tp.partition for tp in fleet.consumer.assigned() if tp.topic == commands)
     catching_up = fleet.ownership.catching_up
-    reachable = await fleet.publisher.reachable(BROKER_CHECK_S)
-    reasons = []
-    if not reachable:
+    stopping = fleet.watchdog.is_stopping  # its Kafka clients may be stopped already: none is asked
+    reachable = not stopping and await fleet.publisher.reachable(BROKER_CHECK_S)
+    reasons = ["the worker is stopping"] if stopping else []
+    if not reachable and not stopping:
         reasons.append(f"no broker at {fleet.settings.kafka_bootstrap} answered within {BROKER_CHECK_S} s")
     if not fleet.consumer.joined.is_set():
         reasons.append("not yet a member of the consumer group")

@@ -351,7 +351,9 @@ async def test_route_ledger_records_no_writer_could_mean_are_skipped_and_the_led
             assert (await http.get("/healthz")).json()["counters"]["route_ledger.skipped"] == 4
 
 
-async def test_a_dead_background_task_fails_readiness_loudly(broker, tmp_path, caplog):
+async def test_a_dead_background_task_fails_readiness_loudly_and_a_stopping_worker_says_so(
+    broker, tmp_path, caplog
+):
     settings = worker_settings(broker.bootstrap, tmp_path)
     async with running_system(settings) as system:
         worker = system.worker
@@ -362,9 +364,14 @@ async def test_a_dead_background_task_fails_readiness_loudly(broker, tmp_path, c
         await asyncio.sleep(0)
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{worker.web_port}") as http:
             answer = await http.get("/readyz")
+            worker.watchdog.stopping()  # the first step of `stop`: its clients stop while the port answers
+            stopping = await http.get("/readyz")
     assert answer.status_code == 503
     assert any("the global table reader stopped" in reason for reason in answer.json()["reasons"])
     assert "background task the global table reader stopped" in caplog.text
+    assert stopping.status_code == 503
+    assert stopping.json()["reasons"][0] == "the worker is stopping"
+    assert stopping.json()["broker_reachable"] is False  # not asked of a producer that may be stopped
 
 
 async def test_a_routes_ledger_as_of_a_time_is_what_get_routes_showed_then(broker, origin, tmp_path):

@@ -167,6 +167,18 @@ async def test_asking_for_a_topic_nobody_created_never_creates_it(broker):
         await admin.close()
 
 
+async def test_a_publisher_says_whether_a_broker_answers_and_once_stopped_asks_none(broker):
+    """A stopped aiokafka client would open a connection for the probe and leave it to the garbage
+    collector: a stopped publisher answers without one."""
+    publisher = Publisher(broker.access, profile(broker.bootstrap))
+    await publisher.start()
+    try:
+        assert await publisher.reachable(5.0)
+    finally:
+        await publisher.stop()
+    assert not await publisher.reachable(5.0)
+
+
 async def zombie_write(producer: AIOKafkaProducer, topic: str) -> None:
     await producer.begin_transaction()
     await producer.send_and_wait(topic, b"zombie")

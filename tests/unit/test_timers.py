@@ -26,8 +26,10 @@ class RecordingSink:
 
     def __init__(self) -> None:
         self.sent: list[Outgoing] = []
+        self.calls = 0
 
     async def send_all(self, messages: Sequence[Outgoing], batch: object = None) -> list[Any]:
+        self.calls += 1
         self.sent += messages
         return []
 
@@ -55,6 +57,14 @@ async def test_nothing_is_sent_before_it_is_due():
     lifecycle(submit())
     timers, _ = await timers_for(lifecycle.events, T0 + timedelta(seconds=1))
     assert await timers.tick() == 0
+
+
+async def test_an_idle_pass_asks_nothing_of_the_publisher():
+    lifecycle = Lifecycle()
+    lifecycle(submit())
+    timers, publisher = await timers_for(lifecycle.events, T0 + timedelta(seconds=1))
+    assert await timers.tick() == 0
+    assert publisher.calls == 0
 
 
 async def test_partitions_this_worker_does_not_own_are_left_alone():
