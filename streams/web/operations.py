@@ -150,11 +150,12 @@ async def _readiness(fleet: Fleet) -> Readiness:
     commands = fleet.settings.topic("commands")
     assigned = sorted(tp.partition for tp in fleet.consumer.assigned() if tp.topic == commands)
     catching_up = fleet.ownership.catching_up
-    stopping = fleet.watchdog.is_stopping  # its Kafka clients may be stopped already: none is asked
-    reachable = not stopping and await fleet.publisher.reachable(BROKER_CHECK_S)
-    reasons = ["the worker is stopping"] if stopping else []
-    if not reachable and not stopping:
-        reasons.append(f"no broker at {fleet.settings.kafka_bootstrap} answered within {BROKER_CHECK_S} s")
+    if fleet.watchdog.is_stopping:  # its Kafka clients may be stopped already: none is asked
+        reachable, reasons = False, ["the worker is stopping"]
+    else:
+        reachable = await fleet.publisher.reachable(BROKER_CHECK_S)
+        unanswered = f"no broker at {fleet.settings.kafka_bootstrap} answered within {BROKER_CHECK_S} s"
+        reasons = [] if reachable else [unanswered]
     if not fleet.consumer.joined.is_set():
         reasons.append("not yet a member of the consumer group")
     blocked = fleet.ownership.blocked

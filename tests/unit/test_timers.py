@@ -52,14 +52,7 @@ async def test_a_lapsed_lease_is_sent_to_the_lifecycle_once():
     assert decode(message.value).job_id == lifecycle.job.job_id
 
 
-async def test_nothing_is_sent_before_it_is_due():
-    lifecycle = Lifecycle()
-    lifecycle(submit())
-    timers, _ = await timers_for(lifecycle.events, T0 + timedelta(seconds=1))
-    assert await timers.tick() == 0
-
-
-async def test_an_idle_pass_asks_nothing_of_the_publisher():
+async def test_nothing_is_sent_before_it_is_due_and_an_idle_pass_asks_nothing_of_the_publisher():
     lifecycle = Lifecycle()
     lifecycle(submit())
     timers, publisher = await timers_for(lifecycle.events, T0 + timedelta(seconds=1))
